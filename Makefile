@@ -1,0 +1,54 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+
+.PHONY: run test lint fmt typecheck contracts pytest bench install dev clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP) $@
+
+install: $(STAMP)
+dev: $(DEV_STAMP)
+
+## Start the default mesh (console channel + built-in servers) and open the chat.
+run: $(STAMP)
+	$(BIN)/nexo run --chat $(ARGS)
+
+## Lint, type check, import contracts and the whole test suite with coverage.
+test: dev lint typecheck contracts pytest
+
+lint: dev
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+fmt: dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+typecheck: dev
+	$(BIN)/mypy
+
+contracts: dev
+	$(BIN)/lint-imports
+
+pytest: dev
+	rm -f .coverage .coverage.*
+	$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS)
+
+bench: dev
+	$(BIN)/python -m bench $(ARGS)
+
+clean:
+	rm -rf $(VENV) .coverage .coverage.* .mypy_cache .ruff_cache .pytest_cache

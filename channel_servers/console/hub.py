@@ -1,0 +1,156 @@
+"""The Unix socket where ``nexo chat`` clients connect, and delivery to them."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+from anyio.abc import SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+from pydantic import BaseModel, ValidationError
+
+from shared.protocol.console_wire import MAX_FRAME_BYTES, Error, Hello, Say, client_frames, encode
+
+logger = logging.getLogger("nexo.console")
+
+OnSay = Callable[["ChatClient", Say], Awaitable[None]]
+OnHello = Callable[["ChatClient"], Awaitable[None]]
+
+
+class ConsoleInUse(Exception):
+    """Another console server already listens on this socket."""
+
+
+class ChatClient:
+    def __init__(self, stream: SocketStream) -> None:
+        self.stream = stream
+        self.chat_id = "operator"
+        self._lock = anyio.Lock()
+
+    async def send(self, frame: BaseModel) -> bool:
+        try:
+            async with self._lock:
+                await self.stream.send(encode(frame))
+            return True
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return False
+
+
+class Hub:
+    def __init__(self, path: Path, *, on_hello: OnHello, on_say: OnSay) -> None:
+        self.path = path
+        self._on_hello = on_hello
+        self._on_say = on_say
+        self.clients: list[ChatClient] = []
+
+    def _claim_socket(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.path.exists():
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(str(self.path))
+            except OSError:
+                self.path.unlink()  # stale socket from a process that died
+            else:
+                raise ConsoleInUse(
+                    f"another console server is listening on {self.path}; stop it or use another state_dir"
+                )
+            finally:
+                probe.close()
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        self._claim_socket()
+        old_umask = os.umask(0o177)
+        try:
+            listener = await anyio.create_unix_listener(self.path)
+        finally:
+            os.umask(old_umask)
+        self.path.chmod(0o600)
+        task_status.started()
+        try:
+            async with listener:
+                await listener.serve(self._handle)
+        finally:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+
+    async def _handle(self, stream: SocketStream) -> None:
+        client = ChatClient(stream)
+        reader = BufferedByteReceiveStream(stream)
+        try:
+            while True:
+                try:
+                    line = await reader.receive_until(b"\n", MAX_FRAME_BYTES)
+                except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError):
+                    return
+                except anyio.DelimiterNotFound:
+                    await client.send(Error(message=f"frame larger than {MAX_FRAME_BYTES} bytes"))
+                    return
+                try:
+                    frame = client_frames.validate_json(line)
+                except ValidationError as exc:
+                    await client.send(Error(message=f"bad frame: {exc.errors()[0]['msg']}"))
+                    continue
+                if isinstance(frame, Hello):
+                    client.chat_id = frame.chat_id
+                    if client not in self.clients:
+                        self.clients.append(client)
+                    await self._on_hello(client)
+                else:
+                    await self._on_say(client, frame)
+        finally:
+            if client in self.clients:
+                self.clients.remove(client)
+            await stream.aclose()
+
+    async def deliver(self, chat_id: str, frame: BaseModel) -> int:
+        reached = 0
+        for client in list(self.clients):
+            if client.chat_id == chat_id and await client.send(frame):
+                reached += 1
+        return reached
+
+    async def broadcast(self, frame: BaseModel) -> int:
+        reached = 0
+        for client in list(self.clients):
+            if await client.send(frame):
+                reached += 1
+        return reached
+
+
+class PendingApprovals:
+    """Request ids the orchestrator asked about; only these can be answered from the console."""
+
+    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = ttl_s
+        self._clock = clock
+        self._expires: dict[str, float] = {}
+        self.prompts: dict[str, BaseModel] = {}
+
+    def add(self, request_id: str, prompt: BaseModel) -> None:
+        self._expires[request_id] = self._clock() + self._ttl
+        self.prompts[request_id] = prompt
+
+    def take(self, request_id: str) -> bool:
+        self._expire()
+        if request_id not in self._expires:
+            return False
+        del self._expires[request_id]
+        del self.prompts[request_id]
+        return True
+
+    def open(self) -> list[BaseModel]:
+        self._expire()
+        return list(self.prompts.values())
+
+    def _expire(self) -> None:
+        now = self._clock()
+        for request_id in [r for r, t in self._expires.items() if t <= now]:
+            del self._expires[request_id]
+            del self.prompts[request_id]

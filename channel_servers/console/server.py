@@ -1,0 +1,171 @@
+"""The console channel server: inbound from ``nexo chat`` into a durable log, replies via ``send_message``."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel
+
+from channel_servers.console.hub import ChatClient, Hub, PendingApprovals
+from channel_servers.console.settings import ConsoleSettings
+from channel_servers.console.store import ConsoleStore, open_store
+from shared.channelkit.server import LiveSessions, make_channel_server
+from shared.events import EventLog, EventLogFull
+from shared.hosting import server_main
+from shared.protocol.channel import (
+    PermissionRequestParams,
+    PermissionVerdictParams,
+    normalize_inbound,
+    parse_permission_reply,
+)
+from shared.protocol.console_wire import Approval, Error, Queued, Reply, Say, Verdict, Welcome
+
+SERVER_NAME = "console"
+MESSAGE_KIND = "message"
+VERDICT_KIND = "permission_verdict"
+OUTBOUND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+@dataclass
+class ConsoleState:
+    store: ConsoleStore
+    hub: Hub
+    approvals: PendingApprovals
+
+
+class SendResult(BaseModel):
+    status: str
+    """sent (a chat showed it), queued (no chat connected; shown on next connect) or duplicate."""
+    message_id: str
+
+
+class Console:
+    """Glue between the socket hub, the store and the MCP sessions."""
+
+    def __init__(self, settings: ConsoleSettings) -> None:
+        self.settings = settings
+        self.sessions: LiveSessions | None = None
+
+    @asynccontextmanager
+    async def lifespan(self, _: MCPServer[Any]) -> AsyncIterator[ConsoleState]:
+        approvals = PendingApprovals(self.settings.approval_ttl_s)
+        async with open_store(self.settings.database, max_pending=self.settings.max_pending) as store:
+            await store.outbox.recover()
+            state: ConsoleState | None = None
+
+            async def on_hello(client: ChatClient) -> None:
+                assert state is not None
+                await client.send(Welcome(server=SERVER_NAME, chat_id=client.chat_id))
+                for entry in await store.outbox.pending(client.chat_id):
+                    frame = Reply(message_id=str(entry.id), text=entry.text, reply_to=entry.reply_to)
+                    if await client.send(frame):
+                        await store.outbox.mark_sent(entry.id, f"console-{entry.id}")
+                for prompt in approvals.open():
+                    await client.send(prompt)
+
+            async def on_say(client: ChatClient, say: Say) -> None:
+                await self._inbound(store, approvals, client, say)
+
+            hub = Hub(self.settings.socket, on_hello=on_hello, on_say=on_say)
+            state = ConsoleState(store=store, hub=hub, approvals=approvals)
+            async with anyio.create_task_group() as tg:
+                await tg.start(hub.serve)
+                try:
+                    yield state
+                finally:
+                    tg.cancel_scope.cancel()
+
+    async def _inbound(self, store: ConsoleStore, approvals: PendingApprovals, client: ChatClient, say: Say) -> None:
+        reply = parse_permission_reply(say.text)
+        if reply is not None:
+            if not approvals.take(reply.request_id):
+                await client.send(Error(message=f"no pending approval {reply.request_id!r} (answered or expired)"))
+                return
+            verdict = PermissionVerdictParams(request_id=reply.request_id, behavior=reply.behavior)
+            await store.events.append(VERDICT_KIND, f"verdict:{reply.request_id}", verdict.model_dump(mode="json"))
+            await client.send(Verdict(request_id=reply.request_id, behavior=reply.behavior))
+            if self.sessions is not None:
+                await self.sessions.push_verdict(verdict)
+            return
+        params = normalize_inbound(
+            say.text,
+            {"chat_id": client.chat_id, "message_id": say.id, "user_id": "operator", "sender": "operator"},
+        )
+        try:
+            appended = await store.events.append(
+                MESSAGE_KIND, f"console:{client.chat_id}:{say.id}", params.model_dump(mode="json")
+            )
+        except EventLogFull as exc:
+            await client.send(Error(message=str(exc)))
+            return
+        await client.send(Queued(id=say.id, seq=appended.seq, duplicate=not appended.created))
+        if appended.created and self.sessions is not None:
+            await self.sessions.push_message(params)
+
+    async def on_permission(self, state: ConsoleState, params: PermissionRequestParams) -> int:
+        prompt = Approval(
+            request_id=params.request_id,
+            tool_name=params.tool_name,
+            description=params.description,
+            input_preview=params.input_preview,
+        )
+        state.approvals.add(params.request_id, prompt)
+        return await state.hub.broadcast(prompt)
+
+
+def _log(state: ConsoleState) -> EventLog:
+    return state.store.events
+
+
+def build_server(settings: ConsoleSettings) -> MCPServer[Any]:
+    console = Console(settings)
+    server, sessions = make_channel_server(
+        SERVER_NAME,
+        instructions=(
+            "Messages from the operator's terminal arrive as <channel source=\"console\" ...>. "
+            "Reply with the send_message tool, passing the chat_id from the tag."
+        ),
+        lifespan=console.lifespan,
+        get_log=_log,
+        event_kinds=(MESSAGE_KIND, VERDICT_KIND),
+        permission=console.on_permission,
+    )
+    console.sessions = sessions
+
+    @server.tool(annotations=OUTBOUND)
+    async def send_message(
+        text: str,
+        chat_id: str = "operator",
+        reply_to: str | None = None,
+        idempotency_key: str | None = None,
+        notice: bool = False,
+        *,
+        ctx: Context[ConsoleState],
+    ) -> SendResult:
+        """Show a message in the operator's terminal chat. Retrying with the same idempotency_key never shows it twice."""
+        state = ctx.request_context.lifespan_context
+        key = idempotency_key or uuid.uuid4().hex
+        begun = await state.store.outbox.begin(key, chat_id, text, reply_to)
+        entry = begun.entry
+        if not begun.created:
+            return SendResult(status="duplicate", message_id=str(entry.id))
+        frame = Reply(message_id=str(entry.id), text=text, reply_to=reply_to, notice=notice)
+        if await state.hub.deliver(chat_id, frame):
+            await state.store.outbox.mark_sent(entry.id, f"console-{entry.id}")
+            return SendResult(status="sent", message_id=str(entry.id))
+        await state.store.outbox.mark_pending(entry.id)
+        return SendResult(status="queued", message_id=str(entry.id))
+
+    return server
+
+
+def main() -> int:
+    return server_main("channel_servers.console", lambda: build_server(ConsoleSettings()))

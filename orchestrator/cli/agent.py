@@ -1,0 +1,91 @@
+"""``nexo agent run "<prompt>"``: one goal in the foreground, progress on stderr, exit code from the outcome."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, load_config, print_json, setup_logging
+from orchestrator.loop.tools import Decision
+from orchestrator.mesh import CatalogTool
+
+
+class TerminalGate:
+    """Read-only tools run; others ask on this terminal (or are denied when nobody can answer)."""
+
+    def __init__(self, assume_yes: bool) -> None:
+        self.assume_yes = assume_yes
+
+    async def check(self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str) -> Decision:
+        if tool.read_only:
+            return Decision(True, "read-only tool")
+        if self.assume_yes:
+            return Decision(True, "approved by --yes")
+        if not sys.stdin.isatty():
+            return Decision(False, f"{tool.qualified} needs approval and stdin is not a terminal (use --yes)")
+        question = f"allow {tool.qualified} {arguments}? [y/N] "
+        answer = await anyio.to_thread.run_sync(lambda: input(question))
+        if answer.strip().lower() in ("y", "yes"):
+            return Decision(True, "approved on the terminal")
+        return Decision(False, "denied on the terminal")
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from orchestrator.daemon import child_env
+    from orchestrator.llm import build_provider
+    from orchestrator.loop import Outcome, ToolRunner, run_goal
+    from orchestrator.mesh import Mesh
+
+    config = load_config(args.config)
+    agent = config.agent(args.agent)
+    # Channel servers stay with the running daemon; a foreground goal needs only the tool servers.
+    servers = {name: s for name, s in config.servers.items() if name not in agent.channels}
+    provider = build_provider(agent.model.provider, config.llm.providers[agent.model.provider])
+
+    async def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        async with Mesh(servers, config.supervision, base_env=child_env(config)) as mesh:
+            await progress(f"starting {len(servers)} servers: {', '.join(servers) or '-'}")
+            for name in await mesh.wait_ready(30.0):
+                await progress(f"server {name} not ready: {mesh[name].last_error}")
+            result = await run_goal(
+                provider=provider,
+                system=agent.system_prompt,
+                prompt=args.prompt,
+                catalog=mesh.catalog(allowed=agent.allowed_tools),
+                runner=ToolRunner(mesh),
+                gate=TerminalGate(args.yes),
+                budgets=agent.budgets,
+                max_tokens=agent.model.max_tokens,
+                progress=progress,
+            )
+    finally:
+        await provider.aclose()
+    if args.json:
+        print_json(
+            {
+                "outcome": result.outcome.value,
+                "axis": result.axis,
+                "error": result.error,
+                "text": result.text,
+                "turns": result.turns,
+                "tool_calls": result.tool_calls,
+                "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens},
+            }
+        )
+    else:
+        if result.text:
+            print(result.text)
+        print(f"[{result.summary()}]", file=sys.stderr)
+    return EXIT_OK if result.outcome is Outcome.DONE else EXIT_FAIL
+
+
+def command_agent_run(args: argparse.Namespace) -> int:
+    setup_logging("WARNING")
+    return anyio.run(_run, args)

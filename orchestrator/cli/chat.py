@@ -1,0 +1,172 @@
+"""``nexo chat``: the operator's terminal, connected to the console channel's Unix socket.
+
+Interactive on a terminal; when stdin is piped, each line is sent in turn, each reply printed to
+stdout, and the command exits after the reply to the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+from anyio.abc import SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config
+from shared.protocol.console_wire import (
+    MAX_FRAME_BYTES,
+    Approval,
+    Error,
+    Hello,
+    Queued,
+    Reply,
+    Say,
+    Verdict,
+    Welcome,
+    encode,
+    server_frames,
+)
+
+CONNECT_WAIT_S = 30.0
+
+
+def console_socket(state_dir: Path) -> Path:
+    return state_dir / "console" / "console.sock"
+
+
+async def _connect(path: Path, wait_s: float) -> SocketStream:
+    """Connect, waiting briefly for a console that is still starting."""
+    with anyio.move_on_after(wait_s):
+        while True:
+            try:
+                return await anyio.connect_unix(path)
+            except (FileNotFoundError, ConnectionRefusedError):
+                await anyio.sleep(0.1)
+    raise ConnectionError(f"no console channel is listening on {path}; start the agent with `nexo run`")
+
+
+class ChatSession:
+    def __init__(self, stream: SocketStream, out: TextIO, err: TextIO) -> None:
+        self.stream = stream
+        self.reader = BufferedByteReceiveStream(stream)
+        self.out = out
+        self.err = err
+        self.approvals: list[str] = []
+
+    async def send(self, frame: Say | Hello) -> None:
+        await self.stream.send(encode(frame))
+
+    async def receive(self) -> Welcome | Queued | Reply | Approval | Verdict | Error:
+        line = await self.reader.receive_until(b"\n", MAX_FRAME_BYTES)
+        return server_frames.validate_json(line)
+
+    def show_approval(self, frame: Approval) -> None:
+        self.approvals.append(frame.request_id)
+        print(
+            f"\n[approval {frame.request_id}] {frame.tool_name} {frame.input_preview}\n"
+            f"  {frame.description}\n  answer: yes {frame.request_id} | no {frame.request_id}",
+            file=self.err,
+            flush=True,
+        )
+
+
+async def run_piped(session: ChatSession, lines: list[str], timeout_s: float) -> int:
+    for text in lines:
+        message_id = uuid.uuid4().hex
+        await session.send(Say(id=message_id, text=text))
+        with anyio.move_on_after(timeout_s):
+            while True:
+                frame = await session.receive()
+                if isinstance(frame, Reply) and frame.notice:
+                    print(frame.text, file=session.err, flush=True)
+                elif isinstance(frame, Reply) and frame.reply_to == message_id:
+                    print(frame.text, file=session.out, flush=True)
+                    break
+                elif isinstance(frame, Reply):
+                    print(frame.text, file=session.out, flush=True)
+                elif isinstance(frame, Approval):
+                    session.show_approval(frame)
+                elif isinstance(frame, Error):
+                    print(f"nexo chat: {frame.message}", file=session.err, flush=True)
+                    if frame.message.startswith(("no pending", "bad frame")):
+                        continue
+                    return EXIT_FAIL
+            continue
+        print(f"nexo chat: no reply within {timeout_s:g}s; the message stays queued", file=session.err)
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+async def run_interactive(session: ChatSession, stdin: TextIO) -> int:
+    async with anyio.create_task_group() as tg:
+
+        async def show() -> None:
+            while True:
+                try:
+                    frame = await session.receive()
+                except (anyio.EndOfStream, anyio.IncompleteRead):
+                    print("\n[console closed]", file=session.err)
+                    tg.cancel_scope.cancel()
+                    return
+                if isinstance(frame, Reply):
+                    prefix = "·" if frame.notice else "nexo>"
+                    print(f"\n{prefix} {frame.text}\n", file=session.out, flush=True)
+                elif isinstance(frame, Approval):
+                    session.show_approval(frame)
+                elif isinstance(frame, Verdict):
+                    print(f"[{frame.behavior} recorded for {frame.request_id}]", file=session.err, flush=True)
+                elif isinstance(frame, Error):
+                    print(f"[error] {frame.message}", file=session.err, flush=True)
+
+        tg.start_soon(show)
+        while True:
+            line = await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)
+            if not line:
+                break
+            text = line.strip()
+            if not text:
+                continue
+            # A bare y/n answers the only open approval.
+            if text.lower() in ("y", "yes", "n", "no") and len(session.approvals) == 1:
+                text = f"{text} {session.approvals.pop()}"
+            await session.send(Say(id=uuid.uuid4().hex, text=text))
+        tg.cancel_scope.cancel()
+    return EXIT_OK
+
+
+async def chat(path: Path, *, chat_id: str, timeout_s: float, stdin: TextIO, out: TextIO, err: TextIO) -> int:
+    interactive = stdin.isatty()
+    lines = [] if interactive else [line.rstrip("\n") for line in stdin if line.strip()]
+    stream = await _connect(path, CONNECT_WAIT_S)
+    async with stream:
+        session = ChatSession(stream, out, err)
+        await session.send(Hello(chat_id=chat_id))
+        if interactive:
+            print(f"connected to the console channel ({path}); Ctrl-D to leave", file=err)
+            return await run_interactive(session, stdin)
+        return await run_piped(session, lines, timeout_s)
+
+
+def command_chat(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    if args.agent:
+        config.agent(args.agent)
+    try:
+        return anyio.run(
+            lambda: chat(
+                console_socket(config.state_path),
+                chat_id=args.chat_id,
+                timeout_s=args.timeout,
+                stdin=sys.stdin,
+                out=sys.stdout,
+                err=sys.stderr,
+            )
+        )
+    except ConnectionError as exc:
+        return fail(str(exc))
+    except KeyboardInterrupt:
+        return EXIT_OK

@@ -1,0 +1,54 @@
+"""What every command shares: config loading with clear errors, exit codes, JSON output."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_FAIL, EXIT_WARN = 0, 1, 2
+
+
+def fail(message: str) -> int:
+    print(f"nexo: {message}", file=sys.stderr)
+    return EXIT_FAIL
+
+
+def config_path(value: str | None) -> Path | None:
+    raw = value or os.environ.get("NEXO_CONFIG")
+    return Path(raw) if raw else None
+
+
+def load_config(value: str | None) -> Any:
+    """The validated config, or SystemExit(1) after printing every problem to stderr."""
+    from orchestrator.config import load
+    from shared.settings import ConfigError
+
+    try:
+        return load(config_path(value))
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        raise SystemExit(EXIT_FAIL) from None
+
+
+def config_label(value: str | None) -> str:
+    path = config_path(value)
+    return str(path) if path else "<built-in defaults>"
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s", "%H:%M:%S"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(os.environ.get("NEXO_LOG_LEVEL", level))
+    # The SDK logs every request at INFO; keep our own lines readable.
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)

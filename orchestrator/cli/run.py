@@ -1,0 +1,73 @@
+"""``nexo run``: validate the config, then run the orchestrator (optionally with the chat attached)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import anyio
+
+from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, config_label, fail, load_config, print_json, setup_logging
+
+
+def command_run(args: argparse.Namespace) -> int:
+    from orchestrator.config import stdio_commands_missing
+    from shared.settings import ConfigError
+
+    config = load_config(args.config)
+    problems = stdio_commands_missing(config, config_label(args.config))
+    if problems:
+        print(str(ConfigError(problems)), file=sys.stderr)
+        return EXIT_FAIL
+    if args.check_config:
+        return anyio.run(_check, config, args)
+    setup_logging(config.log_level)
+    from orchestrator.daemon import Orchestrator
+    from orchestrator.lock import AlreadyRunning
+
+    orchestrator = Orchestrator(config, config_label=config_label(args.config))
+    on_ready = None
+    if args.chat:
+        from orchestrator.cli.chat import chat, console_socket
+
+        async def attach(_: Any) -> None:
+            await chat(
+                console_socket(config.state_path),
+                chat_id="operator",
+                timeout_s=300.0,
+                stdin=sys.stdin,
+                out=sys.stdout,
+                err=sys.stderr,
+            )
+
+        on_ready = attach
+    try:
+        anyio.run(lambda: orchestrator.run(on_ready=on_ready))
+    except AlreadyRunning as exc:
+        return fail(str(exc))
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK
+
+
+async def _check(config: Any, args: argparse.Namespace) -> int:
+    """Reach every server once: an unreachable one is an error naming its key path."""
+    from orchestrator.daemon import child_env
+    from orchestrator.mesh import ServerConnection
+
+    label = config_label(args.config)
+    report: dict[str, Any] = {"config": label, "servers": {}, "ok": True}
+    for name, server in config.servers.items():
+        connection = ServerConnection(name, server, config.supervision, base_env=child_env(config))
+        error = await connection.probe()
+        report["servers"][name] = {"ok": error is None, "tools": len(connection.tools), "error": error}
+        if error is not None:
+            report["ok"] = False
+            fix = "start it or correct the url" if server.transport == "http" else "run the command by hand to see why"
+            print(f"{label}: servers.{name}: cannot reach {server.describe()}: {error}. Fix: {fix}", file=sys.stderr)
+    if args.json:
+        print_json(report)
+    elif report["ok"]:
+        print(f"{label}: ok ({len(report['servers'])} servers reachable)")
+    return EXIT_OK if report["ok"] else EXIT_FAIL

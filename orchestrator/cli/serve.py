@@ -1,0 +1,24 @@
+"""``nexo serve NAME``: run one built-in server alone, e.g. for compose or another MCP client."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from orchestrator.cli.common import fail
+
+BUILT_IN = {"console": "channel_servers.console", "time": "servers.time"}
+
+
+def command_serve(args: argparse.Namespace) -> int:
+    module = BUILT_IN.get(args.name)
+    if module is None:
+        return fail(f"no built-in server {args.name!r}; choose one of: {', '.join(sorted(BUILT_IN))}")
+    argv = [sys.executable, "-m", module]
+    if args.http:
+        argv += ["--http", args.http]
+    sys.stdout.flush()
+    # The server runs as its own process image: the orchestrator never imports a server's code.
+    os.execv(sys.executable, argv)
+    return 0  # pragma: no cover

@@ -1,0 +1,202 @@
+"""The intake: one pump per bound channel server, one worker per conversation."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
+
+from orchestrator.config import AgentConfig, NexoConfig
+from orchestrator.intake.outbound import ReplySender
+from orchestrator.llm import AssistantMessage, Message, Provider, UserMessage
+from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
+from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
+from orchestrator.permissions import ApprovalBroker, OperatorGate
+from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
+from shared.protocol.events import AckParams, AckRequest, AckResult, Event, PullParams, PullRequest, PullResult
+
+logger = logging.getLogger("nexo.intake")
+
+PULL_WAIT_MS = 20_000
+SESSION_QUEUE = 100
+RETRY_INITIAL_S = 1.0
+RETRY_MAX_S = 60.0
+
+
+@dataclass
+class _Session:
+    key: str
+    inbox: MemoryObjectSendStream[tuple[str, Event]]
+    history: list[Message] = field(default_factory=list)
+    provider_notice_sent: bool = False
+
+
+class Intake:
+    def __init__(
+        self,
+        config: NexoConfig,
+        agent: AgentConfig,
+        mesh: Mesh,
+        provider: Provider,
+        broker: ApprovalBroker,
+        *,
+        on_goal: Callable[[GoalResult], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.agent = agent
+        self.mesh = mesh
+        self.provider = provider
+        self.broker = broker
+        self.on_goal = on_goal
+        self.runner = ToolRunner(mesh)
+        self.gate = OperatorGate(broker, self._relays)
+        self._sessions: dict[str, _Session] = {}
+        self._in_flight: set[tuple[str, str]] = set()
+        self._tg: TaskGroup | None = None
+        self.handled = 0
+
+    def _relays(self) -> list[ServerConnection]:
+        return [
+            self.mesh[name]
+            for name in self.agent.channels
+            if self.mesh[name].has_capability("nexo/channel/permission")
+        ]
+
+    def _hidden_tools(self) -> set[tuple[str, str]]:
+        return {(name, self.config.channel(name).outbound_tool_name) for name in self.agent.channels}
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            for name in self.agent.channels:
+                tg.start_soon(self._pump, self.mesh[name], name=f"pump:{name}")
+
+    # -- pulling -----------------------------------------------------------------------------
+
+    async def _pump(self, connection: ServerConnection) -> None:
+        after, client = 0, None
+        while True:
+            try:
+                current = await connection.wait_ready(timeout=3600)
+                if current is not client:
+                    after, client = 0, current  # a restarted server hands out its unacked events again
+                batch = await connection.request(
+                    PullRequest(params=PullParams(after=after, limit=50, wait_ms=PULL_WAIT_MS)),
+                    PullResult,
+                    timeout=PULL_WAIT_MS / 1000,
+                )
+            except ServerUnavailable as exc:
+                logger.info("pump %s waiting: %s", connection.name, exc)
+                continue
+            for event in batch.events:
+                after = max(after, event.seq)
+                await self._dispatch(connection, event)
+
+    async def _dispatch(self, connection: ServerConnection, event: Event) -> None:
+        if event.kind == "permission_verdict":
+            verdict = PermissionVerdictParams.model_validate(event.payload)
+            self.broker.resolve(verdict.request_id, verdict.behavior, f"channel:{connection.name}")
+            await self._ack(connection, event)
+            return
+        if event.kind != "message":
+            logger.warning("acking unknown event kind %r from %s", event.kind, connection.name)
+            await self._ack(connection, event)
+            return
+        marker = (connection.name, event.dedupe_key)
+        if marker in self._in_flight:
+            return
+        self._in_flight.add(marker)
+        params = ChannelParams.model_validate(event.payload)
+        key = session_key(connection.name, params.meta, self.agent.session_scope)
+        session = self._session(key)
+        await session.inbox.send((connection.name, event))
+
+    def _session(self, key: str) -> _Session:
+        session = self._sessions.get(key)
+        if session is None:
+            send, receive = anyio.create_memory_object_stream[tuple[str, Event]](SESSION_QUEUE)
+            session = _Session(key=key, inbox=send)
+            self._sessions[key] = session
+            assert self._tg is not None
+            self._tg.start_soon(self._worker, session, receive, name=f"session:{key}")
+        return session
+
+    async def _ack(self, connection: ServerConnection, event: Event) -> None:
+        while True:
+            try:
+                await connection.request(AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=10)
+                return
+            except ServerUnavailable as exc:
+                # The event stays in the server's log and comes back; the outbox key stops a second reply.
+                logger.warning("ack of %s:%d deferred: %s", connection.name, event.seq, exc)
+                await connection.wait_ready(timeout=3600)
+
+    # -- answering ---------------------------------------------------------------------------
+
+    async def _worker(self, session: _Session, inbox: anyio.abc.ObjectReceiveStream[tuple[str, Event]]) -> None:
+        async with inbox:
+            async for server, event in inbox:
+                try:
+                    await self._answer(session, self.mesh[server], event)
+                finally:
+                    self._in_flight.discard((server, event.dedupe_key))
+
+    async def _answer(self, session: _Session, connection: ServerConnection, event: Event) -> None:
+        params = ChannelParams.model_validate(event.payload)
+        prompt = render_channel(connection.name, params.content, params.meta)
+        sender = ReplySender(connection, self.config.channel(connection.name).outbound_tool_name)
+        delay = RETRY_INITIAL_S
+        while True:
+            result = await run_goal(
+                provider=self.provider,
+                system=self.agent.system_prompt,
+                prompt=prompt,
+                catalog=self.mesh.catalog(allowed=self.agent.allowed_tools, hidden=self._hidden_tools()),
+                runner=self.runner,
+                gate=self.gate,
+                budgets=self.agent.budgets,
+                history=session.history,
+                max_tokens=self.agent.model.max_tokens,
+            )
+            if self.on_goal is not None:
+                self.on_goal(result)
+            if result.outcome is not Outcome.PROVIDER_UNAVAILABLE:
+                break
+            if not session.provider_notice_sent:
+                session.provider_notice_sent = True
+                text = (
+                    f"[nexo] I could not reach the model: {result.error} "
+                    "Your message is queued and will be answered when the provider is reachable."
+                )
+                await self._send(sender, params, text, f"notice:{connection.name}:{event.dedupe_key}", notice=True)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+        session.provider_notice_sent = False
+        text = result.text if result.outcome is Outcome.DONE and result.text else _explain(result)
+        await self._send(sender, params, text, f"reply:{connection.name}:{event.dedupe_key}")
+        session.history.extend([UserMessage(prompt), AssistantMessage(text)])
+        del session.history[: max(0, len(session.history) - self.agent.history_turns)]
+        await self._ack(connection, event)
+        self.handled += 1
+
+    async def _send(self, sender: ReplySender, params: ChannelParams, text: str, key: str, *, notice: bool = False) -> None:
+        delay = RETRY_INITIAL_S
+        while True:
+            try:
+                await sender.send(params.meta, text, idempotency_key=key, notice=notice)
+                return
+            except ServerUnavailable as exc:
+                logger.warning("reply via %s deferred: %s", sender.connection.name, exc)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+
+
+def _explain(result: GoalResult) -> str:
+    if result.outcome is Outcome.DONE:
+        return "[nexo] (the model returned an empty answer)"
+    return f"[nexo] I stopped without an answer: {result.summary()}"
+

@@ -1,0 +1,36 @@
+"""Replies through a channel server's outbound tool, idempotent where the server supports it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from orchestrator.mesh import ServerConnection
+
+
+class ReplySender:
+    def __init__(self, connection: ServerConnection, tool_name: str) -> None:
+        self.connection = connection
+        self.tool_name = tool_name
+
+    def _properties(self) -> set[str]:
+        for tool in self.connection.tools:
+            if tool.name == self.tool_name:
+                return set((tool.input_schema or {}).get("properties", {}))
+        return set()
+
+    async def send(self, meta: Mapping[str, str], text: str, *, idempotency_key: str, notice: bool = False) -> None:
+        """Raise on failure so the inbound event stays unacknowledged and is retried."""
+        wanted: dict[str, Any] = {
+            "text": text,
+            "chat_id": meta.get("chat_id"),
+            "reply_to": meta.get("message_id"),
+            "idempotency_key": idempotency_key,
+            "notice": notice,
+        }
+        accepted = self._properties()
+        arguments = {k: v for k, v in wanted.items() if v is not None and (k in accepted or not accepted)}
+        result = await self.connection.call_tool(self.tool_name, arguments)
+        if result.is_error:
+            detail = " ".join(getattr(block, "text", "") for block in result.content)
+            raise RuntimeError(f"{self.connection.name}.{self.tool_name} refused the reply: {detail}")

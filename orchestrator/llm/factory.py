@@ -1,0 +1,28 @@
+"""Build a provider from its configuration."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+import httpx2
+
+from orchestrator.llm.anthropic import AnthropicProvider
+from orchestrator.llm.config import AnthropicProviderConfig, ProviderConfig
+from orchestrator.llm.openai_compat import OpenAICompatProvider
+from orchestrator.llm.types import Provider
+
+
+def build_provider(
+    name: str,
+    config: ProviderConfig,
+    *,
+    transport: httpx2.AsyncBaseTransport | None = None,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Provider:
+    """The provider configured under `llm.providers.<name>`; `sleep` and `clock` exist for tests."""
+    if isinstance(config, AnthropicProviderConfig):
+        return AnthropicProvider(name, config, transport=transport, sleep=sleep, clock=clock)
+    return OpenAICompatProvider(name, config, transport=transport, sleep=sleep, clock=clock)

@@ -1,0 +1,180 @@
+"""One goal: turns until the model answers or a budget, an error streak or a cancel stops it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import anyio
+
+from orchestrator.config import Budgets
+from orchestrator.llm import (
+    AssistantMessage,
+    LLMError,
+    Message,
+    Provider,
+    ProviderUnavailable,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from orchestrator.loop.tools import Gate, ToolOutcome, ToolRunner
+from orchestrator.mesh import Catalog
+
+logger = logging.getLogger("nexo.loop")
+
+
+class Outcome(StrEnum):
+    DONE = "done"
+    FAILED = "failed"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTiming:
+    total_s: float
+    model_s: float
+
+    @property
+    def overhead_s(self) -> float:
+        return max(0.0, self.total_s - self.model_s)
+
+
+@dataclass
+class GoalResult:
+    outcome: Outcome
+    text: str | None = None
+    axis: str | None = None
+    """The budget that ran out (turns, wall_time, tokens) when the outcome is budget_exhausted."""
+    error: str | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    timings: list[TurnTiming] = field(default_factory=list)
+    transcript: list[Message] = field(default_factory=list)
+
+    def summary(self) -> str:
+        detail = f" ({self.axis})" if self.axis else ""
+        error = f": {self.error}" if self.error else ""
+        return (
+            f"{self.outcome.value}{detail}{error}; {self.turns} turns, {self.tool_calls} tool calls, "
+            f"{self.usage.input_tokens}+{self.usage.output_tokens} tokens"
+        )
+
+
+Progress = Callable[[str], Awaitable[None]]
+
+
+async def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass
+class _Run:
+    budgets: Budgets
+    started: float
+    result: GoalResult
+    failures: int = 0
+
+
+async def run_goal(
+    *,
+    provider: Provider,
+    system: str,
+    prompt: str,
+    catalog: Catalog,
+    runner: ToolRunner,
+    gate: Gate,
+    budgets: Budgets,
+    history: Sequence[Message] = (),
+    max_tokens: int | None = None,
+    progress: Progress = _quiet,
+    clock: Callable[[], float] = time.monotonic,
+) -> GoalResult:
+    """Run one goal to an explicit outcome. Provider outages come back as PROVIDER_UNAVAILABLE."""
+    messages: list[Message] = [*history, UserMessage(prompt)]
+    run = _Run(budgets=budgets, started=clock(), result=GoalResult(outcome=Outcome.DONE))
+    tools = [ToolSpec(t.qualified, t.description, t.input_schema) for t in catalog]
+    result = run.result
+    try:
+        with anyio.move_on_after(budgets.max_wall_s) as wall:
+            await _turns(run, provider, system, messages, tools, catalog, runner, gate, max_tokens, progress, clock)
+        if wall.cancelled_caught:
+            result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, "wall_time"
+    except anyio.get_cancelled_exc_class():
+        result.outcome = Outcome.CANCELLED
+        raise
+    except ProviderUnavailable as exc:
+        result.outcome, result.error = Outcome.PROVIDER_UNAVAILABLE, str(exc)
+    except LLMError as exc:
+        result.outcome, result.error = Outcome.FAILED, str(exc)
+    result.transcript = messages
+    logger.info("goal ended: %s", result.summary())
+    return result
+
+
+async def _turns(
+    run: _Run,
+    provider: Provider,
+    system: str,
+    messages: list[Message],
+    tools: list[ToolSpec],
+    catalog: Catalog,
+    runner: ToolRunner,
+    gate: Gate,
+    max_tokens: int | None,
+    progress: Progress,
+    clock: Callable[[], float],
+) -> None:
+    result, budgets = run.result, run.budgets
+    while True:
+        if result.turns >= budgets.max_turns:
+            result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, "turns"
+            return
+        if result.usage.total >= budgets.max_tokens:
+            result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, "tokens"
+            return
+        turn_start = clock()
+        result.turns += 1
+        await progress(f"turn {result.turns}: asking {provider.describe()}")
+        completion = await provider.complete(system=system, messages=messages, tools=tools, max_tokens=max_tokens)
+        result.usage = result.usage + completion.usage
+        messages.append(AssistantMessage(completion.text, completion.tool_calls))
+        if not completion.tool_calls:
+            result.outcome, result.text = Outcome.DONE, completion.text or ""
+            result.timings.append(TurnTiming(clock() - turn_start, completion.elapsed_s))
+            return
+        for call in completion.tool_calls:
+            outcome = await _call(call, catalog, runner, gate, progress)
+            result.tool_calls += 1
+            messages.append(ToolResultMessage(call.id, outcome.content, outcome.is_error))
+            run.failures = run.failures + 1 if outcome.is_error else 0
+        result.timings.append(TurnTiming(clock() - turn_start, completion.elapsed_s))
+        if run.failures >= budgets.max_consecutive_tool_failures:
+            result.outcome = Outcome.FAILED
+            result.error = f"{run.failures} tool calls failed in a row; last: {messages[-1].content[:300]}"  # type: ignore[union-attr]
+            return
+
+
+async def _call(call: ToolCall, catalog: Catalog, runner: ToolRunner, gate: Gate, progress: Progress) -> ToolOutcome:
+    tool = catalog.get(call.name)
+    if tool is None:
+        names = ", ".join(catalog.names()) or "(none)"
+        return ToolOutcome(f"unknown tool {call.name!r}; the tools available are: {names}", is_error=True)
+    decision = await gate.check(tool, call.arguments, call.id)
+    if not decision.allowed:
+        await progress(f"  {tool.qualified}: denied ({decision.reason})")
+        return ToolOutcome(f"not run: {decision.reason}", is_error=True)
+    await progress(f"  {tool.qualified} {json.dumps(call.arguments, ensure_ascii=False)[:120]}")
+    outcome = await runner.run(tool, call.arguments)
+    if outcome.is_error:
+        await progress(f"  {tool.qualified} failed: {outcome.content[:200]}")
+    return outcome

@@ -1,0 +1,63 @@
+"""What the loop needs from the outside: a permission gate and a way to run a catalog tool."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import mcp_types as types
+
+from orchestrator.mesh import CatalogTool, Mesh, ServerUnavailable
+
+MAX_RESULT_CHARS = 32_000
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    reason: str
+
+
+class Gate(Protocol):
+    async def check(self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str) -> Decision: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    content: str
+    is_error: bool
+
+
+def render_result(result: types.CallToolResult) -> str:
+    """Tool output as text for the model, structured content preferred, capped in size."""
+    if result.structured_content is not None and not result.is_error:
+        text = json.dumps(result.structured_content, ensure_ascii=False, sort_keys=True)
+    else:
+        parts = []
+        for block in result.content:
+            if isinstance(block, types.TextContent):
+                parts.append(block.text)
+            else:
+                parts.append(f"[{block.type} content omitted]")
+        text = "\n".join(parts)
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[: MAX_RESULT_CHARS - 40] + f"\n[truncated: {len(text)} characters in all]"
+    return text
+
+
+class ToolRunner:
+    """Runs catalog tools through the mesh; every failure comes back as data for the model."""
+
+    def __init__(self, mesh: Mesh) -> None:
+        self._mesh = mesh
+
+    async def run(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> ToolOutcome:
+        try:
+            result = await self._mesh[tool.server].call_tool(tool.name, arguments)
+        except ServerUnavailable as exc:
+            return ToolOutcome(f"tool {tool.qualified} failed: {exc}", is_error=True)
+        except Exception as exc:  # noqa: BLE001 -- a protocol error is still something the model can react to
+            return ToolOutcome(f"tool {tool.qualified} failed: {type(exc).__name__}: {exc}", is_error=True)
+        return ToolOutcome(render_result(result), is_error=bool(result.is_error))

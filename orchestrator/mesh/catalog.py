@@ -1,0 +1,96 @@
+"""The model's tool catalog: every server's tools under server-prefixed names, filtered per agent."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+SEPARATOR = "__"
+MAX_NAME = 64
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class CatalogError(Exception):
+    """Two tools map to one model-facing name; the message names both and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogTool:
+    server: str
+    name: str
+    qualified: str
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool
+    destructive: bool
+
+
+def qualify(server: str, tool: str) -> str:
+    """``server__tool``, limited to what every provider accepts (``[A-Za-z0-9_-]{1,64}``)."""
+    return _UNSAFE.sub("_", f"{server}{SEPARATOR}{tool}")[:MAX_NAME]
+
+
+def _read_only(tool: types.Tool) -> bool:
+    return bool(tool.annotations and tool.annotations.read_only_hint)
+
+
+def _destructive(tool: types.Tool) -> bool:
+    # The MCP default for destructiveHint is true; only an explicit false clears it.
+    return not (tool.annotations and tool.annotations.destructive_hint is False)
+
+
+class Catalog:
+    def __init__(self, tools: Iterable[CatalogTool]) -> None:
+        self._tools = {t.qualified: t for t in tools}
+
+    @classmethod
+    def build(
+        cls,
+        servers: Mapping[str, Sequence[types.Tool]],
+        *,
+        allowed: Sequence[str] = ("*",),
+        hidden: Collection[tuple[str, str]] = (),
+    ) -> Catalog:
+        seen: dict[str, CatalogTool] = {}
+        for server, tools in servers.items():
+            for tool in tools:
+                if (server, tool.name) in hidden:
+                    continue
+                qualified = qualify(server, tool.name)
+                if not any(fnmatch.fnmatchcase(qualified, pattern) for pattern in allowed):
+                    continue
+                entry = CatalogTool(
+                    server=server,
+                    name=tool.name,
+                    qualified=qualified,
+                    description=tool.description or "",
+                    input_schema=dict(tool.input_schema),
+                    read_only=_read_only(tool),
+                    destructive=_destructive(tool),
+                )
+                if qualified in seen:
+                    other = seen[qualified]
+                    raise CatalogError(
+                        f"tool name collision: {other.server}.{other.name} and {server}.{tool.name} both "
+                        f"become {qualified!r} for the model; rename one server in the `servers:` map of the "
+                        "config, or leave one tool out with the agent's `allowed_tools`"
+                    )
+                seen[qualified] = entry
+        return cls(seen.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools.values())
+
+    def get(self, qualified: str) -> CatalogTool | None:
+        return self._tools.get(qualified)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)

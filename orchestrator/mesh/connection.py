@@ -1,0 +1,299 @@
+"""One supervised MCP client: connect, watch, restart with backoff behind a circuit breaker."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp import Client, MCPError
+from mcp.client import ClientExtension, NotificationBinding
+from pydantic import BaseModel
+
+from orchestrator.mesh.breaker import Breaker
+from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig, SupervisionConfig
+from orchestrator.mesh.transport import http_client_for, open_transport
+
+logger = logging.getLogger("nexo.mesh")
+
+ServerState = Literal["starting", "ready", "backoff", "open", "stopped"]
+NotificationHandler = Callable[[str, str, BaseModel], Awaitable[None]]
+"""(server name, method, params) for notifications a server pushes."""
+R = TypeVar("R")
+
+CONNECT_TIMEOUT_S = 30.0
+CLIENT_INFO = types.Implementation(name="nexo-orchestrator", version="0.1.0")
+
+
+class ServerUnavailable(Exception):
+    """The server is not connected (restarting, breaker open, or it died during the call)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSnapshot:
+    name: str
+    transport: str
+    target: str
+    state: ServerState
+    tools: int
+    last_error: str | None
+    restarts: int
+    breaker: str
+    protocol_version: str | None
+    capabilities: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "transport": self.transport,
+            "target": self.target,
+            "state": self.state,
+            "tools": self.tools,
+            "last_error": self.last_error,
+            "restarts": self.restarts,
+            "breaker": self.breaker,
+            "protocol_version": self.protocol_version,
+            "capabilities": list(self.capabilities),
+        }
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for status and logs; unwraps the exception groups task groups produce."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(describe_error(e) for e in exc.exceptions)
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+class _PushedNotifications(ClientExtension):
+    """Claims the channel notifications a server pushes; the SDK drops unclaimed custom methods."""
+
+    identifier = "nexo/channel"
+
+    def __init__(self, server: str, methods: Mapping[str, type[BaseModel]], handler: NotificationHandler) -> None:
+        self._server = server
+        self._methods = methods
+        self._handler = handler
+
+    def notifications(self) -> Sequence[NotificationBinding[Any]]:
+        return [self._binding(method, params) for method, params in self._methods.items()]
+
+    def _binding(self, method: str, params: type[BaseModel]) -> NotificationBinding[Any]:
+        async def deliver(value: BaseModel) -> None:
+            await self._handler(self._server, method, value)
+
+        return NotificationBinding(method=method, params_type=params, handler=deliver)
+
+
+class ServerConnection:
+    def __init__(
+        self,
+        name: str,
+        config: StdioServerConfig | HttpServerConfig,
+        supervision: SupervisionConfig,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        notifications: Mapping[str, type[BaseModel]] | None = None,
+        on_notification: NotificationHandler | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._supervision = supervision
+        self._base_env = dict(base_env or {})
+        self._notifications = dict(notifications or {})
+        self._on_notification = on_notification
+        self._clock = clock
+        self.breaker = Breaker(supervision)
+        self.state: ServerState = "starting"
+        self.last_error: str | None = None
+        self.restarts = 0
+        self.tools: list[types.Tool] = []
+        self._client: Client | None = None
+        self._ready = anyio.Event()
+        self._closed = anyio.Event()
+
+    # -- supervision -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Keep the server connected until cancelled."""
+        try:
+            while True:
+                delay = self.breaker.next_delay()
+                if delay > 0:
+                    self.state = "open" if self.breaker.state == "half_open" else "backoff"
+                    logger.info("server %s: next connect in %.2fs (%s)", self.name, delay, self.state)
+                    await anyio.sleep(delay)
+                await self._connect_once()
+        finally:
+            self.state = "stopped"
+            self._client = None
+
+    async def _open(self, stack: AsyncExitStack) -> Client:
+        """Connect and list tools, with every resource on ``stack``."""
+        http = None
+        if isinstance(self.config, HttpServerConfig):
+            http = await stack.enter_async_context(http_client_for(self.config))
+        extensions: list[ClientExtension] = []
+        if self._notifications and self._on_notification is not None:
+            extensions.append(_PushedNotifications(self.name, self._notifications, self._on_notification))
+        client = Client(
+            open_transport(self.config, closed=self._closed, base_env=self._base_env, http_client=http),
+            mode=self.config.protocol,
+            extensions=extensions,
+            cache=None,
+            client_info=CLIENT_INFO,
+        )
+        with anyio.fail_after(CONNECT_TIMEOUT_S):
+            await stack.enter_async_context(client)
+            self.tools = await self._list_tools(client)
+        return client
+
+    async def probe(self) -> str | None:
+        """Connect once and disconnect: None when it worked, else why not (for --check-config)."""
+        self._closed = anyio.Event()
+        try:
+            async with AsyncExitStack() as stack:
+                await self._open(stack)
+        except Exception as exc:  # noqa: BLE001 -- reported to the operator, who fixes the config
+            return describe_error(exc)
+        return None
+
+    async def _connect_once(self) -> None:
+        self.state = "starting"
+        self._closed = anyio.Event()
+        connected_at: float | None = None
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._open(stack)
+                connected_at = self._clock()
+                self._client = client
+                self.state = "ready"
+                self.last_error = None
+                self._ready.set()
+                logger.info("server %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
+                await self._watch(client)
+                self.last_error = "connection closed (the server exited or the network dropped)"
+        except Exception as exc:  # noqa: BLE001 -- the supervisor is the boundary: any failure means reconnect
+            self.last_error = describe_error(exc)
+        finally:
+            self._client = None
+            if self._ready.is_set():
+                self._ready = anyio.Event()
+        if connected_at is not None:
+            self.restarts += 1
+            if self._clock() - connected_at >= self._supervision.stable_after_s:
+                self.breaker.record_success()
+        self.breaker.record_failure()
+        logger.warning("server %s: %s", self.name, self.last_error)
+
+    async def _watch(self, client: Client) -> None:
+        """Return when the transport closes or a health ping fails."""
+        async with anyio.create_task_group() as tg:
+
+            async def ping() -> None:
+                while True:
+                    await anyio.sleep(self._supervision.health_interval_s)
+                    with anyio.fail_after(self._supervision.health_interval_s):
+                        await client.send_ping()
+
+            async def closed() -> None:
+                await self._closed.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(ping)
+            tg.start_soon(closed)
+
+    @staticmethod
+    async def _list_tools(client: Client) -> list[types.Tool]:
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(100):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+    # -- use ---------------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Client | None:
+        return self._client
+
+    async def wait_ready(self, timeout: float | None = None) -> Client:
+        wait = self.config.connect_wait_s if timeout is None else timeout
+        with anyio.move_on_after(wait):
+            while self._client is None:
+                await self._ready.wait()
+        if self._client is None:
+            raise ServerUnavailable(
+                f"server {self.name!r} is {self.state} ({self.last_error or 'not connected yet'}); "
+                f"check `nexo status` and the server's log on stderr"
+            )
+        return self._client
+
+    def capability_names(self) -> tuple[str, ...]:
+        client = self._client
+        if client is None:
+            return ()
+        caps = client.server_capabilities
+        return tuple(sorted({*(caps.experimental or {}), *(caps.extensions or {})}))
+
+    def has_capability(self, name: str) -> bool:
+        return name in self.capability_names()
+
+    async def call_tool(self, tool: str, arguments: Mapping[str, Any], *, timeout: float | None = None) -> types.CallToolResult:
+        client = await self.wait_ready()
+        limit = timeout or self.config.call_timeout_s
+        try:
+            with anyio.fail_after(limit):
+                return await client.call_tool(tool, dict(arguments), read_timeout_seconds=limit)
+        except TimeoutError as exc:
+            raise ServerUnavailable(f"{self.name}.{tool} did not answer within {limit:g}s") from exc
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED or self._closed.is_set():
+                raise ServerUnavailable(
+                    f"server {self.name!r} went away during {tool!r}; it is being restarted and the call "
+                    "may or may not have taken effect"
+                ) from exc
+            raise
+
+    async def request(self, request: types.Request[Any, Any], result_type: type[R], *, timeout: float) -> R:
+        """A control-plane request (never a tool): events pull/ack, permission relay, ..."""
+        client = await self.wait_ready()
+        try:
+            with anyio.fail_after(timeout + 5):
+                result: R = await client.session.send_request(
+                    request, result_type, request_read_timeout_seconds=timeout + 5
+                )
+                return result
+        except TimeoutError as exc:
+            raise ServerUnavailable(f"{self.name}: {request.method} did not answer within {timeout:g}s") from exc
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED or self._closed.is_set():
+                raise ServerUnavailable(f"server {self.name!r} went away during {request.method}") from exc
+            raise
+
+    def snapshot(self) -> ServerSnapshot:
+        client = self._client
+        return ServerSnapshot(
+            name=self.name,
+            transport=self.config.transport,
+            target=self.config.describe(),
+            state=self.state,
+            tools=len(self.tools) if client is not None else 0,
+            last_error=self.last_error,
+            restarts=self.restarts,
+            breaker=self.breaker.state,
+            protocol_version=client.protocol_version if client is not None else None,
+            capabilities=self.capability_names(),
+        )

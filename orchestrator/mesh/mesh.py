@@ -1,0 +1,75 @@
+"""All server connections of one orchestrator, supervised in one task group."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from types import TracebackType
+
+import anyio
+from anyio.abc import TaskGroup
+from pydantic import BaseModel
+
+from orchestrator.mesh.catalog import Catalog
+from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig, SupervisionConfig
+from orchestrator.mesh.connection import NotificationHandler, ServerConnection, ServerSnapshot
+
+
+class Mesh:
+    def __init__(
+        self,
+        servers: Mapping[str, StdioServerConfig | HttpServerConfig],
+        supervision: SupervisionConfig | None = None,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        notifications: Mapping[str, type[BaseModel]] | None = None,
+        on_notification: NotificationHandler | None = None,
+    ) -> None:
+        sup = supervision or SupervisionConfig()
+        self.connections = {
+            name: ServerConnection(
+                name,
+                config,
+                sup,
+                base_env=base_env,
+                notifications=notifications,
+                on_notification=on_notification,
+            )
+            for name, config in servers.items()
+        }
+        self._tg: TaskGroup | None = None
+
+    async def __aenter__(self) -> Mesh:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        for connection in self.connections.values():
+            self._tg.start_soon(connection.run, name=f"mesh:{connection.name}")
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    def __getitem__(self, name: str) -> ServerConnection:
+        return self.connections[name]
+
+    async def wait_ready(self, timeout: float, names: Collection[str] | None = None) -> list[str]:
+        """Wait until the named (default: all) servers are ready; return those that are not."""
+        wanted = [self.connections[n] for n in (names if names is not None else self.connections)]
+        with anyio.move_on_after(timeout):
+            for connection in wanted:
+                while connection.client is None:
+                    try:
+                        await connection.wait_ready(timeout)
+                    except Exception:  # noqa: BLE001, S112 -- keep waiting until the overall deadline
+                        continue
+        return [c.name for c in wanted if c.client is None]
+
+    def snapshots(self) -> list[ServerSnapshot]:
+        return [c.snapshot() for c in self.connections.values()]
+
+    def catalog(self, *, allowed: Sequence[str] = ("*",), hidden: Collection[tuple[str, str]] = ()) -> Catalog:
+        tools = {name: c.tools for name, c in self.connections.items() if c.client is not None}
+        return Catalog.build(tools, allowed=allowed, hidden=hidden)

@@ -1,0 +1,84 @@
+"""Transports for the mesh: stdio children and Streamable HTTP, each watched for closure."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig
+
+TransportStreams = tuple[Any, Any]
+
+PASS_THROUGH_PREFIXES = ("COVERAGE_",)
+"""Variables every child inherits besides the SDK's minimal set, so coverage can follow children."""
+
+
+def child_environment(config: StdioServerConfig, extra: Mapping[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k.startswith(PASS_THROUGH_PREFIXES)}
+    env.update(extra)
+    env.update(config.env)
+    return env
+
+
+@asynccontextmanager
+async def _watched(
+    inner: Any, closed: anyio.Event
+) -> AsyncIterator[TransportStreams]:
+    """Relay the read side so the mesh learns at once when the peer goes away."""
+    async with inner as (read, write):
+        send, recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def relay() -> None:
+            try:
+                async with send:
+                    async for message in read:
+                        await send.send(message)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+            finally:
+                closed.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(relay)
+            try:
+                yield recv, write
+            finally:
+                tg.cancel_scope.cancel()
+                recv.close()
+
+
+def open_transport(
+    config: StdioServerConfig | HttpServerConfig,
+    *,
+    closed: anyio.Event,
+    base_env: Mapping[str, str],
+    http_client: httpx2.AsyncClient | None = None,
+) -> Any:
+    if isinstance(config, StdioServerConfig):
+        params = StdioServerParameters(
+            command=config.command,
+            args=config.args,
+            env=child_environment(config, base_env),
+            cwd=config.cwd,
+        )
+        return _watched(stdio_client(params, errlog=sys.stderr), closed)
+    return _watched(streamable_http_client(config.url, http_client=http_client), closed)
+
+
+def http_client_for(config: HttpServerConfig) -> httpx2.AsyncClient:
+    headers = {}
+    if config.token is not None:
+        headers["Authorization"] = f"Bearer {config.token.get_secret_value()}"
+    # Reads must outlast a long-poll; connects should fail fast so backoff can take over.
+    timeout = httpx2.Timeout(10.0, read=max(300.0, config.call_timeout_s + 30))
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, follow_redirects=False)

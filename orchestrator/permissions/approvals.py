@@ -1,0 +1,102 @@
+"""Pending approvals: relayed to every approving channel, first answer wins, timeout means deny.
+
+Pending approvals live in this process only: a restart drops them, which is a deny.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from orchestrator.loop.tools import Decision
+from orchestrator.mesh import CatalogTool, ServerConnection
+from shared.channelkit.server import PermissionRequestAccepted, PermissionRequestCall
+from shared.protocol.channel import PermissionRequestParams, input_preview, request_id_for
+
+logger = logging.getLogger("nexo.approvals")
+RELAY_TIMEOUT_S = 10.0
+
+
+def call_hash(tool: str, arguments: Mapping[str, Any]) -> str:
+    """Binds an approval to exactly this call: a changed argument is a different call."""
+    body = json.dumps([tool, arguments], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+@dataclass
+class _Pending:
+    request_id: str
+    call_hash: str
+    tool: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    behavior: Literal["allow", "deny"] = "deny"
+    answered_by: str = ""
+
+
+class ApprovalBroker:
+    def __init__(self, timeout_s: float = 600.0) -> None:
+        self._timeout = timeout_s
+        self._pending: dict[str, _Pending] = {}
+
+    def _new_id(self, call_id: str) -> str:
+        request_id = request_id_for(call_id)
+        salt = 0
+        while request_id in self._pending:
+            salt += 1
+            request_id = request_id_for(f"{call_id}#{salt}")
+        return request_id
+
+    async def ask(
+        self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str, relays: Sequence[ServerConnection]
+    ) -> Decision:
+        pending = _Pending(self._new_id(call_id), call_hash(tool.qualified, arguments), tool.qualified)
+        self._pending[pending.request_id] = pending
+        params = PermissionRequestParams(
+            request_id=pending.request_id,
+            tool_name=tool.qualified,
+            description=(tool.description or tool.qualified)[:300],
+            input_preview=input_preview(arguments),
+        )
+        try:
+            delivered = 0
+            for relay in relays:
+                try:
+                    accepted = await relay.request(
+                        PermissionRequestCall(params=params), PermissionRequestAccepted, timeout=RELAY_TIMEOUT_S
+                    )
+                    delivered += accepted.delivered
+                except Exception as exc:  # noqa: BLE001 -- one unreachable relay must not block the others
+                    logger.warning("approval %s not relayed to %s: %s", pending.request_id, relay.name, exc)
+            if delivered == 0:
+                return Decision(False, f"{tool.qualified} needs approval and no operator is connected (open `nexo chat`)")
+            logger.info("approval %s for %s (%s) asked on %d screens", pending.request_id, tool.qualified, pending.call_hash[:12], delivered)
+            with anyio.move_on_after(self._timeout):
+                await pending.done.wait()
+            if not pending.done.is_set():
+                return Decision(False, f"no answer within {self._timeout:g}s: treated as deny")
+            if pending.behavior == "allow":
+                return Decision(True, f"approved by {pending.answered_by}")
+            return Decision(False, f"the operator denied {tool.qualified} (request {pending.request_id})")
+        finally:
+            self._pending.pop(pending.request_id, None)
+
+    def resolve(self, request_id: str, behavior: Literal["allow", "deny"], source: str) -> bool:
+        """Apply a verdict; False when the id is unknown, already answered or expired (single use)."""
+        pending = self._pending.get(request_id)
+        if pending is None or pending.done.is_set():
+            logger.info("ignoring verdict for %s from %s: not pending", request_id, source)
+            return False
+        pending.behavior = behavior
+        pending.answered_by = source
+        pending.done.set()
+        return True
+
+    @property
+    def open_requests(self) -> list[str]:
+        return sorted(self._pending)

@@ -1,0 +1,5 @@
+import sys
+
+from servers.time.server import main
+
+sys.exit(main())

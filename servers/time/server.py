@@ -1,0 +1,86 @@
+"""MCP tools of the time server. Read-only: nothing here changes anything."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, time, timezone
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel
+
+from servers.time.settings import TimeSettings
+from servers.time.zones import zone
+from shared.hosting import server_main
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+class Now(BaseModel):
+    timezone: str
+    iso: str
+    weekday: str
+    utc_offset: str
+    is_dst: bool
+
+
+class Converted(BaseModel):
+    source: Now
+    target: Now
+    difference_hours: float
+
+
+def _describe(moment: datetime, zone_name: str) -> Now:
+    offset = moment.utcoffset()
+    hours = offset.total_seconds() / 3600 if offset is not None else 0.0
+    dst = moment.dst()
+    return Now(
+        timezone=zone_name,
+        iso=moment.isoformat(timespec="seconds"),
+        weekday=moment.strftime("%A"),
+        utc_offset=f"{hours:+.2f}".rstrip("0").rstrip("."),
+        is_dst=bool(dst and dst.total_seconds()),
+    )
+
+
+def build_server(settings: TimeSettings, *, clock: Callable[[], datetime] | None = None) -> MCPServer[Any]:
+    now_utc = clock or (lambda: datetime.now(timezone.utc))
+    server: MCPServer[Any] = MCPServer(
+        "time",
+        instructions="Current time and time-zone conversion. Times are ISO 8601.",
+        log_level="WARNING",
+    )
+
+    @server.tool(annotations=READ_ONLY)
+    def now(timezone_name: str | None = None) -> Now:
+        """The current date and time in a time zone (default: the operator's)."""
+        name = timezone_name or settings.default_timezone
+        return _describe(now_utc().astimezone(zone(name)), name)
+
+    @server.tool(annotations=READ_ONLY)
+    def convert(time_hhmm: str, source_timezone: str, target_timezone: str) -> Converted:
+        """Convert a wall-clock time today (HH:MM, 24-hour) from one time zone to another."""
+        try:
+            wall = time.fromisoformat(time_hhmm)
+        except ValueError as exc:
+            raise ToolError(f"time_hhmm must be HH:MM in 24-hour form, e.g. '14:30'; got {time_hhmm!r}") from exc
+        src = zone(source_timezone)
+        today = now_utc().astimezone(src).date()
+        moment = datetime.combine(today, wall, tzinfo=src)
+        target = moment.astimezone(zone(target_timezone))
+        src_off = moment.utcoffset()
+        dst_off = target.utcoffset()
+        diff = ((dst_off.total_seconds() if dst_off else 0) - (src_off.total_seconds() if src_off else 0)) / 3600
+        return Converted(
+            source=_describe(moment, source_timezone),
+            target=_describe(target, target_timezone),
+            difference_hours=diff,
+        )
+
+    return server
+
+
+def main() -> int:
+    return server_main("servers.time", lambda: build_server(TimeSettings()))

@@ -1,0 +1,156 @@
+"""The MCP side of the channel contract that every nexo channel server shares.
+
+A channel server advertises ``nexo/channel`` and ``claude/channel`` (plus ``.../permission`` when it
+authenticates who replies) in both protocol eras, serves durable events through
+``shared.protocol.events``, pushes each inbound message as ``notifications/{nexo,claude}/channel``
+to every live session (the Claude Code contract, a latency hint for nexo), and accepts permission
+prompts either as the control-plane request ``nexo/channel/permission_request`` or as Claude Code's
+``notifications/claude/channel/permission_request``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal
+
+import mcp_types as types
+from mcp.server import MCPServer
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+from mcp.server.session import ServerSession
+
+from shared.hosting import advertise_experimental
+from shared.protocol.channel import (
+    NAMESPACES,
+    ChannelParams,
+    PermissionRequestParams,
+    PermissionVerdictParams,
+    channel_capability,
+    channel_notification,
+    permission_capability,
+    permission_request_method,
+    permission_verdict_notification,
+)
+from shared.protocol.events import EventsExtension, LogGetter, experimental_events_capability
+
+logger = logging.getLogger("nexo.channel")
+
+PERMISSION_REQUEST_METHOD = "nexo/channel/permission_request"
+
+PermissionHandler = Callable[[Any, PermissionRequestParams], Awaitable[int]]
+"""(lifespan state, request) -> how many places the prompt reached."""
+
+
+class PermissionRequestCall(types.Request[PermissionRequestParams, Literal["nexo/channel/permission_request"]]):
+    method: Literal["nexo/channel/permission_request"] = "nexo/channel/permission_request"
+
+
+class PermissionRequestAccepted(types.Result):
+    delivered: int
+    """0 means nobody saw the prompt (no operator connected): the orchestrator should not wait on us."""
+
+
+class ChannelExtension(Extension):
+    identifier = "nexo/channel"
+
+    def __init__(self, *, outbound_tool: str, permission: PermissionHandler | None) -> None:
+        self._outbound_tool = outbound_tool
+        self._permission = permission
+
+    def settings(self) -> dict[str, Any]:
+        return {"outbound_tool": self._outbound_tool, "permission": self._permission is not None}
+
+    def methods(self) -> Sequence[MethodBinding]:
+        if self._permission is None:
+            return ()
+        return (MethodBinding(PERMISSION_REQUEST_METHOD, PermissionRequestParams, self._on_permission),)
+
+    async def _on_permission(
+        self, ctx: ServerRequestContext[Any, Any], params: PermissionRequestParams
+    ) -> PermissionRequestAccepted:
+        assert self._permission is not None
+        return PermissionRequestAccepted(delivered=await self._permission(ctx.lifespan_context, params))
+
+
+class LiveSessions:
+    """Remembers every session that spoke to us, so inbound messages can be pushed to it later.
+
+    Also the middleware that turns Claude Code's permission-request notification into a call of
+    the same handler the control-plane request uses.
+    """
+
+    def __init__(self, permission: PermissionHandler | None) -> None:
+        self._sessions: list[ServerSession] = []
+        self._permission = permission
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        session = ctx.session
+        if session is not None and all(s is not session for s in self._sessions):
+            self._sessions.append(session)
+        if ctx.request_id is None and self._permission is not None and ctx.method in _REQUEST_NOTIFICATIONS:
+            try:
+                params = PermissionRequestParams.model_validate(ctx.params or {})
+            except ValueError:
+                logger.warning("ignoring a malformed %s", ctx.method)
+                return None
+            await self._permission(ctx.lifespan_context, params)
+            return None
+        return await call_next(ctx)
+
+    @property
+    def count(self) -> int:
+        return len(self._sessions)
+
+    async def _broadcast(self, notifications: Sequence[Any]) -> int:
+        reached = 0
+        for session in list(self._sessions):
+            try:
+                for note in notifications:
+                    await session.send_notification(note)
+                reached += 1
+            except Exception as exc:  # noqa: BLE001 -- a closed session is dropped; delivery is durable elsewhere
+                logger.debug("dropping a closed session: %r", exc)
+                self._sessions.remove(session)
+        return reached
+
+    async def push_message(self, params: ChannelParams) -> int:
+        return await self._broadcast([channel_notification(ns, params) for ns in NAMESPACES])
+
+    async def push_verdict(self, params: PermissionVerdictParams) -> int:
+        return await self._broadcast([permission_verdict_notification(ns, params) for ns in NAMESPACES])
+
+
+_REQUEST_NOTIFICATIONS = frozenset(permission_request_method(ns) for ns in NAMESPACES)
+
+
+def make_channel_server(
+    name: str,
+    *,
+    instructions: str,
+    lifespan: Any,
+    get_log: LogGetter,
+    event_kinds: Sequence[str],
+    outbound_tool: str = "send_message",
+    permission: PermissionHandler | None = None,
+) -> tuple[MCPServer[Any], LiveSessions]:
+    """An ``MCPServer`` wired for the channel contract; the caller adds its outbound tool."""
+    sessions = LiveSessions(permission)
+    server: MCPServer[Any] = MCPServer(
+        name,
+        instructions=instructions,
+        lifespan=lifespan,
+        extensions=[
+            ChannelExtension(outbound_tool=outbound_tool, permission=permission),
+            EventsExtension(get_log, kinds=event_kinds),
+        ],
+        middleware=[sessions],
+        log_level="WARNING",
+    )
+    experimental: dict[str, dict[str, Any]] = dict(experimental_events_capability(event_kinds))
+    for ns in NAMESPACES:
+        experimental[channel_capability(ns)] = {}
+        if permission is not None:
+            experimental[permission_capability(ns)] = {}
+    advertise_experimental(server, experimental)
+    return server, sessions

@@ -1,0 +1,29 @@
+"""SQLite for every server: one file per server, one writer connection, WAL, named migrations.
+
+Every statement of a `Database` runs through one aiosqlite connection, so one worker thread owns the
+file handle. An `anyio.Lock` serialises whole transactions: two tasks never interleave statements of
+two transactions, and a statement outside `transaction()` waits for the open one to finish instead of
+seeing its uncommitted rows.
+
+When sqlite-vec is asked for, the connection may come from `sqlean` or `pysqlite3` instead of the
+standard library (some Python builds cannot load extensions). Their exception classes are unrelated to
+`sqlite3`'s, so errors are re-raised as the standard library class of the same name: callers catch
+`sqlite3.IntegrityError` whichever driver is underneath.
+"""
+
+from shared.db._database import Database, Params, Synchronous, Transaction
+from shared.db._drivers import VEC_DRIVERS, sqlite_driver_for_vec
+from shared.db._errors import DatabaseError
+from shared.db._migrations import Migration, split_statements
+
+__all__ = [
+    "VEC_DRIVERS",
+    "Database",
+    "DatabaseError",
+    "Migration",
+    "Params",
+    "Synchronous",
+    "Transaction",
+    "split_statements",
+    "sqlite_driver_for_vec",
+]

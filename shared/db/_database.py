@@ -1,0 +1,336 @@
+"""The Database handle: opening the file, the writer connection, statements and transactions."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+import aiosqlite
+import anyio
+
+from shared.db._drivers import as_stdlib_error, connect_with_vec
+from shared.db._errors import DatabaseError, problem
+from shared.db._migrations import Migration, migrate
+
+Params: TypeAlias = Sequence[Any] | Mapping[str, Any]
+Synchronous: TypeAlias = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+_SYNCHRONOUS_MODES: tuple[Synchronous, ...] = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def _make_private_dirs(directory: Path) -> None:
+    missing: list[Path] = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for path in reversed(missing):
+        path.mkdir(mode=0o700, exist_ok=True)
+
+
+def _make_private_file(path: Path) -> None:
+    # Created before SQLite opens it so it is never readable by others, not even for an instant;
+    # SQLite gives the -wal and -shm files the mode of the main file.
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if file.exists():
+            file.chmod(0o600)
+
+
+def _set_pragmas(conn: Any, path: Path, synchronous: Synchronous, busy_timeout_ms: int) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+    (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+    if str(mode).lower() != "wal":
+        raise problem(
+            path,
+            f"SQLite refused write-ahead logging (journal mode stays {mode})",
+            "keep the database on a local filesystem (not a network share)",
+        )
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute("PRAGMA foreign_keys = ON")
+
+
+@dataclass(slots=True)
+class _Connector:
+    """Builds the writer connection on aiosqlite's worker thread, so no file work blocks the loop."""
+
+    path: Path
+    migrations: Sequence[Migration]
+    synchronous: Synchronous
+    busy_timeout_ms: int
+    load_vec: bool
+    driver: str = "sqlite3"
+    error_class: type[Exception] = sqlite3.Error
+    failure: DatabaseError | None = None
+
+    def __call__(self) -> sqlite3.Connection:
+        try:
+            return self._open()  # type: ignore[no-any-return]
+        except DatabaseError as exc:
+            # When a connector raises, aiosqlite stops its worker thread without waiting for it, and
+            # the thread may then call into an event loop that is already closed. A stand-in
+            # connection lets open() report the failure after closing the thread in order.
+            self.failure = exc
+            return sqlite3.connect(":memory:")
+
+    def _open(self) -> Any:
+        try:
+            _make_private_dirs(self.path.parent)
+            _make_private_file(self.path)
+        except OSError as exc:
+            raise problem(
+                self.path,
+                f"cannot create the database file: {exc.strerror} ({exc.filename})",
+                "point the state directory at a place this user can write",
+            ) from exc
+        timeout = self.busy_timeout_ms / 1000
+        conn: Any = None
+        try:
+            if self.load_vec:
+                self.driver, module, conn = connect_with_vec(str(self.path), self.path, timeout)
+                self.error_class = module.Error
+            else:
+                conn = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
+            _set_pragmas(conn, self.path, self.synchronous, self.busy_timeout_ms)
+            migrate(conn, self.path, self.migrations)
+        except Exception as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, DatabaseError):
+                raise
+            raise problem(
+                self.path,
+                f"cannot open the database: {exc}",
+                "check the file is an SQLite database (restore it from a backup if it is damaged)",
+            ) from exc
+        return conn
+
+
+class _Statements:
+    """The statements every handle offers, all sent through the single aiosqlite connection."""
+
+    __slots__ = ("_conn", "_foreign_error")
+
+    def __init__(self, conn: aiosqlite.Connection, foreign_error: tuple[type[Exception], ...]) -> None:
+        self._conn = conn
+        self._foreign_error = foreign_error
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except self._foreign_error as exc:
+            raise as_stdlib_error(exc) from exc
+
+    async def execute(self, sql: str, params: Params) -> int:
+        with self._translated():
+            async with self._conn.execute(sql, params) as cursor:
+                return cursor.rowcount
+
+    async def fetchall(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
+        with self._translated():
+            rows = await self._conn.execute_fetchall(sql, params)
+        return [tuple(row) for row in rows]
+
+    async def fetchone(self, sql: str, params: Params) -> tuple[Any, ...] | None:
+        with self._translated():
+            async with self._conn.execute(sql, params) as cursor:
+                row = await cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    async def insert(self, sql: str, params: Params) -> int:
+        with self._translated():
+            row = await self._conn.execute_insert(sql, params)
+        if row is None:
+            raise AssertionError("SELECT last_insert_rowid() returned no row")
+        return int(row[0])
+
+    async def executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
+        with self._translated():
+            async with self._conn.executemany(sql, rows):
+                pass
+
+    async def rollback_quietly(self) -> None:
+        # SQLite may already have rolled back (some errors end the transaction by themselves).
+        try:
+            with self._translated():
+                await self._conn.execute("ROLLBACK")
+        except sqlite3.OperationalError:
+            pass
+
+
+class Transaction:
+    """Statements of one `BEGIN IMMEDIATE ... COMMIT`; usable only inside its `async with` block."""
+
+    __slots__ = ("_open", "_path", "_statements")
+
+    def __init__(self, statements: _Statements, path: Path) -> None:
+        self._statements = statements
+        self._path = path
+        self._open = True
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def _close(self) -> None:
+        self._open = False
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise problem(
+                self._path,
+                "the transaction is already finished",
+                "use the Transaction only inside its `async with db.transaction()` block",
+            )
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        self._check_open()
+        return await self._statements.execute(sql, params)
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        self._check_open()
+        return await self._statements.fetchall(sql, params)
+
+    async def fetchone(self, sql: str, params: Params = ()) -> tuple[Any, ...] | None:
+        self._check_open()
+        return await self._statements.fetchone(sql, params)
+
+    async def insert(self, sql: str, params: Params = ()) -> int:
+        self._check_open()
+        return await self._statements.insert(sql, params)
+
+    async def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
+        self._check_open()
+        await self._statements.executemany(sql, list(seq))
+
+
+class Database:
+    """One server's SQLite file. Obtain it with `async with Database.open(path, migrations) as db`."""
+
+    __slots__ = ("_current", "_lock", "_statements", "driver", "path", "vec_version")
+
+    def __init__(self, *, path: Path, driver: str, statements: _Statements) -> None:
+        self.path = path
+        self.driver = driver
+        self.vec_version: str | None = None
+        self._statements = statements
+        self._lock = anyio.Lock()
+        # Per task context, so statements issued inside `transaction()` (also from child tasks
+        # started there) join it instead of waiting for the lock it holds.
+        self._current: ContextVar[Transaction | None] = ContextVar(f"transaction:{path}", default=None)
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        path: Path | str,
+        migrations: Sequence[Migration] = (),
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout_ms: int = 5000,
+        load_vec: bool = False,
+    ) -> AsyncIterator[Database]:
+        """Open (creating if needed) the database, set its pragmas and apply pending migrations."""
+        db_path = Path(path)
+        _check_options(db_path, migrations, synchronous, busy_timeout_ms)
+        connector = _Connector(db_path, tuple(migrations), synchronous, busy_timeout_ms, load_vec)
+        conn = aiosqlite.Connection(connector, iter_chunk_size=64)
+        await conn
+        try:
+            if connector.failure is not None:
+                raise connector.failure
+            foreign_error = () if connector.error_class is sqlite3.Error else (connector.error_class,)
+            db = cls(path=db_path, driver=connector.driver, statements=_Statements(conn, foreign_error))
+            if load_vec:
+                row = await db.fetchone("SELECT vec_version()")
+                db.vec_version = None if row is None else str(row[0])
+            yield db
+        finally:
+            with anyio.CancelScope(shield=True):
+                await conn.close()
+
+    @asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        current = self._current.get()
+        if current is not None and current.is_open:
+            yield
+        else:
+            async with self._lock:
+                yield
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        """Run one statement; returns the row count. Commits at once unless inside `transaction()`."""
+        async with self._slot():
+            return await self._statements.execute(sql, params)
+
+    async def fetchall(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        async with self._slot():
+            return await self._statements.fetchall(sql, params)
+
+    async def fetchone(self, sql: str, params: Params = ()) -> tuple[Any, ...] | None:
+        async with self._slot():
+            return await self._statements.fetchone(sql, params)
+
+    async def insert(self, sql: str, params: Params = ()) -> int:
+        """Run an INSERT; returns `last_insert_rowid()` (unchanged when nothing was inserted)."""
+        async with self._slot():
+            return await self._statements.insert(sql, params)
+
+    async def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
+        """Run one statement per parameter row, all in one transaction (one fsync, all or nothing)."""
+        current = self._current.get()
+        if current is not None and current.is_open:
+            await current.executemany(sql, seq)
+            return
+        async with self.transaction() as transaction:
+            await transaction.executemany(sql, seq)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Transaction]:
+        """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` when the block raises or is cancelled."""
+        current = self._current.get()
+        if current is not None and current.is_open:
+            raise problem(
+                self.path,
+                "transaction() was entered while this task is already inside one",
+                "run the statements on the Transaction you already have (transactions do not nest)",
+            )
+        async with self._lock:
+            transaction = Transaction(self._statements, self.path)
+            token = self._current.set(transaction)
+            try:
+                try:
+                    await self._statements.execute("BEGIN IMMEDIATE", ())
+                    yield transaction
+                    await self._statements.execute("COMMIT", ())
+                except BaseException:
+                    # Statements run in queue order, so this ROLLBACK follows any statement a
+                    # cancelled await left queued.
+                    with anyio.CancelScope(shield=True):
+                        await self._statements.rollback_quietly()
+                    raise
+            finally:
+                transaction._close()
+                self._current.reset(token)
+
+
+def _check_options(
+    path: Path, migrations: Sequence[Migration], synchronous: str, busy_timeout_ms: int
+) -> None:
+    if str(path) == ":memory:":
+        raise problem(path, "in-memory databases are not supported", "give a file path")
+    if synchronous not in _SYNCHRONOUS_MODES:
+        raise problem(
+            path, f"synchronous={synchronous!r} is not a mode", f"use one of {', '.join(_SYNCHRONOUS_MODES)}"
+        )
+    if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int) or busy_timeout_ms < 0:
+        raise problem(path, f"busy_timeout_ms={busy_timeout_ms!r} is invalid", "use a whole number >= 0")
+    names = [migration.name for migration in migrations]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise problem(path, f"migration names repeat: {', '.join(duplicates)}", "give each one a new name")

@@ -1,0 +1,62 @@
+"""Which SQLite driver to use: the standard library, or one that can load sqlite-vec."""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+from typing import Any
+
+from shared.db._errors import problem
+
+# Tried in this order: the standard library needs no extra package, the others ship their own SQLite.
+VEC_DRIVERS: tuple[str, ...] = ("sqlite3", "sqlean", "pysqlite3")
+_VEC_FIX = "pip install sqlean.py (it bundles an SQLite that can load extensions)"
+
+
+def as_stdlib_error(exc: Exception) -> sqlite3.Error:
+    """The standard library exception matching a foreign driver's one (same class name)."""
+    cls = getattr(sqlite3, type(exc).__name__, None)
+    if not (isinstance(cls, type) and issubclass(cls, sqlite3.Error)):
+        cls = sqlite3.DatabaseError
+    translated = cls(*exc.args)
+    for attribute in ("sqlite_errorcode", "sqlite_errorname"):
+        if hasattr(exc, attribute):
+            setattr(translated, attribute, getattr(exc, attribute))
+    return translated
+
+
+def connect_with_vec(target: str, where: object, timeout: float) -> tuple[str, Any, Any]:
+    """Open `target` with the first driver that loads sqlite-vec: (driver name, module, connection)."""
+    try:
+        import sqlite_vec
+    except ImportError:
+        raise problem(where, "the sqlite-vec package is not installed", "pip install sqlite-vec") from None
+    tried: list[str] = []
+    for name in VEC_DRIVERS:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            tried.append(f"{name} (not installed)")
+            continue
+        if not hasattr(module.Connection, "enable_load_extension"):
+            tried.append(f"{name} (built without extension loading)")
+            continue
+        conn = module.connect(target, isolation_level=None, timeout=timeout)
+        try:
+            conn.enable_load_extension(True)
+            sqlite_vec.load(conn)
+            # Only sqlite-vec is trusted: SQL must not be able to load anything else later.
+            conn.enable_load_extension(False)
+        except module.Error as exc:
+            conn.close()
+            tried.append(f"{name} ({exc})")
+            continue
+        return name, module, conn
+    raise problem(where, f"cannot load sqlite-vec (tried {', '.join(tried)})", _VEC_FIX)
+
+
+def sqlite_driver_for_vec() -> str:
+    """Name of the driver that loads sqlite-vec on this machine; DatabaseError when none does."""
+    name, _, conn = connect_with_vec(":memory:", "sqlite-vec", timeout=0)
+    conn.close()
+    return name

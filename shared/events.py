@@ -1,0 +1,161 @@
+"""The durable event log every event-originating server keeps in its own SQLite file.
+
+An event (an inbound chat message, a permission verdict, a cron fire, ...) is written here before
+the outside world is acknowledged, gets a sequence number, is unique on the platform's dedupe key,
+and stays until the orchestrator acknowledges it. No MCP imports: the wire binding lives in
+``shared.protocol.events``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from shared.db import Database, Migration
+
+DEFAULT_MAX_PENDING = 10_000
+MAX_PULL = 500
+
+
+def _create_events(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        """
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            dedupe_key TEXT NOT NULL UNIQUE,
+            payload TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            deliveries INTEGER NOT NULL DEFAULT 0,
+            acked_at REAL
+        )
+        """
+    )
+    conn.execute("CREATE INDEX events_pending ON events(seq) WHERE acked_at IS NULL")
+
+
+EVENTS_MIGRATIONS: tuple[Migration, ...] = (Migration("events_0001_create", _create_events),)
+"""Add these to a server's migration list to give it an event log."""
+
+
+class EventLogFull(Exception):
+    """The log holds its maximum of unacknowledged events; the producer must not acknowledge upstream."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    seq: int
+    kind: str
+    dedupe_key: str
+    payload: dict[str, Any]
+    created_at: float
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    seq: int
+    created: bool
+    """False when the dedupe key was already present: the platform redelivered it."""
+
+
+class EventLog:
+    """Append, long-poll pull and ack over one ``events`` table."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._db = db
+        self._max_pending = max_pending
+        self._clock = clock
+        self._changed = anyio.Event()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def append(self, kind: str, dedupe_key: str, payload: dict[str, Any]) -> Appended:
+        async with self._db.transaction() as tx:
+            row = await tx.fetchone("SELECT seq FROM events WHERE dedupe_key = ?", (dedupe_key,))
+            if row is not None:
+                return Appended(seq=int(row[0]), created=False)
+            pending = await tx.fetchone("SELECT count(*) FROM events WHERE acked_at IS NULL")
+            if pending is not None and int(pending[0]) >= self._max_pending:
+                raise EventLogFull(
+                    f"{self._max_pending} events are waiting for the orchestrator; "
+                    "is `nexo run` running? Raise the server's max_pending setting to queue more"
+                )
+            seq = await tx.insert(
+                "INSERT INTO events(kind, dedupe_key, payload, created_at) VALUES (?, ?, ?, ?)",
+                (kind, dedupe_key, json.dumps(payload, ensure_ascii=False), self._clock()),
+            )
+        self._wake()
+        return Appended(seq=seq, created=True)
+
+    async def pending_count(self) -> int:
+        row = await self._db.fetchone("SELECT count(*) FROM events WHERE acked_at IS NULL")
+        return int(row[0]) if row else 0
+
+    async def _select(self, after: int, limit: int, kinds: Sequence[str] | None) -> list[StoredEvent]:
+        sql = "SELECT seq, kind, dedupe_key, payload, created_at, deliveries FROM events "
+        sql += "WHERE acked_at IS NULL AND seq > ?"
+        params: list[Any] = [after]
+        if kinds:
+            sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+            params.extend(kinds)
+        sql += " ORDER BY seq LIMIT ?"
+        params.append(min(limit, MAX_PULL))
+        rows = await self._db.fetchall(sql, params)
+        return [
+            StoredEvent(
+                seq=int(r[0]),
+                kind=str(r[1]),
+                dedupe_key=str(r[2]),
+                payload=json.loads(r[3]),
+                created_at=float(r[4]),
+                deliveries=int(r[5]) + 1,
+            )
+            for r in rows
+        ]
+
+    async def pull(
+        self, *, after: int = 0, limit: int = 100, wait_s: float = 0.0, kinds: Sequence[str] | None = None
+    ) -> list[StoredEvent]:
+        """Unacknowledged events with ``seq > after``, waiting up to ``wait_s`` for the first one."""
+        with anyio.move_on_after(max(wait_s, 0.0)):
+            while True:
+                changed = self._changed
+                events = await self._select(after, limit, kinds)
+                if events or wait_s <= 0:
+                    break
+                await changed.wait()
+        if not events:
+            return []
+        await self._db.execute(
+            f"UPDATE events SET deliveries = deliveries + 1 WHERE seq IN ({','.join('?' * len(events))})",
+            [e.seq for e in events],
+        )
+        return events
+
+    async def ack(self, seqs: Sequence[int]) -> int:
+        if not seqs:
+            return 0
+        return await self._db.execute(
+            f"UPDATE events SET acked_at = ? WHERE acked_at IS NULL AND seq IN ({','.join('?' * len(seqs))})",
+            [self._clock(), *seqs],
+        )
+
+    async def purge_acked(self, older_than_s: float) -> int:
+        """Forget acknowledged events; their dedupe keys stop protecting against redelivery after this."""
+        cutoff = self._clock() - older_than_s
+        return await self._db.execute("DELETE FROM events WHERE acked_at IS NOT NULL AND acked_at < ?", (cutoff,))

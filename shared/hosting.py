@@ -1,0 +1,312 @@
+"""Run any nexo MCP server over stdio or Streamable HTTP.
+
+This is the only module that touches the SDK's serving entry points, so the next SDK reshape is a
+one-file change. Over HTTP it enforces a bearer token (required off loopback), DNS-rebinding
+protection with configurable allowed hosts, and serves an unauthenticated ``/healthz``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+logger = logging.getLogger("nexo.hosting")
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+MCP_PATH = "/mcp"
+HEALTH_PATH = "/healthz"
+
+
+class HostingError(Exception):
+    """A server cannot be hosted as configured; the message says how to fix it."""
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_bind(value: str) -> tuple[str, int]:
+    """Parse ``HOST:PORT`` (``[::1]:PORT`` for IPv6) as given to ``--http``."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise HostingError(f"--http expects HOST:PORT, e.g. 127.0.0.1:8765; got {value!r}")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise HostingError(f"port {port} is out of range 0-65535 in {value!r}")
+    return host.strip("[]") or "127.0.0.1", port
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """How to serve one server over Streamable HTTP."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    token: str | None = None
+    allowed_hosts: Sequence[str] = ()
+    """Extra ``Host`` header values to accept, e.g. ``memory:8765`` or ``memory:*`` for compose."""
+    allowed_origins: Sequence[str] = ()
+    max_request_bytes: int = 1024 * 1024
+
+    def check(self) -> None:
+        if not is_loopback(self.host) and not self.token:
+            raise HostingError(
+                f"refusing to serve over HTTP on {self.host}:{self.port} without a bearer token: "
+                "set NEXO_SERVER_TOKEN (or NEXO_SERVER_TOKEN_FILE pointing at a 0600 file), "
+                "or bind to 127.0.0.1"
+            )
+
+    def security(self) -> TransportSecuritySettings:
+        hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
+        origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+        if not is_loopback(self.host) and self.host not in ("0.0.0.0", "::"):  # noqa: S104
+            hosts += [self.host, f"{self.host}:*"]
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[*hosts, *self.allowed_hosts],
+            allowed_origins=[*origins, *self.allowed_origins],
+        )
+
+
+@dataclass(slots=True)
+class ServerStatus:
+    """What ``/healthz`` reports; servers may add fields through ``extra``."""
+
+    name: str
+    extra: Callable[[], Mapping[str, Any]] | None = field(default=None)
+
+    def payload(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"status": "ok", "server": self.name}
+        if self.extra is not None:
+            body.update(self.extra())
+        return body
+
+
+def advertise_experimental(server: MCPServer[Any], capabilities: Mapping[str, Mapping[str, Any]]) -> None:
+    """Declare ``capabilities.experimental`` entries in the handshake-era ``InitializeResult``.
+
+    ``MCPServer`` has no public hook for experimental capabilities, yet Claude Code recognises a
+    channel only by ``experimental["claude/channel"]``. The low-level server builds its
+    initialization options on demand, for stdio and for every HTTP session, so wrapping that one
+    method covers every transport. This is the single place that reaches past the public API.
+    """
+    lowlevel = server._lowlevel_server  # noqa: SLF001
+    original = lowlevel.create_initialization_options
+    merged = {key: dict(value) for key, value in capabilities.items()}
+
+    def create_initialization_options(
+        notification_options: Any = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> Any:
+        combined = {**merged, **(experimental_capabilities or {})}
+        return original(notification_options, combined, extensions)
+
+    lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
+
+
+class BearerAuth:
+    """Require ``Authorization: Bearer <token>`` on every path except the health check."""
+
+    def __init__(self, app: ASGIApp, token: str, realm: str) -> None:
+        self.app = app
+        self.token = token.encode()
+        self.realm = realm
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == HEALTH_PATH:
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"authorization", b"")
+        scheme, _, presented = header.partition(b" ")
+        if scheme.lower() != b"bearer" or not presented:
+            await self._refuse(scope, receive, send, "missing bearer token", None)
+            return
+        if not hmac.compare_digest(presented.strip(), self.token):
+            await self._refuse(scope, receive, send, "invalid bearer token", "invalid_token")
+            return
+        await self.app(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, why: str, error: str | None) -> None:
+        challenge = f'Bearer realm="{self.realm}"' + (f', error="{error}"' if error else "")
+        response = JSONResponse(
+            {"error": error or "unauthorized", "error_description": why},
+            status_code=401,
+            headers={"WWW-Authenticate": challenge},
+        )
+        await response(scope, receive, send)
+
+
+def build_http_app(server: MCPServer[Any], options: HttpOptions, status: ServerStatus | None = None) -> ASGIApp:
+    """The ASGI app serving ``server`` at ``/mcp`` plus ``/healthz``, with auth and host checks."""
+    options.check()
+    report = status or ServerStatus(name=server.name)
+
+    async def healthz(_: Request) -> Response:
+        return JSONResponse(report.payload())
+
+    mcp_app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        transport_security=options.security(),
+        max_request_body_size=options.max_request_bytes,
+        host=options.host,
+    )
+    mcp_app.router.routes.append(Route(HEALTH_PATH, healthz, methods=["GET"]))
+    app: ASGIApp = mcp_app
+    if options.token:
+        app = BearerAuth(mcp_app, options.token, realm=server.name)
+    return app
+
+
+async def serve_http(
+    server: MCPServer[Any],
+    options: HttpOptions,
+    *,
+    status: ServerStatus | None = None,
+    on_ready: Callable[[str, int], Awaitable[None]] | None = None,
+) -> None:
+    """Serve until cancelled. ``on_ready`` receives the bound host and port (useful with port 0)."""
+    import uvicorn
+
+    app = build_http_app(server, options, status)
+    config = uvicorn.Config(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
+    uv = uvicorn.Server(config)
+    # The orchestrator (or compose) owns signals; uvicorn must not install its own handlers.
+    uv.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    finished = anyio.Event()
+
+    async def serve() -> None:
+        # Shielded so a cancel from outside becomes a graceful shutdown that closes every connection.
+        with anyio.CancelScope(shield=True):
+            try:
+                await uv.serve()
+            finally:
+                finished.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve)
+        try:
+            while not uv.started:
+                if finished.is_set():
+                    raise HostingError(f"could not bind {options.host}:{options.port}; is the port in use?")
+                await anyio.sleep(0.01)
+            host, port = uv.servers[0].sockets[0].getsockname()[:2]
+            logger.info("serving %s over HTTP at http://%s:%s%s", server.name, host, port, MCP_PATH)
+            if on_ready is not None:
+                await on_ready(host, port)
+            await anyio.sleep_forever()
+        finally:
+            uv.should_exit = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await finished.wait()
+
+
+async def serve_stdio(server: MCPServer[Any]) -> None:
+    await server.run_stdio_async()
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Structured-enough logs on stderr: stdout belongs to JSON-RPC under stdio."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def run(server: MCPServer[Any], *, http: HttpOptions | None = None, status: ServerStatus | None = None) -> None:
+    """Blocking entry point for a server's ``__main__``: stdio unless ``http`` is given."""
+    if http is None:
+        anyio.run(serve_stdio, server)
+    else:
+        http.check()
+        try:
+            anyio.run(lambda: serve_http(server, http, status=status))
+        except KeyboardInterrupt:
+            pass
+
+
+def _read_secret_file(path: Path) -> str:
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise HostingError(f"{path} is readable by other users (mode {mode:o}); run `chmod 600 {path}`")
+    return path.read_text().strip()
+
+
+def http_options_from_env(bind: str, env: Mapping[str, str]) -> HttpOptions:
+    """``--http HOST:PORT`` plus ``NEXO_SERVER_TOKEN`` / ``NEXO_SERVER_TOKEN_FILE`` and the allowlists.
+
+    Tokens never come from the command line, where any local user could read them with ``ps``.
+    """
+    host, port = parse_bind(bind)
+    token = env.get("NEXO_SERVER_TOKEN") or None
+    token_file = env.get("NEXO_SERVER_TOKEN_FILE")
+    if token is None and token_file:
+        token = _read_secret_file(Path(token_file))
+
+    def listed(name: str) -> tuple[str, ...]:
+        return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
+
+    options = HttpOptions(
+        host=host,
+        port=port,
+        token=token,
+        allowed_hosts=listed("NEXO_SERVER_ALLOWED_HOSTS"),
+        allowed_origins=listed("NEXO_SERVER_ALLOWED_ORIGINS"),
+    )
+    options.check()
+    return options
+
+
+def server_main(
+    name: str,
+    build: Callable[[], MCPServer[Any]],
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """The whole ``__main__`` of a server: ``python -m PACKAGE [--http HOST:PORT]``."""
+    import argparse
+    import os
+
+    parser = argparse.ArgumentParser(prog=f"python -m {name}", description=f"Run the {name} MCP server.")
+    parser.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP instead of stdio")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default from NEXO_LOG_LEVEL)")
+    args = parser.parse_args(argv)
+    environ = os.environ if env is None else env
+    try:
+        options = http_options_from_env(args.http, environ) if args.http else None
+        server = build()
+    except Exception as exc:  # noqa: BLE001 -- the process boundary: report and exit 1
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+    configure_logging(args.log_level or environ.get("NEXO_LOG_LEVEL", "WARNING"))
+    run(server, http=options)
+    return 0

@@ -1,0 +1,170 @@
+"""Start real nexo processes for whole-mesh scenarios, with bounded waits and no sleeps."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+READY_MARK = "nexo ready"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def nexo_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "orchestrator.cli.main", *args]
+
+
+def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEXO_")}
+    env["NEXO_LOG_LEVEL"] = "INFO"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def python_server(module: str, **extra: Any) -> dict[str, Any]:
+    return {"transport": "stdio", "command": sys.executable, "args": ["-m", module], **extra}
+
+
+def write_config(
+    path: Path,
+    *,
+    state_dir: Path,
+    llm_base_url: str,
+    servers: dict[str, Any] | None = None,
+    agent: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    config: dict[str, Any] = {
+        "state_dir": str(state_dir),
+        "servers": servers
+        if servers is not None
+        else {"console": python_server("channel_servers.console"), "time": python_server("servers.time")},
+        "llm": {"providers": {"fake": {"kind": "openai_compat", "base_url": llm_base_url, "model": "scripted", "max_retries": 0}}},
+        "agents": [{"id": "nexo", "model": {"provider": "fake"}, "channels": ["console"], **(agent or {})}],
+        "supervision": {"initial_backoff_s": 0.05, "max_backoff_s": 0.5},
+        **(extra or {}),
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@dataclass
+class Orchestrator:
+    process: subprocess.Popen[str]
+    lines: list[str] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                if READY_MARK in line:
+                    self.ready.set()
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for_line(self, text: str, timeout: float = 30.0, *, start: int = 0) -> int:
+        """Index of the first stderr line from ``start`` on that contains ``text``."""
+        with self._changed:
+            ok = self._changed.wait_for(
+                lambda: any(text in line for line in self.lines[start:]) or self.process.poll() is not None,
+                timeout=timeout,
+            )
+            for i, line in enumerate(self.lines[start:], start):
+                if text in line:
+                    return i
+        raise AssertionError(f"no log line containing {text!r} (ok={ok}); log:\n" + "\n".join(self.lines[-40:]))
+
+    def log(self) -> str:
+        return "\n".join(self.lines)
+
+
+@contextmanager
+def running(config: Path, *, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> Iterator[Orchestrator]:
+    process = subprocess.Popen(
+        nexo_argv("run", "--config", str(config)),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=base_env(env),
+        cwd=REPO,
+    )
+    orch = Orchestrator(process)
+    reader = threading.Thread(target=orch._read, daemon=True)
+    reader.start()
+    try:
+        if not orch.ready.wait(timeout):
+            raise AssertionError("orchestrator did not become ready; log:\n" + orch.log())
+        yield orch
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        reader.join(timeout=10)
+
+
+def chat(config: Path, *lines: str, timeout: float = 60.0, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        nexo_argv("chat", "--config", str(config), "--timeout", str(timeout)),
+        input="".join(f"{line}\n" for line in lines),
+        capture_output=True,
+        text=True,
+        env=base_env(env),
+        cwd=REPO,
+        timeout=timeout + 30,
+        check=False,
+    )
+
+
+def nexo(*args: str, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        nexo_argv(*args), capture_output=True, text=True, env=base_env(env), cwd=REPO, timeout=timeout, check=False
+    )
+
+
+def child_pids(parent: int, needle: str) -> list[int]:
+    """Processes whose parent is ``parent`` and whose command line contains ``needle`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == parent and needle in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def status(config: Path) -> dict[str, Any]:
+    result = nexo("status", "--config", str(config), "--json")
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
