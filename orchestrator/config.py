@@ -87,7 +87,9 @@ class NexoConfig(_Strict):
             if agent.id == agent_id:
                 return agent
         known = ", ".join(a.id for a in self.agents)
-        raise ConfigError([ConfigProblem("--agent", "agents", f"no agent {agent_id!r}", f"use one of: {known}")])
+        raise ConfigError(
+            [ConfigProblem("--agent", "agents", f"no agent {agent_id!r}", f"use one of: {known}")]
+        )
 
 
 def default_config_text() -> str:
@@ -112,7 +114,11 @@ def _references(config: NexoConfig, file: str) -> list[ConfigProblem]:
     seen: set[str] = set()
     for i, agent in enumerate(config.agents):
         if agent.id in seen:
-            problems.append(ConfigProblem(file, f"agents[{i}].id", f"duplicate agent id {agent.id!r}", "give each agent its own id"))
+            problems.append(
+                ConfigProblem(
+                    file, f"agents[{i}].id", f"duplicate agent id {agent.id!r}", "give each agent its own id"
+                )
+            )
         seen.add(agent.id)
         if agent.model.provider not in config.llm.providers:
             problems.append(
@@ -136,7 +142,12 @@ def _references(config: NexoConfig, file: str) -> list[ConfigProblem]:
     for name in config.channel_options:
         if name not in config.servers:
             problems.append(
-                ConfigProblem(file, f"channel_options.{name}", f"no server named {name!r}", "remove it or add the server")
+                ConfigProblem(
+                    file,
+                    f"channel_options.{name}",
+                    f"no server named {name!r}",
+                    "remove it or add the server",
+                )
             )
     return problems
 
@@ -145,12 +156,19 @@ def load(path: Path | None, env: Mapping[str, str] | None = None) -> NexoConfig:
     """Load ``path`` (or the built-in defaults) with interpolation and ``NEXO_*`` overrides."""
     environ = dict(os.environ if env is None else env)
     environ.setdefault("NEXO_PYTHON", sys.executable)
+    # Only NEXO_<TOP-LEVEL KEY>... variables override the file; the rest (NEXO_MODEL_PROVIDER,
+    # NEXO_CONSOLE_*, NEXO_SERVER_TOKEN, ...) are for interpolation and for the servers themselves.
+    foreign = {
+        name[5:].split("__")[0]
+        for name in environ
+        if name.startswith("NEXO_") and name[5:].split("__")[0].lower() not in NexoConfig.model_fields
+    }
     config = load_config(
         NexoConfig,
         path,
         env=environ,
         default_text=None if path is not None else default_config_text(),
-        reserved_env=RESERVED_ENV,
+        reserved_env=(*RESERVED_ENV, *foreign),
     )
     file = str(path) if path is not None else "<built-in defaults>"
     problems = _references(config, file)

@@ -20,9 +20,11 @@ def control_path(state_dir: Path) -> Path:
     return state_dir / "orchestrator.sock"
 
 
-async def serve_control(path: Path, status: StatusFn, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+async def serve_control(
+    path: Path, status: StatusFn, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+        path.unlink()  # noqa: ASYNC240 -- once at startup, before serving
     old = os.umask(0o177)
     try:
         listener = await anyio.create_unix_listener(path)
@@ -33,7 +35,9 @@ async def serve_control(path: Path, status: StatusFn, *, task_status: anyio.abc.
     async def handle(stream: SocketStream) -> None:
         async with stream:
             reader = BufferedByteReceiveStream(stream)
-            with contextlib.suppress(anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound, anyio.BrokenResourceError):
+            with contextlib.suppress(
+                anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound, anyio.BrokenResourceError
+            ):
                 command = (await reader.receive_until(b"\n", 1024)).decode().strip()
                 body = status() if command == "status" else {"error": f"unknown command {command!r}"}
                 await stream.send(json.dumps(body).encode() + b"\n")
@@ -43,7 +47,7 @@ async def serve_control(path: Path, status: StatusFn, *, task_status: anyio.abc.
             await listener.serve(handle)
     finally:
         with contextlib.suppress(OSError):
-            path.unlink()
+            path.unlink()  # noqa: ASYNC240 -- once at shutdown
 
 
 async def ask_status(path: Path, timeout: float = 5.0) -> dict[str, Any]:

@@ -24,8 +24,10 @@ STARTUP_WAIT_S = 30.0
 
 
 def child_env(config: NexoConfig) -> dict[str, str]:
-    env = {"NEXO_STATE_DIR": str(config.state_path), "NEXO_LOG_LEVEL": os.environ.get("NEXO_LOG_LEVEL", "WARNING")}
-    return env
+    return {
+        "NEXO_STATE_DIR": str(config.state_path),
+        "NEXO_LOG_LEVEL": os.environ.get("NEXO_LOG_LEVEL", "WARNING"),
+    }
 
 
 class Orchestrator:
@@ -66,19 +68,39 @@ class Orchestrator:
                 missing = await self.mesh.wait_ready(STARTUP_WAIT_S)
                 for name in missing:
                     snap = self.mesh[name].snapshot()
-                    logger.warning("server %s is not ready yet (%s); continuing, it keeps retrying", name, snap.last_error)
+                    logger.warning(
+                        "server %s is not ready yet (%s); continuing, it keeps retrying",
+                        name,
+                        snap.last_error,
+                    )
                 for agent in self.config.agents:
                     provider = self.providers.get(agent.model.provider)
                     if provider is None:
-                        provider = build_provider(agent.model.provider, self.config.llm.providers[agent.model.provider])
+                        provider = build_provider(
+                            agent.model.provider, self.config.llm.providers[agent.model.provider]
+                        )
                         self.providers[agent.model.provider] = provider
-                    broker = ApprovalBroker(timeout_s=min(self.config.channel(c).approval_timeout_s for c in agent.channels) if agent.channels else 600.0)
+                    broker = ApprovalBroker(
+                        timeout_s=min(self.config.channel(c).approval_timeout_s for c in agent.channels)
+                        if agent.channels
+                        else 600.0
+                    )
                     intake = Intake(self.config, agent, self.mesh, provider, broker)
                     self.intakes.append(intake)
                     tg.start_soon(intake.run, name=f"intake:{agent.id}")
-                    logger.info("agent %s uses %s and answers %s", agent.id, provider.describe(), agent.channels or "no channels")
+                    logger.info(
+                        "agent %s uses %s and answers %s",
+                        agent.id,
+                        provider.describe(),
+                        agent.channels or "no channels",
+                    )
                 self.ready.set()
-                logger.info("nexo ready: %d servers, %d agents, state %s", len(self.config.servers), len(self.intakes), state)
+                logger.info(
+                    "nexo ready: %d servers, %d agents, state %s",
+                    len(self.config.servers),
+                    len(self.intakes),
+                    state,
+                )
                 if on_ready is not None:
                     await on_ready(self)
                     tg.cancel_scope.cancel()

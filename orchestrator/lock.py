@@ -47,7 +47,9 @@ class InstanceLock:
         self._file = handle
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._file is not None:
             self._file.truncate(0)
             fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)

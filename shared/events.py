@@ -158,4 +158,6 @@ class EventLog:
     async def purge_acked(self, older_than_s: float) -> int:
         """Forget acknowledged events; their dedupe keys stop protecting against redelivery after this."""
         cutoff = self._clock() - older_than_s
-        return await self._db.execute("DELETE FROM events WHERE acked_at IS NOT NULL AND acked_at < ?", (cutoff,))
+        return await self._db.execute(
+            "DELETE FROM events WHERE acked_at IS NOT NULL AND acked_at < ?", (cutoff,)
+        )

@@ -7,6 +7,7 @@ protection with configurable allowed hosts, and serves an unauthenticated ``/hea
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import logging
@@ -19,7 +20,6 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -110,7 +110,7 @@ def advertise_experimental(server: MCPServer[Any], capabilities: Mapping[str, Ma
     initialization options on demand, for stdio and for every HTTP session, so wrapping that one
     method covers every transport. This is the single place that reaches past the public API.
     """
-    lowlevel = server._lowlevel_server  # noqa: SLF001
+    lowlevel = server._lowlevel_server
     original = lowlevel.create_initialization_options
     merged = {key: dict(value) for key, value in capabilities.items()}
 
@@ -157,7 +157,9 @@ class BearerAuth:
         await response(scope, receive, send)
 
 
-def build_http_app(server: MCPServer[Any], options: HttpOptions, status: ServerStatus | None = None) -> ASGIApp:
+def build_http_app(
+    server: MCPServer[Any], options: HttpOptions, status: ServerStatus | None = None
+) -> ASGIApp:
     """The ASGI app serving ``server`` at ``/mcp`` plus ``/healthz``, with auth and host checks."""
     options.check()
     report = status or ServerStatus(name=server.name)
@@ -199,8 +201,6 @@ async def serve_http(
         timeout_graceful_shutdown=5,
     )
     uv = uvicorn.Server(config)
-    # The orchestrator (or compose) owns signals; uvicorn must not install its own handlers.
-    uv.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     finished = anyio.Event()
 
     async def serve() -> None:
@@ -242,16 +242,16 @@ def configure_logging(level: str = "INFO") -> None:
     root.setLevel(level)
 
 
-def run(server: MCPServer[Any], *, http: HttpOptions | None = None, status: ServerStatus | None = None) -> None:
+def run(
+    server: MCPServer[Any], *, http: HttpOptions | None = None, status: ServerStatus | None = None
+) -> None:
     """Blocking entry point for a server's ``__main__``: stdio unless ``http`` is given."""
     if http is None:
         anyio.run(serve_stdio, server)
     else:
         http.check()
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             anyio.run(lambda: serve_http(server, http, status=status))
-        except KeyboardInterrupt:
-            pass
 
 
 def _read_secret_file(path: Path) -> str:
@@ -298,7 +298,9 @@ def server_main(
 
     parser = argparse.ArgumentParser(prog=f"python -m {name}", description=f"Run the {name} MCP server.")
     parser.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP instead of stdio")
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (default from NEXO_LOG_LEVEL)")
+    parser.add_argument(
+        "--log-level", default=None, help="DEBUG, INFO, WARNING (default from NEXO_LOG_LEVEL)"
+    )
     args = parser.parse_args(argv)
     environ = os.environ if env is None else env
     try:

@@ -31,7 +31,9 @@ from shared.protocol.console_wire import Approval, Error, Queued, Reply, Say, Ve
 SERVER_NAME = "console"
 MESSAGE_KIND = "message"
 VERDICT_KIND = "permission_verdict"
-OUTBOUND = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+OUTBOUND = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 
 
 @dataclass
@@ -83,14 +85,20 @@ class Console:
                 finally:
                     tg.cancel_scope.cancel()
 
-    async def _inbound(self, store: ConsoleStore, approvals: PendingApprovals, client: ChatClient, say: Say) -> None:
+    async def _inbound(
+        self, store: ConsoleStore, approvals: PendingApprovals, client: ChatClient, say: Say
+    ) -> None:
         reply = parse_permission_reply(say.text)
         if reply is not None:
             if not approvals.take(reply.request_id):
-                await client.send(Error(message=f"no pending approval {reply.request_id!r} (answered or expired)"))
+                await client.send(
+                    Error(message=f"no pending approval {reply.request_id!r} (answered or expired)")
+                )
                 return
             verdict = PermissionVerdictParams(request_id=reply.request_id, behavior=reply.behavior)
-            await store.events.append(VERDICT_KIND, f"verdict:{reply.request_id}", verdict.model_dump(mode="json"))
+            await store.events.append(
+                VERDICT_KIND, f"verdict:{reply.request_id}", verdict.model_dump(mode="json")
+            )
             await client.send(Verdict(request_id=reply.request_id, behavior=reply.behavior))
             if self.sessions is not None:
                 await self.sessions.push_verdict(verdict)
@@ -130,7 +138,7 @@ def build_server(settings: ConsoleSettings) -> MCPServer[Any]:
     server, sessions = make_channel_server(
         SERVER_NAME,
         instructions=(
-            "Messages from the operator's terminal arrive as <channel source=\"console\" ...>. "
+            'Messages from the operator\'s terminal arrive as <channel source="console" ...>. '
             "Reply with the send_message tool, passing the chat_id from the tag."
         ),
         lifespan=console.lifespan,
@@ -150,7 +158,10 @@ def build_server(settings: ConsoleSettings) -> MCPServer[Any]:
         *,
         ctx: Context[ConsoleState],
     ) -> SendResult:
-        """Show a message in the operator's terminal chat. Retrying with the same idempotency_key never shows it twice."""
+        """Show a message in the operator's terminal chat.
+
+        Retrying with the same idempotency_key never shows it twice.
+        """
         state = ctx.request_context.lifespan_context
         key = idempotency_key or uuid.uuid4().hex
         begun = await state.store.outbox.begin(key, chat_id, text, reply_to)

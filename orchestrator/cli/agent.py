@@ -1,4 +1,4 @@
-"""``nexo agent run "<prompt>"``: one goal in the foreground, progress on stderr, exit code from the outcome."""
+"""``nexo agent run PROMPT``: one goal in the foreground, progress to stderr; exit code from the outcome."""
 
 from __future__ import annotations
 
@@ -76,7 +76,10 @@ async def _run(args: argparse.Namespace) -> int:
                 "text": result.text,
                 "turns": result.turns,
                 "tool_calls": result.tool_calls,
-                "usage": {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens},
+                "usage": {
+                    "input_tokens": result.usage.input_tokens,
+                    "output_tokens": result.usage.output_tokens,
+                },
             }
         )
     else:

@@ -8,12 +8,16 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nexo", description="An autonomous personal agent built from MCP servers.")
+    parser = argparse.ArgumentParser(
+        prog="nexo", description="An autonomous personal agent built from MCP servers."
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="start the mesh and answer on every bound channel")
     run.add_argument("--config", help="YAML config (default: $NEXO_CONFIG or the built-in defaults)")
-    run.add_argument("--check-config", action="store_true", help="validate the config and reach every server, then exit")
+    run.add_argument(
+        "--check-config", action="store_true", help="validate the config and reach every server, then exit"
+    )
     run.add_argument("--chat", action="store_true", help="also open the console chat in this terminal")
     run.add_argument("--json", action="store_true", help="with --check-config: print the report as JSON")
 
@@ -21,7 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--config")
     chat.add_argument("--agent", help="agent id (default: the first agent)")
     chat.add_argument("--chat-id", default="operator", help="conversation id (one session per chat id)")
-    chat.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each reply when piped")
+    chat.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds to wait for each reply when piped"
+    )
 
     agent = sub.add_parser("agent", help="run goals")
     agent_sub = agent.add_subparsers(dest="agent_command", required=True, metavar="SUBCOMMAND")
@@ -30,13 +36,17 @@ def build_parser() -> argparse.ArgumentParser:
     agent_run.add_argument("--config")
     agent_run.add_argument("--agent", help="agent id (default: the first agent)")
     agent_run.add_argument("--json", action="store_true", help="print the outcome as JSON")
-    agent_run.add_argument("--yes", action="store_true", help="approve every tool call that would ask (careful)")
+    agent_run.add_argument(
+        "--yes", action="store_true", help="approve every tool call that would ask (careful)"
+    )
 
     serve = sub.add_parser("serve", help="run one built-in server alone (stdio, or HTTP with --http)")
     serve.add_argument("name", help="console, time")
     serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP (token: NEXO_SERVER_TOKEN)")
 
-    status = sub.add_parser("status", help="each server of the running orchestrator: state, tools, last error")
+    status = sub.add_parser(
+        "status", help="each server of the running orchestrator: state, tools, last error"
+    )
     status.add_argument("--config")
     status.add_argument("--json", action="store_true")
     return parser

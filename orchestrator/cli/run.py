@@ -8,7 +8,15 @@ from typing import Any
 
 import anyio
 
-from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, config_label, fail, load_config, print_json, setup_logging
+from orchestrator.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    config_label,
+    fail,
+    load_config,
+    print_json,
+    setup_logging,
+)
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -64,8 +72,15 @@ async def _check(config: Any, args: argparse.Namespace) -> int:
         report["servers"][name] = {"ok": error is None, "tools": len(connection.tools), "error": error}
         if error is not None:
             report["ok"] = False
-            fix = "start it or correct the url" if server.transport == "http" else "run the command by hand to see why"
-            print(f"{label}: servers.{name}: cannot reach {server.describe()}: {error}. Fix: {fix}", file=sys.stderr)
+            fix = (
+                "start it or correct the url"
+                if server.transport == "http"
+                else "run the command by hand to see why"
+            )
+            print(
+                f"{label}: servers.{name}: cannot reach {server.describe()}: {error}. Fix: {fix}",
+                file=sys.stderr,
+            )
     if args.json:
         print_json(report)
     elif report["ok"]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import anyio
 
@@ -16,11 +17,13 @@ def command_status(args: argparse.Namespace) -> int:
     try:
         status = anyio.run(ask_status, path)
     except (OSError, TimeoutError) as exc:
-        message = f"nexo is not running on {config.state_path} ({exc.__class__.__name__}); start it with `nexo run`"
+        message = (
+            f"nexo is not running on {config.state_path} ({exc.__class__.__name__}); start it with `nexo run`"
+        )
         if args.json:
             print_json({"running": False, "error": message})
         else:
-            print(f"nexo: {message}", file=__import__("sys").stderr)
+            print(f"nexo: {message}", file=sys.stderr)
         return EXIT_FAIL
     status["running"] = True
     degraded = [s for s in status["servers"] if s["state"] != "ready"]
@@ -31,7 +34,16 @@ def command_status(args: argparse.Namespace) -> int:
         print(f"{'SERVER':<12} {'TRANSPORT':<9} {'STATE':<9} {'TOOLS':>5}  LAST ERROR")
         for server in status["servers"]:
             error = server["last_error"] or "-"
-            print(f"{server['name']:<12} {server['transport']:<9} {server['state']:<9} {server['tools']:>5}  {error}")
+            name, transport, state, tools = (
+                server["name"],
+                server["transport"],
+                server["state"],
+                server["tools"],
+            )
+            print(f"{name:<12} {transport:<9} {state:<9} {tools:>5}  {error}")
         for agent in status["agents"]:
-            print(f"agent {agent['id']}: {agent['provider']}; channels {', '.join(agent['channels']) or '-'}; handled {agent['handled']}")
+            channels = ", ".join(agent["channels"]) or "-"
+            print(
+                f"agent {agent['id']}: {agent['provider']}; channels {channels}; handled {agent['handled']}"
+            )
     return EXIT_WARN if degraded else EXIT_OK

@@ -17,7 +17,15 @@ from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
 from orchestrator.permissions import ApprovalBroker, OperatorGate
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
-from shared.protocol.events import AckParams, AckRequest, AckResult, Event, PullParams, PullRequest, PullResult
+from shared.protocol.events import (
+    AckParams,
+    AckRequest,
+    AckResult,
+    Event,
+    PullParams,
+    PullRequest,
+    PullResult,
+)
 
 logger = logging.getLogger("nexo.intake")
 
@@ -128,7 +136,9 @@ class Intake:
     async def _ack(self, connection: ServerConnection, event: Event) -> None:
         while True:
             try:
-                await connection.request(AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=10)
+                await connection.request(
+                    AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=10
+                )
                 return
             except ServerUnavailable as exc:
                 # The event stays in the server's log and comes back; the outbox key stops a second reply.
@@ -137,7 +147,9 @@ class Intake:
 
     # -- answering ---------------------------------------------------------------------------
 
-    async def _worker(self, session: _Session, inbox: anyio.abc.ObjectReceiveStream[tuple[str, Event]]) -> None:
+    async def _worker(
+        self, session: _Session, inbox: anyio.abc.ObjectReceiveStream[tuple[str, Event]]
+    ) -> None:
         async with inbox:
             async for server, event in inbox:
                 try:
@@ -172,7 +184,9 @@ class Intake:
                     f"[nexo] I could not reach the model: {result.error} "
                     "Your message is queued and will be answered when the provider is reachable."
                 )
-                await self._send(sender, params, text, f"notice:{connection.name}:{event.dedupe_key}", notice=True)
+                await self._send(
+                    sender, params, text, f"notice:{connection.name}:{event.dedupe_key}", notice=True
+                )
             await anyio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
         session.provider_notice_sent = False
@@ -183,7 +197,9 @@ class Intake:
         await self._ack(connection, event)
         self.handled += 1
 
-    async def _send(self, sender: ReplySender, params: ChannelParams, text: str, key: str, *, notice: bool = False) -> None:
+    async def _send(
+        self, sender: ReplySender, params: ChannelParams, text: str, key: str, *, notice: bool = False
+    ) -> None:
         delay = RETRY_INITIAL_S
         while True:
             try:
@@ -199,4 +215,3 @@ def _explain(result: GoalResult) -> str:
     if result.outcome is Outcome.DONE:
         return "[nexo] (the model returned an empty answer)"
     return f"[nexo] I stopped without an answer: {result.summary()}"
-

@@ -19,7 +19,9 @@ class ReplySender:
                 return set((tool.input_schema or {}).get("properties", {}))
         return set()
 
-    async def send(self, meta: Mapping[str, str], text: str, *, idempotency_key: str, notice: bool = False) -> None:
+    async def send(
+        self, meta: Mapping[str, str], text: str, *, idempotency_key: str, notice: bool = False
+    ) -> None:
         """Raise on failure so the inbound event stays unacknowledged and is retried."""
         wanted: dict[str, Any] = {
             "text": text,

@@ -11,7 +11,7 @@ class LLMError(Exception):
         self.provider = provider
 
 
-class ProviderUnavailable(LLMError):  # noqa: N818 -- public name other modules catch
+class ProviderUnavailable(LLMError):
     """The provider could not be reached, or kept failing transiently, after all retries."""
 
     def __init__(
@@ -29,7 +29,7 @@ class ProviderUnavailable(LLMError):  # noqa: N818 -- public name other modules 
         self.reason = reason
 
 
-class ProviderRejected(LLMError):  # noqa: N818 -- public name other modules catch
+class ProviderRejected(LLMError):
     """The provider answered with a non-retryable error status (bad request, auth, unknown model)."""
 
     def __init__(

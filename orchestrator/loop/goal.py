@@ -106,7 +106,9 @@ async def run_goal(
     result = run.result
     try:
         with anyio.move_on_after(budgets.max_wall_s) as wall:
-            await _turns(run, provider, system, messages, tools, catalog, runner, gate, max_tokens, progress, clock)
+            await _turns(
+                run, provider, system, messages, tools, catalog, runner, gate, max_tokens, progress, clock
+            )
         if wall.cancelled_caught:
             result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, "wall_time"
     except anyio.get_cancelled_exc_class():
@@ -145,7 +147,9 @@ async def _turns(
         turn_start = clock()
         result.turns += 1
         await progress(f"turn {result.turns}: asking {provider.describe()}")
-        completion = await provider.complete(system=system, messages=messages, tools=tools, max_tokens=max_tokens)
+        completion = await provider.complete(
+            system=system, messages=messages, tools=tools, max_tokens=max_tokens
+        )
         result.usage = result.usage + completion.usage
         messages.append(AssistantMessage(completion.text, completion.tool_calls))
         if not completion.tool_calls:
@@ -164,7 +168,9 @@ async def _turns(
             return
 
 
-async def _call(call: ToolCall, catalog: Catalog, runner: ToolRunner, gate: Gate, progress: Progress) -> ToolOutcome:
+async def _call(
+    call: ToolCall, catalog: Catalog, runner: ToolRunner, gate: Gate, progress: Progress
+) -> ToolOutcome:
     tool = catalog.get(call.name)
     if tool is None:
         names = ", ".join(catalog.names()) or "(none)"

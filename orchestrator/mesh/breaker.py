@@ -39,4 +39,5 @@ class Breaker:
             return 0.0
         base = min(self.config.max_backoff_s, self.config.initial_backoff_s * 2 ** (self.failures - 1))
         spread = base * self.config.jitter
-        return max(0.0, base - spread + 2 * spread * self.rng())
+        delay: float = max(0.0, base - spread + 2 * spread * self.rng())
+        return delay

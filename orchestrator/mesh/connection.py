@@ -24,7 +24,7 @@ logger = logging.getLogger("nexo.mesh")
 ServerState = Literal["starting", "ready", "backoff", "open", "stopped"]
 NotificationHandler = Callable[[str, str, BaseModel], Awaitable[None]]
 """(server name, method, params) for notifications a server pushes."""
-R = TypeVar("R")
+R = TypeVar("R", bound=types.Result)
 
 CONNECT_TIMEOUT_S = 30.0
 CLIENT_INFO = types.Implementation(name="nexo-orchestrator", version="0.1.0")
@@ -77,7 +77,9 @@ class _PushedNotifications(ClientExtension):
 
     identifier = "nexo/channel"
 
-    def __init__(self, server: str, methods: Mapping[str, type[BaseModel]], handler: NotificationHandler) -> None:
+    def __init__(
+        self, server: str, methods: Mapping[str, type[BaseModel]], handler: NotificationHandler
+    ) -> None:
         self._server = server
         self._methods = methods
         self._handler = handler
@@ -150,10 +152,12 @@ class ServerConnection:
             extensions=extensions,
             cache=None,
             client_info=CLIENT_INFO,
+            # Bounds the handshake; calls and long polls pass their own timeouts. (A cancel scope
+            # around entering the client would wrap the transport's task group and cannot be used.)
+            read_timeout_seconds=CONNECT_TIMEOUT_S,
         )
-        with anyio.fail_after(CONNECT_TIMEOUT_S):
-            await stack.enter_async_context(client)
-            self.tools = await self._list_tools(client)
+        await stack.enter_async_context(client)
+        self.tools = await self._list_tools(client)
         return client
 
     async def probe(self) -> str | None:
@@ -178,7 +182,9 @@ class ServerConnection:
                 self.state = "ready"
                 self.last_error = None
                 self._ready.set()
-                logger.info("server %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version)
+                logger.info(
+                    "server %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version
+                )
                 await self._watch(client)
                 self.last_error = "connection closed (the server exited or the network dropped)"
         except Exception as exc:  # noqa: BLE001 -- the supervisor is the boundary: any failure means reconnect
@@ -201,8 +207,9 @@ class ServerConnection:
             async def ping() -> None:
                 while True:
                     await anyio.sleep(self._supervision.health_interval_s)
+                    # tools/list rather than ping: ping is gone from the 2026-07-28 protocol.
                     with anyio.fail_after(self._supervision.health_interval_s):
-                        await client.send_ping()
+                        self.tools = await self._list_tools(client)
 
             async def closed() -> None:
                 await self._closed.wait()
@@ -232,9 +239,13 @@ class ServerConnection:
     async def wait_ready(self, timeout: float | None = None) -> Client:
         wait = self.config.connect_wait_s if timeout is None else timeout
         with anyio.move_on_after(wait):
-            while self._client is None:
-                await self._ready.wait()
-        if self._client is None:
+            while self._client is None or self._closed.is_set():
+                if self._ready.is_set():
+                    # Closed but not yet torn down by the supervisor: let it catch up.
+                    await anyio.sleep(0.05)
+                else:
+                    await self._ready.wait()
+        if self._client is None or self._closed.is_set():
             raise ServerUnavailable(
                 f"server {self.name!r} is {self.state} ({self.last_error or 'not connected yet'}); "
                 f"check `nexo status` and the server's log on stderr"
@@ -251,7 +262,9 @@ class ServerConnection:
     def has_capability(self, name: str) -> bool:
         return name in self.capability_names()
 
-    async def call_tool(self, tool: str, arguments: Mapping[str, Any], *, timeout: float | None = None) -> types.CallToolResult:
+    async def call_tool(
+        self, tool: str, arguments: Mapping[str, Any], *, timeout: float | None = None
+    ) -> types.CallToolResult:
         client = await self.wait_ready()
         limit = timeout or self.config.call_timeout_s
         try:
@@ -277,7 +290,9 @@ class ServerConnection:
                 )
                 return result
         except TimeoutError as exc:
-            raise ServerUnavailable(f"{self.name}: {request.method} did not answer within {timeout:g}s") from exc
+            raise ServerUnavailable(
+                f"{self.name}: {request.method} did not answer within {timeout:g}s"
+            ) from exc
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED or self._closed.is_set():
                 raise ServerUnavailable(f"server {self.name!r} went away during {request.method}") from exc

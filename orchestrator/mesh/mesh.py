@@ -70,6 +70,8 @@ class Mesh:
     def snapshots(self) -> list[ServerSnapshot]:
         return [c.snapshot() for c in self.connections.values()]
 
-    def catalog(self, *, allowed: Sequence[str] = ("*",), hidden: Collection[tuple[str, str]] = ()) -> Catalog:
+    def catalog(
+        self, *, allowed: Sequence[str] = ("*",), hidden: Collection[tuple[str, str]] = ()
+    ) -> Catalog:
         tools = {name: c.tools for name, c in self.connections.items() if c.client is not None}
         return Catalog.build(tools, allowed=allowed, hidden=hidden)

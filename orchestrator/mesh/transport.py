@@ -31,9 +31,7 @@ def child_environment(config: StdioServerConfig, extra: Mapping[str, str]) -> di
 
 
 @asynccontextmanager
-async def _watched(
-    inner: Any, closed: anyio.Event
-) -> AsyncIterator[TransportStreams]:
+async def _watched(inner: Any, closed: anyio.Event) -> AsyncIterator[TransportStreams]:
     """Relay the read side so the mesh learns at once when the peer goes away."""
     async with inner as (read, write):
         send, recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)

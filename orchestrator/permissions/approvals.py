@@ -16,8 +16,8 @@ import anyio
 
 from orchestrator.loop.tools import Decision
 from orchestrator.mesh import CatalogTool, ServerConnection
-from shared.channelkit.server import PermissionRequestAccepted, PermissionRequestCall
-from shared.protocol.channel import PermissionRequestParams, input_preview, request_id_for
+from shared.channelkit.server import PermissionPrompt, PermissionRequestAccepted, PermissionRequestCall
+from shared.protocol.channel import input_preview, request_id_for
 
 logger = logging.getLogger("nexo.approvals")
 RELAY_TIMEOUT_S = 10.0
@@ -53,11 +53,15 @@ class ApprovalBroker:
         return request_id
 
     async def ask(
-        self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str, relays: Sequence[ServerConnection]
+        self,
+        tool: CatalogTool,
+        arguments: Mapping[str, Any],
+        call_id: str,
+        relays: Sequence[ServerConnection],
     ) -> Decision:
         pending = _Pending(self._new_id(call_id), call_hash(tool.qualified, arguments), tool.qualified)
         self._pending[pending.request_id] = pending
-        params = PermissionRequestParams(
+        params = PermissionPrompt(
             request_id=pending.request_id,
             tool_name=tool.qualified,
             description=(tool.description or tool.qualified)[:300],
@@ -68,14 +72,24 @@ class ApprovalBroker:
             for relay in relays:
                 try:
                     accepted = await relay.request(
-                        PermissionRequestCall(params=params), PermissionRequestAccepted, timeout=RELAY_TIMEOUT_S
+                        PermissionRequestCall(params=params),
+                        PermissionRequestAccepted,
+                        timeout=RELAY_TIMEOUT_S,
                     )
                     delivered += accepted.delivered
                 except Exception as exc:  # noqa: BLE001 -- one unreachable relay must not block the others
                     logger.warning("approval %s not relayed to %s: %s", pending.request_id, relay.name, exc)
             if delivered == 0:
-                return Decision(False, f"{tool.qualified} needs approval and no operator is connected (open `nexo chat`)")
-            logger.info("approval %s for %s (%s) asked on %d screens", pending.request_id, tool.qualified, pending.call_hash[:12], delivered)
+                return Decision(
+                    False, f"{tool.qualified} needs approval and no operator is connected (open `nexo chat`)"
+                )
+            logger.info(
+                "approval %s for %s (%s) asked on %d screens",
+                pending.request_id,
+                tool.qualified,
+                pending.call_hash[:12],
+                delivered,
+            )
             with anyio.move_on_after(self._timeout):
                 await pending.done.wait()
             if not pending.done.is_set():

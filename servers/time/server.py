@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, time, timezone
+from datetime import UTC, datetime, time
 from typing import Any
 
 from mcp.server import MCPServer
@@ -15,7 +15,9 @@ from servers.time.settings import TimeSettings
 from servers.time.zones import zone
 from shared.hosting import server_main
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 
 
 class Now(BaseModel):
@@ -46,7 +48,7 @@ def _describe(moment: datetime, zone_name: str) -> Now:
 
 
 def build_server(settings: TimeSettings, *, clock: Callable[[], datetime] | None = None) -> MCPServer[Any]:
-    now_utc = clock or (lambda: datetime.now(timezone.utc))
+    now_utc = clock or (lambda: datetime.now(UTC))
     server: MCPServer[Any] = MCPServer(
         "time",
         instructions="Current time and time-zone conversion. Times are ISO 8601.",
@@ -65,14 +67,18 @@ def build_server(settings: TimeSettings, *, clock: Callable[[], datetime] | None
         try:
             wall = time.fromisoformat(time_hhmm)
         except ValueError as exc:
-            raise ToolError(f"time_hhmm must be HH:MM in 24-hour form, e.g. '14:30'; got {time_hhmm!r}") from exc
+            raise ToolError(
+                f"time_hhmm must be HH:MM in 24-hour form, e.g. '14:30'; got {time_hhmm!r}"
+            ) from exc
         src = zone(source_timezone)
         today = now_utc().astimezone(src).date()
         moment = datetime.combine(today, wall, tzinfo=src)
         target = moment.astimezone(zone(target_timezone))
         src_off = moment.utcoffset()
         dst_off = target.utcoffset()
-        diff = ((dst_off.total_seconds() if dst_off else 0) - (src_off.total_seconds() if src_off else 0)) / 3600
+        diff = (
+            (dst_off.total_seconds() if dst_off else 0) - (src_off.total_seconds() if src_off else 0)
+        ) / 3600
         return Converted(
             source=_describe(moment, source_timezone),
             target=_describe(target, target_timezone),

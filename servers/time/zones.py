@@ -16,5 +16,6 @@ def zone(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise UnknownTimeZone(
-            f"unknown time zone {name!r}: use an IANA name such as 'UTC', 'Europe/Madrid' or 'America/New_York'"
+            f"unknown time zone {name!r}: use an IANA name such as "
+            "'UTC', 'Europe/Madrid' or 'America/New_York'"
         ) from exc

@@ -81,23 +81,33 @@ class Outbox:
         self._clock = clock
 
     async def begin(
-        self, idempotency_key: str, chat_id: str, text: str, reply_to: str | None, *, status: OutboxStatus = "sending"
+        self,
+        idempotency_key: str,
+        chat_id: str,
+        text: str,
+        reply_to: str | None,
+        *,
+        status: OutboxStatus = "sending",
     ) -> Begun:
         now = self._clock()
         async with self._db.transaction() as tx:
-            row = await tx.fetchone(f"SELECT {_COLUMNS} FROM outbox WHERE idempotency_key = ?", (idempotency_key,))
+            row = await tx.fetchone(
+                f"SELECT {_COLUMNS} FROM outbox WHERE idempotency_key = ?", (idempotency_key,)
+            )
             if row is not None:
                 return Begun(_entry(row), created=False)
             new_id = await tx.insert(
-                "INSERT INTO outbox(idempotency_key, chat_id, text, reply_to, status, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO outbox(idempotency_key, chat_id, text, reply_to, status, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (idempotency_key, chat_id, text, reply_to, status, now, now),
             )
             created = await tx.fetchone(f"SELECT {_COLUMNS} FROM outbox WHERE id = ?", (new_id,))
         assert created is not None
         return Begun(_entry(created), created=True)
 
-    async def _set(self, entry_id: int, status: OutboxStatus, provider_id: str | None, error: str | None) -> None:
+    async def _set(
+        self, entry_id: int, status: OutboxStatus, provider_id: str | None, error: str | None
+    ) -> None:
         await self._db.execute(
             "UPDATE outbox SET status = ?, provider_id = coalesce(?, provider_id), error = ?, updated_at = ? "
             "WHERE id = ?",

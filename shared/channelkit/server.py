@@ -42,7 +42,24 @@ PermissionHandler = Callable[[Any, PermissionRequestParams], Awaitable[int]]
 """(lifespan state, request) -> how many places the prompt reached."""
 
 
-class PermissionRequestCall(types.Request[PermissionRequestParams, Literal["nexo/channel/permission_request"]]):
+class PermissionPrompt(types.RequestParams):
+    """The control-plane request form of the permission prompt (same fields as the notification)."""
+
+    request_id: str
+    tool_name: str
+    description: str
+    input_preview: str
+
+    def as_params(self) -> PermissionRequestParams:
+        return PermissionRequestParams(
+            request_id=self.request_id,
+            tool_name=self.tool_name,
+            description=self.description,
+            input_preview=self.input_preview,
+        )
+
+
+class PermissionRequestCall(types.Request[PermissionPrompt, Literal["nexo/channel/permission_request"]]):
     method: Literal["nexo/channel/permission_request"] = "nexo/channel/permission_request"
 
 
@@ -64,13 +81,14 @@ class ChannelExtension(Extension):
     def methods(self) -> Sequence[MethodBinding]:
         if self._permission is None:
             return ()
-        return (MethodBinding(PERMISSION_REQUEST_METHOD, PermissionRequestParams, self._on_permission),)
+        return (MethodBinding(PERMISSION_REQUEST_METHOD, PermissionPrompt, self._on_permission),)
 
     async def _on_permission(
-        self, ctx: ServerRequestContext[Any, Any], params: PermissionRequestParams
+        self, ctx: ServerRequestContext[Any, Any], params: PermissionPrompt
     ) -> PermissionRequestAccepted:
         assert self._permission is not None
-        return PermissionRequestAccepted(delivered=await self._permission(ctx.lifespan_context, params))
+        delivered = await self._permission(ctx.lifespan_context, params.as_params())
+        return PermissionRequestAccepted(delivered=delivered)
 
 
 class LiveSessions:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,11 +156,8 @@ class _Statements:
 
     async def rollback_quietly(self) -> None:
         # SQLite may already have rolled back (some errors end the transaction by themselves).
-        try:
-            with self._translated():
-                await self._conn.execute("ROLLBACK")
-        except sqlite3.OperationalError:
-            pass
+        with suppress(sqlite3.OperationalError):
+            await self.execute("ROLLBACK", ())
 
 
 class Transaction:

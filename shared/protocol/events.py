@@ -111,5 +111,3 @@ class EventsExtension(Extension):
 def experimental_events_capability(kinds: Sequence[str]) -> dict[str, dict[str, Any]]:
     """The handshake-era advertisement (extensions only appear in 2026-07-28 discovery)."""
     return {EVENTS_EXTENSION: {"kinds": list(kinds), "max_wait_ms": MAX_WAIT_MS}}
-
-

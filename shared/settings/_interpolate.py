@@ -49,19 +49,19 @@ def _walk(value: Any, path: list[KeySegment], context: _Context) -> Any:
 
 def _expand(text: str, path: list[KeySegment], context: _Context) -> str:
     def replace(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if token == "$${":
+        matched = match.group(0)
+        if matched == "$${":
             return "${"
         reference = match.group(1)
         if reference is None:
             context.report(path, "a ${ reference is not closed (or is nested)", _SYNTAX_FIX)
-            return token
+            return matched
         if reference.startswith("file:"):
             return _read_secret_file(reference.removeprefix("file:"), path, context)
         variable = _VARIABLE.fullmatch(reference)
         if variable is None:
             context.report(path, f"${{{reference}}} is not a valid reference", _SYNTAX_FIX)
-            return token
+            return matched
         name, default = variable.group(1), variable.group(2)
         value = context.env.get(name, "")
         if value:
@@ -75,7 +75,7 @@ def _expand(text: str, path: list[KeySegment], context: _Context) -> str:
             f"environment variable {name} is not set",
             f"set {name} in the environment or write ${{{name}:-default}}",
         )
-        return token
+        return matched
 
     return _TOKEN.sub(replace, text)
 
@@ -96,7 +96,8 @@ def _read_secret_file(written: str, path: list[KeySegment], context: _Context) -
                 f"chmod 600 {secret}",
             )
             return ""
-        content = secret.read_text(encoding="utf-8")
+        # Bytes, not text mode: newline translation would alter a secret that contains "\r\n".
+        content = secret.read_bytes().decode("utf-8")
     except FileNotFoundError:
         context.report(
             path, f"secret file {secret} does not exist", "create it (mode 600) or correct the path"

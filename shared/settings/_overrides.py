@@ -122,7 +122,7 @@ def _set(data: dict[str, Any], segments: list[str], value: Any) -> tuple[str, st
         if depth == len(segments) - 1:
             node[key] = value
             return None
-        child = node[key] if isinstance(node, list) else node.get(key)
+        child = node[key] if isinstance(key, int) else node.get(key)
         if child is None:
             child = [] if segments[depth + 1].isdigit() else {}
             node[key] = child

@@ -57,7 +57,16 @@ def write_config(
         "servers": servers
         if servers is not None
         else {"console": python_server("channel_servers.console"), "time": python_server("servers.time")},
-        "llm": {"providers": {"fake": {"kind": "openai_compat", "base_url": llm_base_url, "model": "scripted", "max_retries": 0}}},
+        "llm": {
+            "providers": {
+                "fake": {
+                    "kind": "openai_compat",
+                    "base_url": llm_base_url,
+                    "model": "scripted",
+                    "max_retries": 0,
+                }
+            }
+        },
         "agents": [{"id": "nexo", "model": {"provider": "fake"}, "channels": ["console"], **(agent or {})}],
         "supervision": {"initial_backoff_s": 0.05, "max_backoff_s": 0.5},
         **(extra or {}),
@@ -94,14 +103,18 @@ class Orchestrator:
             for i, line in enumerate(self.lines[start:], start):
                 if text in line:
                     return i
-        raise AssertionError(f"no log line containing {text!r} (ok={ok}); log:\n" + "\n".join(self.lines[-40:]))
+        raise AssertionError(
+            f"no log line containing {text!r} (ok={ok}); log:\n" + "\n".join(self.lines[-40:])
+        )
 
     def log(self) -> str:
         return "\n".join(self.lines)
 
 
 @contextmanager
-def running(config: Path, *, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> Iterator[Orchestrator]:
+def running(
+    config: Path, *, env: Mapping[str, str] | None = None, timeout: float = 60.0
+) -> Iterator[Orchestrator]:
     process = subprocess.Popen(
         nexo_argv("run", "--config", str(config)),
         stdin=subprocess.DEVNULL,
@@ -126,9 +139,13 @@ def running(config: Path, *, env: Mapping[str, str] | None = None, timeout: floa
             process.kill()
             process.wait(timeout=10)
         reader.join(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
 
 
-def chat(config: Path, *lines: str, timeout: float = 60.0, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def chat(
+    config: Path, *lines: str, timeout: float = 60.0, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         nexo_argv("chat", "--config", str(config), "--timeout", str(timeout)),
         input="".join(f"{line}\n" for line in lines),
@@ -141,9 +158,17 @@ def chat(config: Path, *lines: str, timeout: float = 60.0, env: Mapping[str, str
     )
 
 
-def nexo(*args: str, env: Mapping[str, str] | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def nexo(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 60.0
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        nexo_argv(*args), capture_output=True, text=True, env=base_env(env), cwd=REPO, timeout=timeout, check=False
+        nexo_argv(*args),
+        capture_output=True,
+        text=True,
+        env=base_env(env),
+        cwd=REPO,
+        timeout=timeout,
+        check=False,
     )
 
 

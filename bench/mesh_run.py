@@ -1,0 +1,69 @@
+"""Start the default mesh (console + time servers, scripted model) as a real ``nexo run``."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.fakes.llm import FakeLLM, Reply
+from tests.mesh.harness import Orchestrator, running, write_config
+
+READY_TIMEOUT_S = 20.0
+"""How long to wait for the ready line before calling the start failed (4x the cold-start target)."""
+NOT_READY_MARK = "is not ready yet"
+
+
+class MeshNotReady(Exception):
+    """``nexo run`` did not print its ready line, or printed it with servers still missing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    orchestrator: Orchestrator
+    elapsed_s: float
+    """From spawning ``nexo run`` to its ready line."""
+
+
+def _interesting(log: str, limit: int = 4) -> str:
+    """The last warnings and errors of an orchestrator log, for a one-line report."""
+    every = [line.strip() for line in log.splitlines() if line.strip()]
+    lines = [line for line in every if " WARNING " in line or " ERROR " in line or "Error" in line]
+    return " / ".join(line[:240] for line in (lines or every)[-limit:]) or "(empty log)"
+
+
+@contextmanager
+def scripted_model() -> Iterator[FakeLLM]:
+    """A model endpoint for the config; ``nexo run`` only needs it to exist."""
+    with FakeLLM(default=Reply("ok")) as fake:
+        yield fake
+
+
+@contextmanager
+def default_mesh(fake: FakeLLM, workdir: Path, label: str) -> Iterator[Started]:
+    """``nexo run`` on a fresh state dir, timed to its ready line; stopped on exit."""
+    config = write_config(
+        workdir / f"{label}.yaml", state_dir=workdir / f"state-{label}", llm_base_url=fake.openai_base_url
+    )
+    start = time.perf_counter()
+    try:
+        with running(config, timeout=READY_TIMEOUT_S) as orch:
+            elapsed = time.perf_counter() - start
+            missing = [line for line in orch.lines if NOT_READY_MARK in line]
+            if missing:
+                raise MeshNotReady(
+                    f"ready after {elapsed:.1f}s with servers missing: {_interesting(orch.log())}"
+                )
+            yield Started(orch, elapsed)
+    except AssertionError as exc:
+        log = str(exc).partition("\n")[2]  # the first line only says that it was not ready
+        raise MeshNotReady(f"no ready line within {READY_TIMEOUT_S:g}s; log: {_interesting(log)}") from exc
+
+
+@contextmanager
+def workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="nexo-bench-") as tmp:
+        yield Path(tmp)

@@ -1,0 +1,1 @@
+"""Wire contracts shared by the orchestrator, the servers and the channel servers."""
