@@ -152,9 +152,14 @@ async def chat(path: Path, *, chat_id: str, timeout_s: float, stdin: TextIO, out
 
 
 def command_chat(args: argparse.Namespace) -> int:
+    from shared.settings import ConfigError
+
     config = load_config(args.config)
     if args.agent:
-        config.agent(args.agent)
+        try:
+            config.agent(args.agent)
+        except ConfigError as exc:
+            return fail(str(exc))
     try:
         return anyio.run(
             lambda: chat(

@@ -257,7 +257,12 @@ class ServerConnection:
         if client is None:
             return ()
         caps = client.server_capabilities
-        return tuple(sorted({*(caps.experimental or {}), *(caps.extensions or {})}))
+        names = {*(caps.experimental or {}), *(caps.extensions or {})}
+        # 2026-07-28 has no experimental capabilities: the channel extension's settings say it.
+        for ns in ("nexo", "claude"):
+            if (caps.extensions or {}).get(f"{ns}/channel", {}).get("permission") is True:
+                names.add(f"{ns}/channel/permission")
+        return tuple(sorted(names))
 
     def has_capability(self, name: str) -> bool:
         return name in self.capability_names()
