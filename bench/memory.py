@@ -12,7 +12,8 @@ import time
 
 from bench.mesh_run import MeshNotReady, default_mesh, scripted_model, workdir
 from bench.stats import Result
-from bench.support import describe, process_tree, progress, stop, total_rss_mb
+from bench.support import describe, process_tree, progress, total_rss_mb
+from tests.mesh.harness import stop
 
 TARGET_MB = 500.0
 SAMPLE_INTERVAL_S = 0.05

@@ -16,7 +16,7 @@ import anyio
 
 from orchestrator.mesh import Mesh, SupervisionConfig
 from orchestrator.mesh.connection import describe_error
-from tests.mesh.harness import child_pids
+from tests.mesh.harness import child_pids, stop
 
 CONNECT_TIMEOUT_S = 20.0
 """How long a benchmark waits for a server before it reports the server as unavailable."""
@@ -63,16 +63,6 @@ def wait_for_port(process: subprocess.Popen[bytes], port: int, timeout: float) -
         except OSError:
             time.sleep(0.02)
     return f"not listening on port {port} after {timeout:g}s"
-
-
-def stop(process: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 @contextmanager

@@ -111,6 +111,17 @@ class Orchestrator:
         return "\n".join(self.lines)
 
 
+def stop(process: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: float = 20.0) -> None:
+    """Terminate, then kill if it does not exit within ``timeout``."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
 @contextmanager
 def running(
     config: Path, *, env: Mapping[str, str] | None = None, timeout: float = 60.0
@@ -132,12 +143,7 @@ def running(
             raise AssertionError("orchestrator did not become ready; log:\n" + orch.log())
         yield orch
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop(process)
         reader.join(timeout=10)
         if process.stderr is not None:
             process.stderr.close()
