@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -53,7 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        code = _dispatch(build_parser().parse_args(argv))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`nexo status --json | head`): no traceback, and no second error
+        # when the interpreter flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return code
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         from orchestrator.cli.run import command_run
 
