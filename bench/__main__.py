@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import anyio
 
-from bench import cold_start, memory, tool_call, turn_overhead
+from bench import audit_append, cold_start, guard_corpus, memory, tool_call, turn_overhead
 from bench.stats import Result, table
 from bench.support import describe, progress
 
@@ -37,6 +37,8 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "turn_overhead": (_turn_overhead, "turn overhead"),
     "cold_start": (cold_start.measure, "cold start"),
     "memory": (memory.measure, "mesh memory (RSS)"),
+    "guard_corpus": (guard_corpus.measure, "secret guard corpus"),
+    "audit_append": (audit_append.measure, "audit append"),
 }
 
 

@@ -41,8 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--yes", action="store_true", help="approve every tool call that would ask (careful)"
     )
 
+    from orchestrator.cli.goals import add_goal_subparsers
+
+    add_goal_subparsers(agent_sub)
+
+    from orchestrator.cli.audit import add_audit_parser
+
+    add_audit_parser(sub)
+
     serve = sub.add_parser("serve", help="run one built-in server alone (stdio, or HTTP with --http)")
-    serve.add_argument("name", help="console, time")
+    serve.add_argument("name", help="audit, console, memory, time")
     serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP (token: NEXO_SERVER_TOKEN)")
 
     status = sub.add_parser(
@@ -74,10 +82,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.chat import command_chat
 
         return command_chat(args)
-    if args.command == "agent":
+    if args.command == "agent" and args.agent_command == "run":
         from orchestrator.cli.agent import command_agent_run
 
         return command_agent_run(args)
+    if args.command == "agent":
+        from orchestrator.cli.goals import command_goals
+
+        return command_goals(args)
+    if args.command == "audit":
+        from orchestrator.cli.audit import command_audit
+
+        return command_audit(args)
     if args.command == "serve":
         from orchestrator.cli.serve import command_serve
 

@@ -1,0 +1,202 @@
+"""``nexo audit tail | verify``: read and check the audit ledger.
+
+These talk to the audit server directly (the config's ``servers.audit`` entry: a child process of
+this command, or an HTTP service), so they work while ``nexo run`` is down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json, setup_logging
+
+if TYPE_CHECKING:
+    from orchestrator.mesh import ServerConnection
+    from shared.protocol.audit import Entry
+
+AUDIT_SERVER = "audit"
+CONNECT_TIMEOUT_S = 30.0
+GIVE_UP_AFTER_FAILURES = 3
+READ_TIMEOUT_S = 30.0
+VERIFY_TIMEOUT_S = 600.0
+"""A full walk of a large ledger recomputes every hash."""
+HEAD_RE = re.compile(r"^(\d+):([0-9a-f]{64})$")
+AUDIT_CONFIG_HINT = (
+    "add it under servers: in the config, e.g. "
+    "audit: {transport: stdio, command: python, args: [-m, servers.audit]}"
+)
+
+Action = Callable[["ServerConnection"], Awaitable[int]]
+
+
+async def with_audit(config: Any, action: Action) -> int:
+    """Connect to the audit server named in ``config`` and run ``action``; errors become exit 1."""
+    from mcp import MCPError
+
+    from orchestrator.daemon import child_env
+    from orchestrator.mesh import Mesh, ServerUnavailable
+
+    server = config.servers.get(AUDIT_SERVER)
+    if server is None:
+        return fail(f"the config has no {AUDIT_SERVER!r} server; {AUDIT_CONFIG_HINT}")
+    # A read command must not trim: retention runs in the daemon's own audit server.
+    env = {**child_env(config), "NEXO_AUDIT_TRIM_INTERVAL_S": "0"}
+    async with Mesh({AUDIT_SERVER: server}, config.supervision, base_env=env) as mesh:
+        connection = mesh[AUDIT_SERVER]
+        if not await _ready(connection):
+            return fail(
+                f"the audit server ({server.describe()}) is not reachable: "
+                f"{connection.last_error or 'no answer'}; check servers.audit in the config"
+            )
+        try:
+            return await action(connection)
+        except MCPError as exc:
+            return fail(f"audit: {exc.message}")
+        except ServerUnavailable as exc:
+            return fail(str(exc))
+
+
+async def _ready(connection: ServerConnection) -> bool:
+    """Connected within the timeout; False as soon as the server has failed to start a few times,
+    so a broken command or URL is reported in seconds rather than after the whole timeout."""
+    from orchestrator.mesh import ServerUnavailable
+
+    with anyio.move_on_after(CONNECT_TIMEOUT_S):
+        while connection.client is None and connection.breaker.failures < GIVE_UP_AFTER_FAILURES:
+            with contextlib.suppress(ServerUnavailable):
+                await connection.wait_ready(0.1)
+    return connection.client is not None
+
+
+def run_with_audit(args: argparse.Namespace, action: Action) -> int:
+    setup_logging("WARNING")
+    config = load_config(args.config)
+    return anyio.run(with_audit, config, action)
+
+
+# -- rendering -----------------------------------------------------------------------------------
+
+
+def summarize(kind: str, body: dict[str, Any]) -> str:
+    """One line about an entry's body, for entries whose subject is empty."""
+    if kind == "turn":
+        return f"turn {body.get('index')} {body.get('outcome')}: {body.get('decision', '')}".rstrip(": ")
+    if kind == "tool_call":
+        return f"{body.get('tool')} {body.get('outcome')} in {body.get('duration_ms')} ms"
+    if kind == "goal":
+        return f"{body.get('previous') or 'new'} -> {body.get('status')} {body.get('reason', '')}".rstrip()
+    pairs = (f"{key}={value}" for key, value in sorted(body.items()) if value not in (None, "", []))
+    return " ".join(pairs)
+
+
+def entry_line(entry: Entry) -> str:
+    text = " ".join((entry.subject or summarize(entry.kind, entry.body)).split())
+    time = entry.at[:19].replace("T", " ")
+    return f"{entry.seq:>7}  {time}  {entry.kind:<18} {entry.source:<20} {entry.goal_id or '-':<16} {text}"
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def parse_head(value: str) -> tuple[int, str]:
+    match = HEAD_RE.match(value.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"expected SEQ:HASH as printed by `nexo audit verify` (e.g. 42:3fa9...); got {value!r}"
+        )
+    return int(match.group(1)), match.group(2)
+
+
+def add_audit_parser(sub: Any) -> argparse.ArgumentParser:
+    """``nexo audit ...`` on the top-level subparsers."""
+    audit: argparse.ArgumentParser = sub.add_parser(
+        "audit", help="read and verify the tamper-evident audit ledger"
+    )
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="SUBCOMMAND")
+    tail = audit_sub.add_parser("tail", help="the newest ledger entries, oldest first")
+    tail.add_argument("--config", help="YAML config (default: $NEXO_CONFIG or the built-in defaults)")
+    tail.add_argument("--goal", help="only this goal's entries")
+    tail.add_argument("--source", help="only entries from this source, e.g. channel:console, cron, cli")
+    tail.add_argument("--kind", help="only this kind, e.g. turn, tool_call, approval_answered, goal")
+    tail.add_argument("-n", type=int, default=20, help="how many entries (default 20, at most 1000)")
+    tail.add_argument("--json", action="store_true", help="print the entries as JSON")
+    verify = audit_sub.add_parser(
+        "verify", help="recompute the hash chain; exit 1 naming the first bad entry"
+    )
+    verify.add_argument("--config", help="YAML config (default: $NEXO_CONFIG or the built-in defaults)")
+    verify.add_argument(
+        "--expect-head",
+        type=parse_head,
+        metavar="SEQ:HASH",
+        help="a head recorded earlier: also detects entries cut from the end or a rewritten chain",
+    )
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    return audit
+
+
+def tail_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``nexo audit tail`` arguments, found before any server is started."""
+    from shared.protocol.audit import ENTRY_KINDS, MAX_TAIL
+
+    if args.kind is not None and args.kind not in ENTRY_KINDS:
+        return f"unknown kind {args.kind!r}: use one of {', '.join(ENTRY_KINDS)}"
+    if not 1 <= args.n <= MAX_TAIL:
+        return f"-n must be between 1 and {MAX_TAIL}; got {args.n}"
+    return None
+
+
+def _tail(args: argparse.Namespace) -> Action:
+    from shared.protocol.audit import TailParams, TailRequest, TailResult
+
+    async def action(audit: ServerConnection) -> int:
+        params = TailParams(goal_id=args.goal, source=args.source, kind=args.kind, limit=args.n)
+        result = await audit.request(TailRequest(params=params), TailResult, timeout=READ_TIMEOUT_S)
+        if args.json:
+            print_json([entry.model_dump(mode="json") for entry in result.entries])
+            return EXIT_OK
+        if not result.entries:
+            print("no matching entries")
+        for entry in result.entries:
+            print(entry_line(entry))
+        return EXIT_OK
+
+    return action
+
+
+def _verify(args: argparse.Namespace) -> Action:
+    from shared.protocol.audit import Head, VerifyParams, VerifyRequest, VerifyResult
+
+    async def action(audit: ServerConnection) -> int:
+        expected = (
+            None if args.expect_head is None else Head(seq=args.expect_head[0], hash=args.expect_head[1])
+        )
+        request = VerifyRequest(params=VerifyParams(expected_head=expected))
+        report = (await audit.request(request, VerifyResult, timeout=VERIFY_TIMEOUT_S)).report
+        if args.json:
+            print_json(report.model_dump(mode="json"))
+        elif report.problem is None:
+            print(
+                f"audit ledger intact: {report.checked} entries checked, {report.removed} removed by "
+                f"retention ({report.checkpoints} checkpoints)"
+            )
+            print(f"head {report.head.seq}:{report.head.hash}  (record it to detect truncation later)")
+        else:
+            problem = report.problem
+            print(f"audit ledger BROKEN at entry {problem.seq} ({problem.kind}): {problem.detail}")
+        return EXIT_OK if report.ok else EXIT_FAIL
+
+    return action
+
+
+def command_audit(args: argparse.Namespace) -> int:
+    """Run ``nexo audit tail`` or ``nexo audit verify`` (``args.audit_command``)."""
+    if args.audit_command == "tail":
+        problem = tail_problem(args)
+        return fail(problem) if problem else run_with_audit(args, _tail(args))
+    return run_with_audit(args, _verify(args))

@@ -1,0 +1,153 @@
+"""``nexo agent ps | attach | discover``: the goal registry, read from the audit server directly.
+
+Goals live in the audit server, not in the orchestrator, so these work while ``nexo run`` is down.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.cli.audit import READ_TIMEOUT_S, Action, run_with_audit
+from orchestrator.cli.common import EXIT_OK, fail, print_json
+
+if TYPE_CHECKING:
+    from orchestrator.mesh import ServerConnection
+    from shared.protocol.audit import Goal
+
+PROMPT_COLUMN = 48
+CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
+
+
+def _time(value: str | None) -> str:
+    return "-" if value is None else value[:19].replace("T", " ")
+
+
+def _origin(goal: Goal) -> str:
+    where = goal.origin.chat_id or goal.origin.session_key
+    return goal.origin.source if where is None else f"{goal.origin.source} ({where})"
+
+
+def _clip(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def goals_table(goals: list[Goal]) -> str:
+    rows = [["ID", "KIND", "STATUS", "AGENT", "PHASE", "STARTED", "ORIGIN", "PROMPT"]]
+    for goal in goals:
+        rows.append(
+            [
+                goal.id,
+                goal.kind,
+                goal.status,
+                goal.agent,
+                _clip(goal.phase, 20) or "-",
+                _time(goal.started_at),
+                _clip(_origin(goal), 32),
+                _clip(goal.prompt, PROMPT_COLUMN),
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        for row in rows
+    )
+
+
+def snapshot(goal: Goal) -> str:
+    """``nexo agent attach``: one goal as markdown."""
+    budget = goal.budget
+    lines = [
+        f"## Goal {goal.id}: {goal.status} ({goal.kind})",
+        "",
+        f"- **agent:** {goal.agent}",
+        f"- **prompt:** {goal.prompt or '-'}",
+        f"- **origin:** {_origin(goal)}",
+        f"- **phase:** {goal.phase or '-'}",
+        f"- **created:** {_time(goal.created_at)}",
+        f"- **started:** {_time(goal.started_at)}",
+        f"- **finished:** {_time(goal.finished_at)}",
+        f"- **last decision:** {goal.last_decision or '-'}",
+        f"- **last event:** {goal.last_event or '-'}",
+        f"- **budget used:** {budget.turns} turns, {budget.tokens} tokens, ${budget.cost_usd:.4f}, "
+        f"{budget.wall_s:.1f} s wall",
+        f"- **outcome:** {goal.outcome or '-'}",
+    ]
+    if goal.status == "lost_on_restart":
+        lines.append(f"- **origin told:** {'yes' if goal.notified else 'not yet'}")
+    return "\n".join(lines)
+
+
+def add_goal_subparsers(agent_sub: Any) -> None:
+    """Add ``ps``, ``attach`` and ``discover`` to the ``nexo agent`` subparsers."""
+    ps = agent_sub.add_parser("ps", help="goals that are running, sleeping, queued or paused")
+    ps.add_argument("--config", help=CONFIG_HELP)
+    ps.add_argument("--all", action="store_true", help="also finished goals (the newest 200)")
+    ps.add_argument("--kind", help="only this kind: interactive, bg, daemon or daemon_worker")
+    ps.add_argument("--json", action="store_true", help="print the goals as JSON")
+    attach = agent_sub.add_parser("attach", help="a snapshot of one goal: status, phase, times, budget")
+    attach.add_argument("goal", metavar="GOAL", help="goal id, as shown by `nexo agent ps`")
+    attach.add_argument("--config", help=CONFIG_HELP)
+    attach.add_argument("--json", action="store_true", help="print the goal as JSON")
+    discover = agent_sub.add_parser("discover", help="live background goals (bg, daemon, daemon_worker)")
+    discover.add_argument("--config", help=CONFIG_HELP)
+    discover.add_argument("--include-interactive", action="store_true", help="also chat-driven goals")
+    discover.add_argument("--json", action="store_true", help="print the goals as JSON")
+
+
+def _listing(args: argparse.Namespace, *, discover: bool) -> Action:
+    from shared.protocol.audit import GoalListParams, GoalListRequest, GoalListResult
+
+    kind = getattr(args, "kind", None)
+
+    async def action(audit: ServerConnection) -> int:
+        params = GoalListParams(active_only=discover or not args.all, kind=kind)
+        result = await audit.request(GoalListRequest(params=params), GoalListResult, timeout=READ_TIMEOUT_S)
+        goals = result.goals
+        if discover and not args.include_interactive:
+            goals = [goal for goal in goals if goal.kind != "interactive"]
+        if args.json:
+            payload = [goal.model_dump(mode="json") for goal in goals]
+            print_json({"goals": payload, "running": result.running, "max_running": result.max_running})
+            return EXIT_OK
+        print(f"running {result.running} of at most {result.max_running}")
+        print(goals_table(goals) if goals else "no matching goals")
+        return EXIT_OK
+
+    return action
+
+
+def _attach(args: argparse.Namespace) -> Action:
+    from mcp import MCPError
+
+    from shared.protocol.audit import GOAL_NOT_FOUND, GoalGetParams, GoalGetRequest, GoalGetResult
+
+    async def action(audit: ServerConnection) -> int:
+        request = GoalGetRequest(params=GoalGetParams(id=args.goal))
+        try:
+            goal = (await audit.request(request, GoalGetResult, timeout=READ_TIMEOUT_S)).goal
+        except MCPError as exc:
+            if exc.code != GOAL_NOT_FOUND:
+                raise
+            return fail(f"no goal {args.goal!r}; list the goals with `nexo agent ps --all`")
+        if args.json:
+            print_json(goal.model_dump(mode="json"))
+        else:
+            print(snapshot(goal))
+        return EXIT_OK
+
+    return action
+
+
+def command_goals(args: argparse.Namespace) -> int:
+    """Run ``nexo agent ps``, ``attach`` or ``discover`` (``args.agent_command``)."""
+    from shared.protocol.audit import GOAL_KINDS
+
+    command = args.agent_command
+    if command == "attach":
+        return run_with_audit(args, _attach(args))
+    kind = getattr(args, "kind", None)
+    if kind is not None and kind not in GOAL_KINDS:
+        return fail(f"unknown goal kind {kind!r}: use one of {', '.join(GOAL_KINDS)}")
+    return run_with_audit(args, _listing(args, discover=command == "discover"))

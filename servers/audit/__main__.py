@@ -1,0 +1,5 @@
+import sys
+
+from servers.audit.server import main
+
+sys.exit(main())

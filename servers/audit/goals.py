@@ -1,0 +1,312 @@
+"""The goal registry: lifecycle, the concurrency cap with its queue, and the boot sweep. No MCP imports.
+
+Every status change is written together with a ``goal`` ledger entry in one transaction, so the
+registry and the ledger never disagree about what happened to a goal.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+from servers.audit.drafts import AGENT_RE, GOAL_ID_RE, SOURCE_RE, GoalBody, internal_draft
+from servers.audit.errors import GoalNotFound, InvalidRequest, TransitionRefused
+from servers.audit.store import ChainWriter, Ledger
+from shared.db import Transaction
+from shared.protocol.audit import (
+    TERMINAL_STATUSES,
+    Budget,
+    Goal,
+    GoalKind,
+    GoalStatus,
+    Origin,
+)
+
+ACTIVE_STATUSES: tuple[GoalStatus, ...] = ("running", "sleeping", "queued", "paused")
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "queued": frozenset({"running", "paused", "cancelled", "failed", "lost_on_restart"}),
+    "running": frozenset({"sleeping", "paused", "done", "failed", "cancelled", "lost_on_restart"}),
+    "sleeping": frozenset({"running", "queued", "paused", "done", "failed", "cancelled", "lost_on_restart"}),
+    "paused": frozenset({"running", "queued", "cancelled", "failed", "lost_on_restart"}),
+    **{status: frozenset() for status in TERMINAL_STATUSES},
+}
+PROMPT_MAX, PHASE_MAX, TEXT_MAX, OUTCOME_MAX = 200, 100, 1000, 2000
+COLUMNS = (
+    "id, agent, kind, status, origin, prompt, phase, created_at, started_at, finished_at, "
+    "last_decision, last_event, budget, outcome, notified"
+)
+
+
+def capped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def first_line(prompt: str) -> str:
+    lines = prompt.strip().splitlines()
+    return capped(lines[0].strip() if lines else "", PROMPT_MAX)
+
+
+def new_goal_id() -> str:
+    return f"g-{uuid.uuid4().hex[:12]}"
+
+
+def _to_goal(row: Sequence[Any]) -> Goal:
+    (id_, agent, kind, status, origin, prompt, phase, created, started, finished) = row[:10]
+    last_decision, last_event, budget, outcome, notified = row[10:]
+    return Goal(
+        id=id_,
+        agent=agent,
+        kind=kind,
+        status=status,
+        origin=Origin.model_validate_json(origin),
+        prompt=prompt,
+        phase=phase,
+        created_at=created,
+        started_at=started,
+        finished_at=finished,
+        last_decision=last_decision,
+        last_event=last_event,
+        budget=Budget.model_validate_json(budget),
+        outcome=outcome,
+        notified=bool(notified),
+    )
+
+
+def _check_source(source: str, what: str = "source") -> None:
+    if not SOURCE_RE.match(source):
+        raise InvalidRequest(f"{what} {source!r} is not a source name: use e.g. 'channel:console' or 'cli'")
+
+
+class GoalRegistry:
+    def __init__(self, ledger: Ledger, *, max_running: int, new_id: Callable[[], str] = new_goal_id) -> None:
+        self.ledger = ledger
+        self.max_running = max_running
+        self._new_id = new_id
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def get(self, goal_id: str) -> Goal:
+        row = await self.ledger.db.fetchone(f"SELECT {COLUMNS} FROM goals WHERE id = ?", (goal_id,))
+        if row is None:
+            raise GoalNotFound(f"no goal {goal_id!r}: list the goals with nexo/audit/goals/list")
+        return _to_goal(row)
+
+    async def find(
+        self,
+        *,
+        active_only: bool = True,
+        kind: GoalKind | None = None,
+        agent: str | None = None,
+        limit: int = 200,
+    ) -> list[Goal]:
+        """Matching goals in creation order (the newest ``limit`` of them)."""
+        where: list[str] = []
+        params: list[Any] = []
+        if active_only:
+            where.append(f"status IN ({', '.join('?' * len(ACTIVE_STATUSES))})")
+            params.extend(ACTIVE_STATUSES)
+        for column, value in (("kind", kind), ("agent", agent)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = await self.ledger.db.fetchall(
+            f"SELECT {COLUMNS} FROM goals {clause} ORDER BY rowid DESC LIMIT ?", [*params, limit]
+        )
+        return [_to_goal(row) for row in reversed(rows)]
+
+    async def running(self) -> int:
+        row = await self.ledger.db.fetchone("SELECT count(*) FROM goals WHERE status = 'running'")
+        return int(row[0]) if row else 0
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    async def create(
+        self,
+        *,
+        agent: str,
+        kind: GoalKind,
+        origin: Origin,
+        prompt: str,
+        phase: str = "",
+        goal_id: str | None = None,
+        source: str = "orchestrator",
+    ) -> tuple[Goal, bool]:
+        """Admit a goal: running if a slot is free, else queued. An existing id is returned as is."""
+        goal_id = goal_id or self._new_id()
+        if not GOAL_ID_RE.match(goal_id):
+            raise InvalidRequest(f"goal id {goal_id!r} is invalid: use letters, digits and '_.:-' (up to 64)")
+        if not agent or not AGENT_RE.match(agent):
+            raise InvalidRequest(f"agent {agent!r} is not an agent id (lower-case letters, digits, _ -)")
+        _check_source(source)
+        _check_source(origin.source, "origin.source")
+        async with self.ledger.writing() as writer:
+            existing = await self._get(writer.tx, goal_id)
+            if existing is not None:
+                return existing, False
+            now = self.ledger.now()
+            status: GoalStatus = "running" if await self._running(writer.tx) < self.max_running else "queued"
+            await writer.tx.execute(
+                "INSERT INTO goals(id, agent, kind, status, origin, prompt, phase, created_at, started_at, "
+                "budget, queue_pos) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    goal_id,
+                    agent,
+                    kind,
+                    status,
+                    origin.model_dump_json(),
+                    first_line(prompt),
+                    capped(phase, PHASE_MAX),
+                    now,
+                    now if status == "running" else None,
+                    Budget().model_dump_json(),
+                    await self._next_queue_pos(writer.tx) if status == "queued" else None,
+                ),
+            )
+            goal = await self._require(writer.tx, goal_id)
+            await self._record(writer, goal, None, "created", source)
+            return goal, True
+
+    async def update(
+        self,
+        goal_id: str,
+        *,
+        status: GoalStatus | None = None,
+        phase: str | None = None,
+        last_decision: str | None = None,
+        last_event: str | None = None,
+        budget: Budget | None = None,
+        outcome: str | None = None,
+        reason: str = "",
+        source: str = "orchestrator",
+    ) -> tuple[Goal, list[Goal]]:
+        """Change fields and maybe the status; returns the goal and the queued goals it let start.
+
+        Asking for ``running`` goes through admission: with no free slot the goal is queued instead.
+        Asking for the status the goal already has changes nothing, so retries are harmless.
+        """
+        _check_source(source)
+        async with self.ledger.writing() as writer:
+            goal = await self._require(writer.tx, goal_id)
+            fields = {
+                "phase": None if phase is None else capped(phase, PHASE_MAX),
+                "last_decision": None if last_decision is None else capped(last_decision, TEXT_MAX),
+                "last_event": None if last_event is None else capped(last_event, TEXT_MAX),
+                "budget": None if budget is None else budget.model_dump_json(),
+                "outcome": None if outcome is None else capped(outcome, OUTCOME_MAX),
+            }
+            changed = {column: value for column, value in fields.items() if value is not None}
+            if changed:
+                assignments = ", ".join(f"{column} = ?" for column in changed)
+                await writer.tx.execute(
+                    f"UPDATE goals SET {assignments} WHERE id = ?", [*changed.values(), goal_id]
+                )
+                goal = await self._require(writer.tx, goal_id)
+            if status is None or status == goal.status:
+                return goal, []
+            if status not in TRANSITIONS[goal.status]:
+                allowed = ", ".join(sorted(TRANSITIONS[goal.status])) or "none: it is final"
+                raise TransitionRefused(
+                    f"goal {goal_id!r} is {goal.status}; it cannot become {status!r} (allowed: {allowed})"
+                )
+            target: GoalStatus = status
+            if target == "running" and await self._running(writer.tx) >= self.max_running:
+                target = "queued"
+            if target != goal.status:
+                goal = await self._change(writer, goal, target, reason, source)
+            return goal, await self._promote(writer)
+
+    async def boot(self, resumable_kinds: Collection[str]) -> tuple[list[Goal], list[Goal], list[Goal]]:
+        """Mark live goals of kinds this orchestrator cannot resume as lost_on_restart.
+
+        Returns (lost goals whose origin was not told yet, resumable live goals, promoted goals).
+        """
+        async with self.ledger.writing() as writer:
+            for goal in await self._active(writer.tx):
+                if goal.kind not in resumable_kinds:
+                    reason = f"the orchestrator restarted and does not resume {goal.kind} goals"
+                    await self._change(writer, goal, "lost_on_restart", reason, "orchestrator")
+            promoted = await self._promote(writer)
+            rows = await writer.tx.fetchall(
+                f"SELECT {COLUMNS} FROM goals WHERE status = 'lost_on_restart' AND notified = 0 "
+                "ORDER BY rowid"
+            )
+            resumable = [goal for goal in await self._active(writer.tx) if goal.kind in resumable_kinds]
+        return [_to_goal(row) for row in rows], resumable, promoted
+
+    async def mark_notified(self, goal_ids: Sequence[str]) -> int:
+        """Record that the origin of each lost goal was told, so no later boot reports it again."""
+        marks = ", ".join("?" * len(goal_ids))
+        return await self.ledger.db.execute(
+            f"UPDATE goals SET notified = 1 WHERE status = 'lost_on_restart' AND notified = 0 "
+            f"AND id IN ({marks})",
+            list(goal_ids),
+        )
+
+    # -- inside a write transaction ---------------------------------------------------------------
+
+    async def _get(self, tx: Transaction, goal_id: str) -> Goal | None:
+        row = await tx.fetchone(f"SELECT {COLUMNS} FROM goals WHERE id = ?", (goal_id,))
+        return None if row is None else _to_goal(row)
+
+    async def _require(self, tx: Transaction, goal_id: str) -> Goal:
+        goal = await self._get(tx, goal_id)
+        if goal is None:
+            raise GoalNotFound(f"no goal {goal_id!r}: list the goals with nexo/audit/goals/list")
+        return goal
+
+    async def _active(self, tx: Transaction) -> list[Goal]:
+        marks = ", ".join("?" * len(ACTIVE_STATUSES))
+        rows = await tx.fetchall(
+            f"SELECT {COLUMNS} FROM goals WHERE status IN ({marks}) ORDER BY rowid", ACTIVE_STATUSES
+        )
+        return [_to_goal(row) for row in rows]
+
+    @staticmethod
+    async def _running(tx: Transaction) -> int:
+        row = await tx.fetchone("SELECT count(*) FROM goals WHERE status = 'running'")
+        return int(row[0]) if row else 0
+
+    @staticmethod
+    async def _next_queue_pos(tx: Transaction) -> int:
+        row = await tx.fetchone("SELECT coalesce(max(queue_pos), 0) + 1 FROM goals")
+        return int(row[0]) if row else 1
+
+    async def _change(
+        self, writer: ChainWriter, goal: Goal, status: GoalStatus, reason: str, source: str
+    ) -> Goal:
+        now = self.ledger.now()
+        started = goal.started_at or (now if status == "running" else None)
+        finished = now if status in TERMINAL_STATUSES else None
+        queue_pos = await self._next_queue_pos(writer.tx) if status == "queued" else None
+        await writer.tx.execute(
+            "UPDATE goals SET status = ?, started_at = ?, finished_at = ?, queue_pos = ? WHERE id = ?",
+            (status, started, finished, queue_pos, goal.id),
+        )
+        changed = await self._require(writer.tx, goal.id)
+        await self._record(writer, changed, goal.status, reason, source)
+        return changed
+
+    async def _record(
+        self, writer: ChainWriter, goal: Goal, previous: GoalStatus | None, reason: str, source: str
+    ) -> None:
+        body = GoalBody(
+            status=goal.status, previous=previous, goal_kind=goal.kind, reason=capped(reason, 4000)
+        )
+        subject = f"goal {goal.id} {previous or 'new'} -> {goal.status}"
+        draft = internal_draft(body, source=source, agent=goal.agent, goal_id=goal.id, subject=subject)
+        await writer.add([(draft, body)])
+
+    async def _promote(self, writer: ChainWriter) -> list[Goal]:
+        """Start the oldest queued goals while running slots are free."""
+        promoted: list[Goal] = []
+        while await self._running(writer.tx) < self.max_running:
+            row = await writer.tx.fetchone(
+                f"SELECT {COLUMNS} FROM goals WHERE status = 'queued' ORDER BY queue_pos LIMIT 1"
+            )
+            if row is None:
+                break
+            reason = "a running slot became free"
+            promoted.append(await self._change(writer, _to_goal(row), "running", reason, "audit"))
+        return promoted
