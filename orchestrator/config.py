@@ -41,6 +41,16 @@ class AgentModel(_Strict):
     max_tokens: int | None = Field(None, ge=1)
 
 
+class AgentMemory(_Strict):
+    server: str = "memory"
+    """The memory server (a key of ``servers``). Sessions and transcripts live there when it is
+    configured; without it, conversation history lasts only as long as the process."""
+    extract: bool = False
+    """After each answered message, ask the model what is worth remembering (one small call,
+    counted against the goal's token budget) and store it with provenance ``agent``."""
+    extract_max_items: int = Field(5, ge=1, le=20)
+
+
 class AgentConfig(_Strict):
     id: str = Field(pattern=NAME_PATTERN)
     model: AgentModel
@@ -52,7 +62,8 @@ class AgentConfig(_Strict):
     session_scope: SessionScope = "thread"
     budgets: Budgets = Field(default_factory=Budgets)
     history_turns: int = Field(40, ge=0, le=1000)
-    """Messages of a session kept for context in this process (durable transcripts: the memory server)."""
+    """Messages of a session given to the model as context (durable transcripts: the memory server)."""
+    memory: AgentMemory = Field(default_factory=AgentMemory)
 
 
 class LLMConfig(_Strict):
@@ -64,12 +75,19 @@ class ChannelOptions(_Strict):
     approval_timeout_s: float = Field(600.0, gt=0, le=600)
 
 
+class AuditOptions(_Strict):
+    server: str = "audit"
+    """The audit server (a key of ``servers``): goals, turns, tool calls and approvals are recorded
+    there. Without it nexo runs, but nothing is recorded and `nexo agent ps` has nothing to show."""
+
+
 class NexoConfig(_Strict):
     state_dir: Path = Path("~/.local/state/nexo")
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     agents: list[AgentConfig] = Field(min_length=1)
     channel_options: dict[str, ChannelOptions] = Field(default_factory=dict)
+    audit: AuditOptions = Field(default_factory=AuditOptions)
     supervision: SupervisionConfig = Field(default_factory=SupervisionConfig)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -127,6 +145,15 @@ def _references(config: NexoConfig, file: str) -> list[ConfigProblem]:
                     f"agents[{i}].model.provider",
                     f"no provider named {agent.model.provider!r}",
                     f"use one of: {', '.join(providers) or '(none defined)'}, or add it under llm.providers",
+                )
+            )
+        if agent.memory.extract and agent.memory.server not in config.servers:
+            problems.append(
+                ConfigProblem(
+                    file,
+                    f"agents[{i}].memory.extract",
+                    f"extraction needs the memory server {agent.memory.server!r}, which is not configured",
+                    "add the memory server under servers: or set extract: false",
                 )
             )
         for j, channel in enumerate(agent.channels):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,8 @@ from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 StatusFn = Callable[[], dict[str, Any]]
+CommandFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+MAX_COMMAND_BYTES = 64 * 1024
 
 
 def control_path(state_dir: Path) -> Path:
@@ -21,8 +23,13 @@ def control_path(state_dir: Path) -> Path:
 
 
 async def serve_control(
-    path: Path, status: StatusFn, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    path: Path,
+    status: StatusFn,
+    commands: CommandFn | None = None,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
+    """One request line per connection: ``status``, or a JSON object ``{"op": ...}`` for ``commands``."""
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # noqa: ASYNC240 -- once at startup, before serving
     old = os.umask(0o177)
@@ -38,8 +45,8 @@ async def serve_control(
             with contextlib.suppress(
                 anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound, anyio.BrokenResourceError
             ):
-                command = (await reader.receive_until(b"\n", 1024)).decode().strip()
-                body = status() if command == "status" else {"error": f"unknown command {command!r}"}
+                command = (await reader.receive_until(b"\n", MAX_COMMAND_BYTES)).decode().strip()
+                body = await _answer(command, status, commands)
                 await stream.send(json.dumps(body).encode() + b"\n")
 
     try:
@@ -50,11 +57,28 @@ async def serve_control(
             path.unlink()  # noqa: ASYNC240 -- once at shutdown
 
 
-async def ask_status(path: Path, timeout: float = 5.0) -> dict[str, Any]:
+async def _answer(command: str, status: StatusFn, commands: CommandFn | None) -> dict[str, Any]:
+    if command == "status":
+        return status()
+    try:
+        request = json.loads(command)
+    except json.JSONDecodeError:
+        return {"error": f"unknown command {command[:80]!r}"}
+    if not isinstance(request, dict) or commands is None:
+        return {"error": "expected a JSON object with an op"}
+    return await commands(request)
+
+
+async def ask(path: Path, request: str | dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
+    line = request if isinstance(request, str) else json.dumps(request)
     with anyio.fail_after(timeout):
         async with await anyio.connect_unix(path) as stream:
-            await stream.send(b"status\n")
+            await stream.send(line.encode() + b"\n")
             reader = BufferedByteReceiveStream(stream)
-            line = await reader.receive_until(b"\n", 1024 * 1024)
-    data: dict[str, Any] = json.loads(line)
+            answer = await reader.receive_until(b"\n", 1024 * 1024)
+    data: dict[str, Any] = json.loads(answer)
     return data
+
+
+async def ask_status(path: Path, timeout: float = 5.0) -> dict[str, Any]:
+    return await ask(path, "status", timeout)

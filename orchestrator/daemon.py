@@ -13,6 +13,8 @@ import anyio
 
 from orchestrator.config import NexoConfig
 from orchestrator.control import control_path, serve_control
+from orchestrator.goals import AuditSink, GoalTracker
+from orchestrator.goals.background import Background, UnknownAgent
 from orchestrator.intake import Intake
 from orchestrator.llm import Provider, build_provider
 from orchestrator.lock import InstanceLock
@@ -21,6 +23,7 @@ from orchestrator.permissions import ApprovalBroker
 
 logger = logging.getLogger("nexo.daemon")
 STARTUP_WAIT_S = 30.0
+SHUTDOWN_FLUSH_S = 2.0
 
 
 def child_env(config: NexoConfig) -> dict[str, str]:
@@ -39,6 +42,10 @@ class Orchestrator:
         self.intakes: list[Intake] = []
         self.started = time.time()
         self.ready = anyio.Event()
+        audit = self.mesh.get(config.audit.server)
+        self.sink = AuditSink(audit)
+        self.goals = GoalTracker(audit)
+        self.background = Background(self.mesh, self.goals, self.sink, {})
 
     def status(self) -> dict[str, Any]:
         return {
@@ -57,14 +64,46 @@ class Orchestrator:
                 }
                 for intake in self.intakes
             ],
+            "goals": {
+                "live": [
+                    {"id": g.id, "agent": g.agent, "kind": g.kind, "origin": g.origin.source}
+                    for g in self.goals.live.values()
+                ],
+                "audit": {"sent": self.sink.sent, "queued": self.sink.pending, "dropped": self.sink.dropped},
+            },
         }
+
+    async def command(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Operator commands over the control socket: submit and cancel goals."""
+        op = request.get("op")
+        if op == "submit":
+            prompt = request.get("prompt")
+            if not isinstance(prompt, str) or not prompt.strip():
+                return {"error": "submit needs a non-empty prompt"}
+            agent = request.get("agent") or self.config.agents[0].id
+            try:
+                goal = await self.background.submit(str(agent), prompt)
+            except UnknownAgent as exc:
+                return {"error": str(exc)}
+            return {"goal_id": goal.id, "agent": goal.agent}
+        if op == "cancel":
+            goal_id = str(request.get("goal", ""))
+            if self.goals.cancel(
+                goal_id, f"cancelled by the operator ({request.get('reason') or 'nexo agent cancel'})"
+            ):
+                return {"cancelled": goal_id}
+            return {"error": f"no live goal {goal_id!r} in this process; see `nexo agent ps`"}
+        return {"error": f"unknown op {op!r}; expected submit or cancel"}
 
     async def run(self, *, on_ready: Callable[[Orchestrator], Awaitable[None]] | None = None) -> None:
         state = self.config.state_path
         with InstanceLock(state, config=self.config_label):
             async with self.mesh, anyio.create_task_group() as tg:
                 tg.start_soon(self._signals, tg.cancel_scope)
-                await tg.start(serve_control, control_path(state), self.status)
+                tg.start_soon(self.sink.run, name="audit-sink")
+                tg.start_soon(self.goals.run, name="goal-progress")
+                self.background.attach(tg)
+                await tg.start(serve_control, control_path(state), self.status, self.command)
                 missing = await self.mesh.wait_ready(STARTUP_WAIT_S)
                 for name in missing:
                     snap = self.mesh[name].snapshot()
@@ -83,17 +122,25 @@ class Orchestrator:
                     broker = ApprovalBroker(
                         timeout_s=min(self.config.channel(c).approval_timeout_s for c in agent.channels)
                         if agent.channels
-                        else 600.0
+                        else 600.0,
+                        sink=self.sink,
+                        agent=agent.id,
                     )
-                    intake = Intake(self.config, agent, self.mesh, provider, broker)
+                    intake = Intake(
+                        self.config, agent, self.mesh, provider, broker, goals=self.goals, sink=self.sink
+                    )
                     self.intakes.append(intake)
-                    tg.start_soon(intake.run, name=f"intake:{agent.id}")
+                    self.background.intakes[agent.id] = intake
                     logger.info(
                         "agent %s uses %s and answers %s",
                         agent.id,
                         provider.describe(),
                         agent.channels or "no channels",
                     )
+                # Before any new goal exists: what the previous process left running is swept first.
+                await self.background.boot()
+                for intake in self.intakes:
+                    tg.start_soon(intake.run, name=f"intake:{intake.agent.id}")
                 self.ready.set()
                 logger.info(
                     "nexo ready: %d servers, %d agents, state %s",
@@ -107,10 +154,16 @@ class Orchestrator:
             for provider in self.providers.values():
                 await provider.aclose()
 
-    @staticmethod
-    async def _signals(scope: anyio.CancelScope) -> None:
+    async def _signals(self, scope: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 logger.info("received %s: shutting down", signal.Signals(signum).name)
+                await self.drain()
                 scope.cancel()
                 return
+
+    async def drain(self) -> None:
+        """Before the channels close: tell each chat with a goal in flight, then flush the ledger."""
+        await self.background.shutdown_notices()
+        if not await self.sink.flush(SHUTDOWN_FLUSH_S):
+            logger.warning("audit: %d entries not sent before shutdown", self.sink.pending)

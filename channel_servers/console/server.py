@@ -67,7 +67,12 @@ class Console:
                 assert state is not None
                 await client.send(Welcome(server=SERVER_NAME, chat_id=client.chat_id))
                 for entry in await store.outbox.pending(client.chat_id):
-                    frame = Reply(message_id=str(entry.id), text=entry.text, reply_to=entry.reply_to)
+                    frame = Reply(
+                        message_id=str(entry.id),
+                        text=entry.text,
+                        reply_to=entry.reply_to,
+                        notice=entry.notice,
+                    )
                     if await client.send(frame):
                         await store.outbox.mark_sent(entry.id, f"console-{entry.id}")
                 for prompt in approvals.open():
@@ -164,7 +169,7 @@ def build_server(settings: ConsoleSettings) -> MCPServer[Any]:
         """
         state = ctx.request_context.lifespan_context
         key = idempotency_key or uuid.uuid4().hex
-        begun = await state.store.outbox.begin(key, chat_id, text, reply_to)
+        begun = await state.store.outbox.begin(key, chat_id, text, reply_to, notice=notice)
         entry = begun.entry
         if not begun.created:
             return SendResult(status="duplicate", message_id=str(entry.id))

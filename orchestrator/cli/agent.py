@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, load_config, print_json, setup_logging
+from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json, setup_logging
 from orchestrator.loop.tools import Decision
 from orchestrator.mesh import CatalogTool
 
@@ -90,5 +90,36 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def command_agent_run(args: argparse.Namespace) -> int:
+    if args.bg:
+        return _to_daemon(args, {"op": "submit", "prompt": args.prompt, "agent": args.agent})
     setup_logging("WARNING")
     return anyio.run(_run, args)
+
+
+def command_agent_cancel(args: argparse.Namespace) -> int:
+    return _to_daemon(args, {"op": "cancel", "goal": args.goal})
+
+
+def _to_daemon(args: argparse.Namespace, request: dict[str, Any]) -> int:
+    from orchestrator.control import ask, control_path
+
+    config = load_config(args.config)
+    try:
+        answer = anyio.run(ask, control_path(config.state_path), request)
+    except (OSError, TimeoutError) as exc:
+        return fail(
+            f"nexo is not running on {config.state_path} ({exc.__class__.__name__}); start it with `nexo run`"
+        )
+    if "error" in answer:
+        return fail(str(answer["error"]))
+    if args.json:
+        print_json(answer)
+    elif "goal_id" in answer:
+        print(answer["goal_id"])
+        print(
+            f"started in the background; follow it with `nexo agent attach {answer['goal_id']}`",
+            file=sys.stderr,
+        )
+    else:
+        print(f"cancelled {answer['cancelled']}")
+    return EXIT_OK

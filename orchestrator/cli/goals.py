@@ -45,7 +45,7 @@ def goals_table(goals: list[Goal]) -> str:
                 _clip(goal.phase, 20) or "-",
                 _time(goal.started_at),
                 _clip(_origin(goal), 32),
-                _clip(goal.prompt, PROMPT_COLUMN),
+                _clip(goal.prompt.strip().split("\n", 1)[0], PROMPT_COLUMN),
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
@@ -62,7 +62,7 @@ def snapshot(goal: Goal) -> str:
         f"## Goal {goal.id}: {goal.status} ({goal.kind})",
         "",
         f"- **agent:** {goal.agent}",
-        f"- **prompt:** {goal.prompt or '-'}",
+        f"- **prompt:** {' '.join(goal.prompt.split()) or '-'}",
         f"- **origin:** {_origin(goal)}",
         f"- **phase:** {goal.phase or '-'}",
         f"- **created:** {_time(goal.created_at)}",

@@ -40,6 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
     agent_run.add_argument(
         "--yes", action="store_true", help="approve every tool call that would ask (careful)"
     )
+    agent_run.add_argument(
+        "--bg", action="store_true", help="hand the goal to the running daemon, print its id and return"
+    )
+    agent_cancel = agent_sub.add_parser("cancel", help="cancel a goal running in the daemon")
+    agent_cancel.add_argument("goal", metavar="GOAL", help="goal id, as shown by `nexo agent ps`")
+    agent_cancel.add_argument("--config")
+    agent_cancel.add_argument("--json", action="store_true")
 
     from orchestrator.cli.goals import add_goal_subparsers
 
@@ -82,10 +89,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.chat import command_chat
 
         return command_chat(args)
-    if args.command == "agent" and args.agent_command == "run":
-        from orchestrator.cli.agent import command_agent_run
+    if args.command == "agent" and args.agent_command in ("run", "cancel"):
+        from orchestrator.cli.agent import command_agent_cancel, command_agent_run
 
-        return command_agent_run(args)
+        return command_agent_run(args) if args.agent_command == "run" else command_agent_cancel(args)
     if args.command == "agent":
         from orchestrator.cli.goals import command_goals
 

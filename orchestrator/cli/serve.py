@@ -8,7 +8,12 @@ import sys
 
 from orchestrator.cli.common import fail
 
-BUILT_IN = {"console": "channel_servers.console", "time": "servers.time"}
+BUILT_IN = {
+    "audit": "servers.audit",
+    "console": "channel_servers.console",
+    "memory": "servers.memory",
+    "time": "servers.time",
+}
 
 
 def command_serve(args: argparse.Namespace) -> int:  # noqa: RET503 -- execv does not return

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
 from orchestrator.config import AgentConfig, NexoConfig
+from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
 from orchestrator.intake.outbound import ReplySender
-from orchestrator.llm import AssistantMessage, Message, Provider, UserMessage
+from orchestrator.intake.sessions import SessionHistory
+from orchestrator.llm import Provider
 from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
+from orchestrator.loop.extract import extract_memories
+from orchestrator.loop.tools import render_result
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
 from orchestrator.permissions import ApprovalBroker, OperatorGate
+from shared.protocol.audit import ChannelBody, EntryDraft, Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
 from shared.protocol.events import (
     AckParams,
@@ -26,6 +32,7 @@ from shared.protocol.events import (
     PullRequest,
     PullResult,
 )
+from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY
 
 logger = logging.getLogger("nexo.intake")
 
@@ -33,13 +40,13 @@ PULL_WAIT_MS = 20_000
 SESSION_QUEUE = 100
 RETRY_INITIAL_S = 1.0
 RETRY_MAX_S = 60.0
+FINISH_TIMEOUT_S = 2.0
 
 
 @dataclass
 class _Session:
     key: str
     inbox: MemoryObjectSendStream[tuple[str, Event]]
-    history: list[Message] = field(default_factory=list)
     provider_notice_sent: bool = False
 
 
@@ -52,6 +59,8 @@ class Intake:
         provider: Provider,
         broker: ApprovalBroker,
         *,
+        goals: GoalTracker | None = None,
+        sink: AuditSink | None = None,
         on_goal: Callable[[GoalResult], None] | None = None,
     ) -> None:
         self.config = config
@@ -60,7 +69,12 @@ class Intake:
         self.provider = provider
         self.broker = broker
         self.on_goal = on_goal
-        self.runner = ToolRunner(mesh)
+        self.goals = goals or GoalTracker(None)
+        self.sink = sink or AuditSink(None)
+        # Channel turns come from the operator's own console for now; pairing will label contacts.
+        self.runner = ToolRunner(mesh, {AGENT_META_KEY: agent.id, PROVENANCE_META_KEY: "owner"})
+        memory = mesh.get(agent.memory.server)
+        self.sessions = SessionHistory(agent.id, agent.history_turns, memory)
         self.gate = OperatorGate(broker, self._relays)
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[tuple[str, str]] = set()
@@ -74,7 +88,7 @@ class Intake:
             if self.mesh[name].has_capability("nexo/channel/permission")
         ]
 
-    def _hidden_tools(self) -> set[tuple[str, str]]:
+    def hidden_tools(self) -> set[tuple[str, str]]:
         return {(name, self.config.channel(name).outbound_tool_name) for name in self.agent.channels}
 
     async def run(self) -> None:
@@ -161,23 +175,72 @@ class Intake:
         params = ChannelParams.model_validate(event.payload)
         prompt = render_channel(connection.name, params.content, params.meta)
         sender = ReplySender(connection, self.config.channel(connection.name).outbound_tool_name)
+        source = f"channel:{connection.name}"
+        chat_id = params.meta.get("chat_id") or "-"
+        self._marker(source, "in", chat_id, "received", params.meta.get("message_id"), len(params.content))
+        goal = await self.goals.start(
+            agent=self.agent.id,
+            kind="interactive",
+            origin=Origin(source=source, session_key=session.key, chat_id=params.meta.get("chat_id")),
+            prompt=params.content,
+        )
+        result: GoalResult | None = None
+        try:
+            with goal.scope:
+                await self.goals.wait_admitted(goal)
+                result = await self._run(session, sender, params, prompt, event, goal, source)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(FINISH_TIMEOUT_S):
+                if result is not None:
+                    await self.goals.finish(goal, result)
+                else:
+                    await self.goals.finish(
+                        goal, None, status="cancelled", outcome=goal.cancel_reason or "shutdown"
+                    )
+        if result is None:
+            # Cancelled by the operator (a shutdown propagates instead and leaves the message queued).
+            text = f"[cancelled] {goal.cancel_reason or 'cancelled'} (goal {goal.id})"
+        else:
+            text = result.text if result.outcome is Outcome.DONE and result.text else _explain(result)
+        await self._send(sender, params, text, f"reply:{connection.name}:{event.dedupe_key}")
+        self._marker(source, "out", chat_id, "sent", None, len(text))
+        turn_id = f"{connection.name}:{event.dedupe_key}"
+        await self.sessions.record(session.key, prompt, text, turn_id=turn_id)
+        if result is not None and self.agent.memory.extract and result.outcome is Outcome.DONE:
+            await self._extract(params.content, text, result)
+        await self._ack(connection, event)
+        self.handled += 1
+
+    async def _run(
+        self,
+        session: _Session,
+        sender: ReplySender,
+        params: ChannelParams,
+        prompt: str,
+        event: Event,
+        goal: TrackedGoal,
+        source: str,
+    ) -> GoalResult:
+        """Run the goal, waiting out a provider outage (the chat is told once)."""
         delay = RETRY_INITIAL_S
         while True:
             result = await run_goal(
                 provider=self.provider,
                 system=self.agent.system_prompt,
                 prompt=prompt,
-                catalog=self.mesh.catalog(allowed=self.agent.allowed_tools, hidden=self._hidden_tools()),
+                catalog=self.mesh.catalog(allowed=self.agent.allowed_tools, hidden=self.hidden_tools()),
                 runner=self.runner,
                 gate=self.gate,
                 budgets=self.agent.budgets,
-                history=session.history,
+                history=await self.sessions.history(session.key),
                 max_tokens=self.agent.model.max_tokens,
+                observer=LedgerObserver(self.sink, self.goals, goal, source),
             )
             if self.on_goal is not None:
                 self.on_goal(result)
             if result.outcome is not Outcome.PROVIDER_UNAVAILABLE:
-                break
+                session.provider_notice_sent = False
+                return result
             if not session.provider_notice_sent:
                 session.provider_notice_sent = True
                 text = (
@@ -185,17 +248,55 @@ class Intake:
                     "Your message is queued and will be answered when the provider is reachable."
                 )
                 await self._send(
-                    sender, params, text, f"notice:{connection.name}:{event.dedupe_key}", notice=True
+                    sender, params, text, f"notice:{sender.connection.name}:{event.dedupe_key}", notice=True
                 )
+            self.goals.note(goal, phase="waiting for the model", last_event=(result.error or "")[:300])
             await anyio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
-        session.provider_notice_sent = False
-        text = result.text if result.outcome is Outcome.DONE and result.text else _explain(result)
-        await self._send(sender, params, text, f"reply:{connection.name}:{event.dedupe_key}")
-        session.history.extend([UserMessage(prompt), AssistantMessage(text)])
-        del session.history[: max(0, len(session.history) - self.agent.history_turns)]
-        await self._ack(connection, event)
-        self.handled += 1
+
+    def _marker(
+        self,
+        source: str,
+        direction: Literal["in", "out"],
+        chat_id: str,
+        status: str,
+        message_id: str | None,
+        chars: int,
+    ) -> None:
+        body = ChannelBody(
+            direction=direction, chat_id=chat_id[:200], status=status, message_id=message_id, chars=chars
+        )
+        self.sink.record(
+            EntryDraft.of(body, source=source, agent=self.agent.id, subject=f"{direction} {chat_id}"[:500])
+        )
+
+    async def _extract(self, user_text: str, answer: str, result: GoalResult) -> None:
+        memory = self.mesh.get(self.agent.memory.server)
+        if memory is None:
+            return
+        meta = {AGENT_META_KEY: self.agent.id, PROVENANCE_META_KEY: "agent"}
+
+        async def remember(content: str, tags: Sequence[str]) -> None:
+            outcome = await memory.call_tool(
+                "memory_remember", {"content": content, "tags": list(tags), "kind": "fact"}, meta=meta
+            )
+            if outcome.is_error:
+                raise RuntimeError(render_result(outcome))
+
+        extraction = await extract_memories(
+            provider=self.provider,
+            user_text=user_text,
+            answer=answer,
+            budgets=self.agent.budgets,
+            used=result.usage,
+            remember=remember,
+            max_items=self.agent.memory.extract_max_items,
+        )
+        result.usage = result.usage + extraction.usage
+        if extraction.skipped:
+            logger.info("memory extraction skipped: %s", extraction.skipped)
+        elif extraction.stored:
+            logger.info("memory extraction stored %d memories", len(extraction.stored))
 
     async def _send(
         self, sender: ReplySender, params: ChannelParams, text: str, key: str, *, notice: bool = False

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -73,6 +74,42 @@ class GoalResult:
 Progress = Callable[[str], Awaitable[None]]
 
 
+class Observer(Protocol):
+    """Told about every turn and tool call (the audit ledger listens here)."""
+
+    async def on_turn(
+        self, index: int, outcome: str, decision: str, usage: Usage, tool_calls: int, duration_s: float
+    ) -> None: ...
+
+    async def on_tool(
+        self,
+        call_id: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        duration_s: float,
+        outcome: Literal["ok", "error", "denied"],
+        error: str | None,
+    ) -> None: ...
+
+
+class _NoObserver:
+    async def on_turn(
+        self, index: int, outcome: str, decision: str, usage: Usage, tool_calls: int, duration_s: float
+    ) -> None:
+        return None
+
+    async def on_tool(
+        self,
+        call_id: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        duration_s: float,
+        outcome: Literal["ok", "error", "denied"],
+        error: str | None,
+    ) -> None:
+        return None
+
+
 async def _quiet(_: str) -> None:
     return None
 
@@ -82,6 +119,8 @@ class _Run:
     budgets: Budgets
     started: float
     result: GoalResult
+    observer: Observer
+    clock: Callable[[], float]
     failures: int = 0
 
 
@@ -97,11 +136,18 @@ async def run_goal(
     history: Sequence[Message] = (),
     max_tokens: int | None = None,
     progress: Progress = _quiet,
+    observer: Observer | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> GoalResult:
     """Run one goal to an explicit outcome. Provider outages come back as PROVIDER_UNAVAILABLE."""
     messages: list[Message] = [*history, UserMessage(prompt)]
-    run = _Run(budgets=budgets, started=clock(), result=GoalResult(outcome=Outcome.DONE))
+    run = _Run(
+        budgets=budgets,
+        started=clock(),
+        result=GoalResult(outcome=Outcome.DONE),
+        observer=observer or _NoObserver(),
+        clock=clock,
+    )
     tools = [ToolSpec(t.qualified, t.description, t.input_schema) for t in catalog]
     result = run.result
     try:
@@ -155,13 +201,25 @@ async def _turns(
         if not completion.tool_calls:
             result.outcome, result.text = Outcome.DONE, completion.text or ""
             result.timings.append(TurnTiming(clock() - turn_start, completion.elapsed_s))
+            await run.observer.on_turn(
+                result.turns, "answered", completion.text or "", result.usage, 0, clock() - turn_start
+            )
             return
         for call in completion.tool_calls:
-            outcome = await _call(call, catalog, runner, gate, progress)
+            outcome = await _call(call, catalog, runner, gate, progress, run)
             result.tool_calls += 1
             messages.append(ToolResultMessage(call.id, outcome.content, outcome.is_error))
             run.failures = run.failures + 1 if outcome.is_error else 0
         result.timings.append(TurnTiming(clock() - turn_start, completion.elapsed_s))
+        decision = ", ".join(call.name for call in completion.tool_calls)
+        await run.observer.on_turn(
+            result.turns,
+            "tool_calls",
+            decision,
+            result.usage,
+            len(completion.tool_calls),
+            clock() - turn_start,
+        )
         if run.failures >= budgets.max_consecutive_tool_failures:
             result.outcome = Outcome.FAILED
             result.error = f"{run.failures} tool calls failed in a row; last: {messages[-1].content[:300]}"  # type: ignore[union-attr]
@@ -169,18 +227,31 @@ async def _turns(
 
 
 async def _call(
-    call: ToolCall, catalog: Catalog, runner: ToolRunner, gate: Gate, progress: Progress
+    call: ToolCall, catalog: Catalog, runner: ToolRunner, gate: Gate, progress: Progress, run: _Run
 ) -> ToolOutcome:
+    started = run.clock()
     tool = catalog.get(call.name)
     if tool is None:
         names = ", ".join(catalog.names()) or "(none)"
-        return ToolOutcome(f"unknown tool {call.name!r}; the tools available are: {names}", is_error=True)
+        message = f"unknown tool {call.name!r}; the tools available are: {names}"
+        await run.observer.on_tool(call.id, call.name, call.arguments, 0.0, "error", message)
+        return ToolOutcome(message, is_error=True)
     decision = await gate.check(tool, call.arguments, call.id)
     if not decision.allowed:
         await progress(f"  {tool.qualified}: denied ({decision.reason})")
+        await run.observer.on_tool(
+            call.id, tool.qualified, call.arguments, run.clock() - started, "denied", decision.reason
+        )
         return ToolOutcome(f"not run: {decision.reason}", is_error=True)
     await progress(f"  {tool.qualified} {json.dumps(call.arguments, ensure_ascii=False)[:120]}")
+    begun = run.clock()
     outcome = await runner.run(tool, call.arguments)
+    elapsed = run.clock() - begun
     if outcome.is_error:
         await progress(f"  {tool.qualified} failed: {outcome.content[:200]}")
+        await run.observer.on_tool(
+            call.id, tool.qualified, call.arguments, elapsed, "error", outcome.content[:500]
+        )
+    else:
+        await run.observer.on_tool(call.id, tool.qualified, call.arguments, elapsed, "ok", None)
     return outcome

@@ -48,14 +48,19 @@ def render_result(result: types.CallToolResult) -> str:
 
 
 class ToolRunner:
-    """Runs catalog tools through the mesh; every failure comes back as data for the model."""
+    """Runs catalog tools through the mesh; every failure comes back as data for the model.
 
-    def __init__(self, mesh: Mesh) -> None:
+    ``meta`` goes into each call's ``_meta``: who is acting (``nexo/agent``) and how far the turn's
+    input is trusted (``nexo/provenance``). Servers read these instead of trusting tool arguments.
+    """
+
+    def __init__(self, mesh: Mesh, meta: Mapping[str, Any] | None = None) -> None:
         self._mesh = mesh
+        self._meta = dict(meta or {})
 
     async def run(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> ToolOutcome:
         try:
-            result = await self._mesh[tool.server].call_tool(tool.name, arguments)
+            result = await self._mesh[tool.server].call_tool(tool.name, arguments, meta=self._meta or None)
         except ServerUnavailable as exc:
             return ToolOutcome(f"tool {tool.qualified} failed: {exc}", is_error=True)
         except Exception as exc:  # noqa: BLE001 -- a protocol error is still something the model can react to

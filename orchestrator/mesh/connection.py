@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -268,13 +268,23 @@ class ServerConnection:
         return name in self.capability_names()
 
     async def call_tool(
-        self, tool: str, arguments: Mapping[str, Any], *, timeout: float | None = None
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
         client = await self.wait_ready()
         limit = timeout or self.config.call_timeout_s
         try:
             with anyio.fail_after(limit):
-                return await client.call_tool(tool, dict(arguments), read_timeout_seconds=limit)
+                return await client.call_tool(
+                    tool,
+                    dict(arguments),
+                    read_timeout_seconds=limit,
+                    meta=cast(types.RequestParamsMeta, dict(meta)) if meta else None,
+                )
         except TimeoutError as exc:
             raise ServerUnavailable(f"{self.name}.{tool} did not answer within {limit:g}s") from exc
         except MCPError as exc:

@@ -55,6 +55,9 @@ class Mesh:
     def __getitem__(self, name: str) -> ServerConnection:
         return self.connections[name]
 
+    def get(self, name: str) -> ServerConnection | None:
+        return self.connections.get(name)
+
     async def wait_ready(self, timeout: float, names: Collection[str] | None = None) -> list[str]:
         """Wait until the named (default: all) servers are ready; return those that are not."""
         wanted = [self.connections[n] for n in (names if names is not None else self.connections)]

@@ -8,15 +8,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 
+from orchestrator.goals.sink import AuditSink
 from orchestrator.loop.tools import Decision
 from orchestrator.mesh import CatalogTool, ServerConnection
 from shared.channelkit.server import PermissionPrompt, PermissionRequestAccepted, PermissionRequestCall
+from shared.protocol.audit import ApprovalAnsweredBody, ApprovalRequestedBody, EntryDraft, args_digest
 from shared.protocol.channel import input_preview, request_id_for
 
 logger = logging.getLogger("nexo.approvals")
@@ -37,12 +40,21 @@ class _Pending:
     done: anyio.Event = field(default_factory=anyio.Event)
     behavior: Literal["allow", "deny"] = "deny"
     answered_by: str = ""
+    asked_at: float = field(default_factory=time.monotonic)
 
 
 class ApprovalBroker:
-    def __init__(self, timeout_s: float = 600.0) -> None:
+    def __init__(self, timeout_s: float = 600.0, *, sink: AuditSink | None = None, agent: str = "") -> None:
         self._timeout = timeout_s
         self._pending: dict[str, _Pending] = {}
+        self._sink = sink
+        self._agent = agent
+
+    def _record(self, body: ApprovalRequestedBody | ApprovalAnsweredBody) -> None:
+        if self._sink is not None:
+            self._sink.record(
+                EntryDraft.of(body, source="orchestrator", agent=self._agent, subject=body.request_id)
+            )
 
     def _new_id(self, call_id: str) -> str:
         request_id = request_id_for(call_id)
@@ -79,7 +91,17 @@ class ApprovalBroker:
                     delivered += accepted.delivered
                 except Exception as exc:  # noqa: BLE001 -- one unreachable relay must not block the others
                     logger.warning("approval %s not relayed to %s: %s", pending.request_id, relay.name, exc)
+            self._record(
+                ApprovalRequestedBody(
+                    request_id=pending.request_id,
+                    tool=tool.qualified[:200],
+                    args_sha256=args_digest(arguments),
+                    description=params.description,
+                    asked=[f"channel:{relay.name}" for relay in relays][:50],
+                )
+            )
             if delivered == 0:
+                self._answered(pending, "deny", "unavailable")
                 return Decision(
                     False, f"{tool.qualified} needs approval and no operator is connected (open `nexo chat`)"
                 )
@@ -93,12 +115,25 @@ class ApprovalBroker:
             with anyio.move_on_after(self._timeout):
                 await pending.done.wait()
             if not pending.done.is_set():
+                self._answered(pending, "deny", "timeout")
                 return Decision(False, f"no answer within {self._timeout:g}s: treated as deny")
+            self._answered(pending, pending.behavior, pending.answered_by)
             if pending.behavior == "allow":
                 return Decision(True, f"approved by {pending.answered_by}")
             return Decision(False, f"the operator denied {tool.qualified} (request {pending.request_id})")
         finally:
             self._pending.pop(pending.request_id, None)
+
+    def _answered(self, pending: _Pending, behavior: Literal["allow", "deny"], by: str) -> None:
+        waited = (time.monotonic() - pending.asked_at) * 1000
+        self._record(
+            ApprovalAnsweredBody(
+                request_id=pending.request_id,
+                behavior=behavior,
+                answered_by=by[:200] or "-",
+                waited_ms=round(waited, 1),
+            )
+        )
 
     def resolve(self, request_id: str, behavior: Literal["allow", "deny"], source: str) -> bool:
         """Apply a verdict; False when the id is unknown, already answered or expired (single use)."""

@@ -31,7 +31,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "paused": frozenset({"running", "queued", "cancelled", "failed", "lost_on_restart"}),
     **{status: frozenset() for status in TERMINAL_STATUSES},
 }
-PROMPT_MAX, PHASE_MAX, TEXT_MAX, OUTCOME_MAX = 200, 100, 1000, 2000
+PROMPT_MAX, PHASE_MAX, TEXT_MAX, OUTCOME_MAX = 16_000, 100, 1000, 2000
+"""The whole prompt is kept (up to PROMPT_MAX): a resumable goal restarts from it after a restart."""
 COLUMNS = (
     "id, agent, kind, status, origin, prompt, phase, created_at, started_at, finished_at, "
     "last_decision, last_event, budget, outcome, notified"
@@ -42,9 +43,8 @@ def capped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def first_line(prompt: str) -> str:
-    lines = prompt.strip().splitlines()
-    return capped(lines[0].strip() if lines else "", PROMPT_MAX)
+def stored_prompt(prompt: str) -> str:
+    return capped(prompt.strip(), PROMPT_MAX)
 
 
 def new_goal_id() -> str:
@@ -156,7 +156,7 @@ class GoalRegistry:
                     kind,
                     status,
                     origin.model_dump_json(),
-                    first_line(prompt),
+                    stored_prompt(prompt),
                     capped(phase, PHASE_MAX),
                     now,
                     now if status == "running" else None,

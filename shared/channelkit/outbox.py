@@ -37,7 +37,15 @@ def _create_outbox(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX outbox_open ON outbox(chat_id, id) WHERE status IN ('pending', 'sending')")
 
 
-OUTBOX_MIGRATIONS: tuple[Migration, ...] = (Migration("outbox_0001_create", _create_outbox),)
+def _add_notice(conn: sqlite3.Connection) -> None:
+    # A notice (status line, not an answer) must still look like one when delivered later.
+    conn.execute("ALTER TABLE outbox ADD COLUMN notice INTEGER NOT NULL DEFAULT 0")
+
+
+OUTBOX_MIGRATIONS: tuple[Migration, ...] = (
+    Migration("outbox_0001_create", _create_outbox),
+    Migration("outbox_0002_notice", _add_notice),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +58,10 @@ class OutboxEntry:
     status: OutboxStatus
     provider_id: str | None
     error: str | None
+    notice: bool = False
 
 
-_COLUMNS = "id, idempotency_key, chat_id, text, reply_to, status, provider_id, error"
+_COLUMNS = "id, idempotency_key, chat_id, text, reply_to, status, provider_id, error, notice"
 
 
 def _entry(row: tuple[object, ...]) -> OutboxEntry:
@@ -65,6 +74,7 @@ def _entry(row: tuple[object, ...]) -> OutboxEntry:
         status=str(row[5]),  # type: ignore[arg-type]
         provider_id=None if row[6] is None else str(row[6]),
         error=None if row[7] is None else str(row[7]),
+        notice=bool(row[8]),
     )
 
 
@@ -88,6 +98,7 @@ class Outbox:
         reply_to: str | None,
         *,
         status: OutboxStatus = "sending",
+        notice: bool = False,
     ) -> Begun:
         now = self._clock()
         async with self._db.transaction() as tx:
@@ -97,9 +108,9 @@ class Outbox:
             if row is not None:
                 return Begun(_entry(row), created=False)
             new_id = await tx.insert(
-                "INSERT INTO outbox(idempotency_key, chat_id, text, reply_to, status, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (idempotency_key, chat_id, text, reply_to, status, now, now),
+                "INSERT INTO outbox(idempotency_key, chat_id, text, reply_to, status, created_at, "
+                "updated_at, notice) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (idempotency_key, chat_id, text, reply_to, status, now, now, int(notice)),
             )
             created = await tx.fetchone(f"SELECT {_COLUMNS} FROM outbox WHERE id = ?", (new_id,))
         assert created is not None

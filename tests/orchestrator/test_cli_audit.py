@@ -320,7 +320,7 @@ def test_agent_attach_shows_a_markdown_snapshot_and_refuses_an_unknown_goal(
                 "## Goal g-1: running (bg)",
                 "",
                 "- **agent:** nexo",
-                "- **prompt:** tidy the inbox",
+                "- **prompt:** tidy the inbox more",
                 "- **origin:** cli",
                 "- **phase:** sorting",
                 f"- **created:** {at}",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from servers.audit.errors import GoalNotFound, InvalidRequest, TransitionRefused
-from servers.audit.goals import GoalRegistry, first_line
+from servers.audit.goals import PROMPT_MAX, GoalRegistry, stored_prompt
 from shared.protocol.audit import Budget, Goal, GoalKind, Origin
 from tests.servers.audit.conftest import START, ManualClock, opened_ledger
 
@@ -82,10 +82,10 @@ async def test_creating_an_existing_id_returns_it_unchanged(tmp_path: Path) -> N
     assert entries == [("mine", "orchestrator", None, "running", "created")]
 
 
-def test_only_the_first_line_of_the_prompt_is_kept_and_capped() -> None:
-    assert first_line("\n  check the mail  \nthen reply to Bob") == "check the mail"
-    assert first_line("x" * 300) == "x" * 199 + "…"
-    assert first_line("") == ""
+def test_the_whole_prompt_is_kept_for_resuming_and_capped() -> None:
+    assert stored_prompt("\n  check the mail  \nthen reply to Bob") == "check the mail  \nthen reply to Bob"
+    assert stored_prompt("x" * (PROMPT_MAX + 5)) == "x" * (PROMPT_MAX - 1) + "…"
+    assert stored_prompt("") == ""
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,67 @@
+"""What the reasoning loop reports per turn and per tool call, written to the audit ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from orchestrator.goals.sink import AuditSink
+from orchestrator.goals.tracker import GoalTracker, TrackedGoal
+from orchestrator.llm import Usage
+from shared.protocol.audit import Budget, EntryDraft, ToolCallBody, ToolOutcome, TurnBody, args_digest
+
+
+class LedgerObserver:
+    """One goal's observer: a ``turn`` entry per model call, a ``tool_call`` entry per call."""
+
+    def __init__(self, sink: AuditSink, tracker: GoalTracker, goal: TrackedGoal, source: str) -> None:
+        self.sink = sink
+        self.tracker = tracker
+        self.goal = goal
+        self.source = source
+
+    async def on_turn(
+        self, index: int, outcome: str, decision: str, usage: Usage, tool_calls: int, duration_s: float
+    ) -> None:
+        body = TurnBody(
+            index=index,
+            outcome=outcome,
+            decision=decision[:4000],
+            tool_calls=tool_calls,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            duration_ms=round(duration_s * 1000, 3),
+        )
+        self.sink.record(
+            EntryDraft.of(
+                body, source=self.source, agent=self.goal.agent, goal_id=self.goal.id, subject=f"turn {index}"
+            )
+        )
+        self.tracker.note(
+            self.goal,
+            phase=f"turn {index}",
+            last_event=f"turn {index}: {outcome}",
+            last_decision=decision[:300],
+            budget=Budget(turns=index, tokens=usage.total),
+        )
+
+    async def on_tool(
+        self,
+        call_id: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        duration_s: float,
+        outcome: ToolOutcome,
+        error: str | None,
+    ) -> None:
+        body = ToolCallBody(
+            tool=tool,
+            args_sha256=args_digest(arguments),
+            duration_ms=round(duration_s * 1000, 3),
+            outcome=outcome,
+            call_id=call_id[:200] or None,
+            error=error[:4000] if error else None,
+        )
+        self.sink.record(
+            EntryDraft.of(body, source=self.source, agent=self.goal.agent, goal_id=self.goal.id, subject=tool)
+        )
