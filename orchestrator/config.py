@@ -9,10 +9,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.llm import ProviderConfig
 from orchestrator.mesh import ServerConfig, StdioServerConfig, SupervisionConfig
+from shared.net import is_loopback
 from shared.protocol.channel import SessionScope
 from shared.settings import ConfigError, ConfigProblem, load_config
 
@@ -81,6 +82,22 @@ class AuditOptions(_Strict):
     there. Without it nexo runs, but nothing is recorded and `nexo agent ps` has nothing to show."""
 
 
+class MetricsOptions(_Strict):
+    port: int | None = Field(None, ge=0, le=65535)
+    """Serve Prometheus metrics at http://HOST:PORT/metrics; null (the default) serves none."""
+    host: str = "127.0.0.1"
+
+    @field_validator("host")
+    @classmethod
+    def _loopback(cls, value: str) -> str:
+        if not is_loopback(value):
+            raise ValueError(
+                f"metrics are served on loopback only, not {value!r}; use 127.0.0.1 or ::1 and "
+                "let a local agent (or a reverse proxy with auth) expose them"
+            )
+        return value
+
+
 class NexoConfig(_Strict):
     state_dir: Path = Path("~/.local/state/nexo")
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
@@ -88,6 +105,9 @@ class NexoConfig(_Strict):
     agents: list[AgentConfig] = Field(min_length=1)
     channel_options: dict[str, ChannelOptions] = Field(default_factory=dict)
     audit: AuditOptions = Field(default_factory=AuditOptions)
+    metrics: MetricsOptions = Field(default_factory=MetricsOptions)
+    log_format: Literal["text", "json"] = "text"
+    """json: one JSON object per log line with agent, goal, server and tool as fields."""
     supervision: SupervisionConfig = Field(default_factory=SupervisionConfig)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

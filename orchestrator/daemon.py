@@ -19,6 +19,7 @@ from orchestrator.intake import Intake
 from orchestrator.llm import Provider, build_provider
 from orchestrator.lock import InstanceLock
 from orchestrator.mesh import Mesh
+from orchestrator.metrics import Metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
 
 logger = logging.getLogger("nexo.daemon")
@@ -43,8 +44,10 @@ class Orchestrator:
         self.started = time.time()
         self.ready = anyio.Event()
         audit = self.mesh.get(config.audit.server)
+        self.metrics = Metrics()
+        self.metrics_address: tuple[str, int] | None = None
         self.sink = AuditSink(audit)
-        self.goals = GoalTracker(audit)
+        self.goals = GoalTracker(audit, metrics=self.metrics)
         self.background = Background(self.mesh, self.goals, self.sink, {})
 
     def status(self) -> dict[str, Any]:
@@ -71,7 +74,26 @@ class Orchestrator:
                 ],
                 "audit": {"sent": self.sink.sent, "queued": self.sink.pending, "dropped": self.sink.dropped},
             },
+            "metrics": {
+                "url": f"http://{self.metrics_address[0]}:{self.metrics_address[1]}/metrics"
+                if self.metrics_address
+                else None,
+                "counters": self._refreshed().summary(),
+            },
         }
+
+    def _refreshed(self) -> Metrics:
+        """Gauges read at scrape time from the live objects."""
+        m = self.metrics
+        server_gauges(m, {s.name: (s.state == "ready", s.restarts) for s in self.mesh.snapshots()})
+        m.audit_queue.set(self.sink.pending)
+        m.audit_dropped.set(self.sink.dropped)
+        kinds = [g.kind for g in self.goals.live.values()]
+        for kind in ("interactive", "bg", "daemon", "daemon_worker"):
+            m.live_goals.labels(kind).set(kinds.count(kind))
+        for intake in self.intakes:
+            m.approvals_pending.labels(intake.agent.id).set(len(intake.broker.open_requests))
+        return m
 
     async def command(self, request: dict[str, Any]) -> dict[str, Any]:
         """Operator commands over the control socket: submit and cancel goals."""
@@ -104,6 +126,20 @@ class Orchestrator:
                 tg.start_soon(self.goals.run, name="goal-progress")
                 self.background.attach(tg)
                 await tg.start(serve_control, control_path(state), self.status, self.command)
+                if self.config.metrics.port is not None:
+                    options = self.config.metrics
+                    try:
+                        self.metrics_address = await tg.start(
+                            serve_metrics, self.metrics, options.host, options.port, self._refreshed
+                        )
+                        logger.info("metrics at http://%s:%d/metrics", *self.metrics_address)
+                    except OSError as exc:
+                        logger.error(
+                            "metrics not served on %s:%d (%s); choose a free metrics.port",
+                            options.host,
+                            options.port,
+                            exc.strerror or exc,
+                        )
                 missing = await self.mesh.wait_ready(STARTUP_WAIT_S)
                 for name in missing:
                     snap = self.mesh[name].snapshot()
@@ -127,7 +163,14 @@ class Orchestrator:
                         agent=agent.id,
                     )
                     intake = Intake(
-                        self.config, agent, self.mesh, provider, broker, goals=self.goals, sink=self.sink
+                        self.config,
+                        agent,
+                        self.mesh,
+                        provider,
+                        broker,
+                        goals=self.goals,
+                        sink=self.sink,
+                        metrics=self.metrics,
                     )
                     self.intakes.append(intake)
                     self.background.intakes[agent.id] = intake

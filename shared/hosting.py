@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -25,6 +24,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from shared.net import is_loopback
+
 logger = logging.getLogger("nexo.hosting")
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -34,15 +35,6 @@ HEALTH_PATH = "/healthz"
 
 class HostingError(Exception):
     """A server cannot be hosted as configured; the message says how to fix it."""
-
-
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", ""):
-        return host == "localhost"
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_bind(value: str) -> tuple[str, int]:

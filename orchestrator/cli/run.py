@@ -30,7 +30,7 @@ def command_run(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     if args.check_config:
         return anyio.run(_check, config, args)
-    setup_logging(config.log_level)
+    setup_logging(config.log_level, config.log_format)
     from orchestrator.daemon import Orchestrator
     from orchestrator.lock import AlreadyRunning
 

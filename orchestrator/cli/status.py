@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 import anyio
 
@@ -46,4 +47,35 @@ def command_status(args: argparse.Namespace) -> int:
             print(
                 f"agent {agent['id']}: {agent['provider']}; channels {channels}; handled {agent['handled']}"
             )
+        _print_activity(status)
     return EXIT_WARN if degraded else EXIT_OK
+
+
+def _total(counters: dict[str, Any], name: str, **match: str) -> float:
+    rows = counters.get(name, [])
+    return float(sum(r["value"] for r in rows if all(r.get(k) == v for k, v in match.items())))
+
+
+def _print_activity(status: dict[str, Any]) -> None:
+    goals = status.get("goals", {})
+    live = goals.get("live", [])
+    audit = goals.get("audit", {})
+    print(
+        f"goals in flight: {len(live)}"
+        + "".join(f"\n  {g['id']} {g['kind']} ({g['agent']}, {g['origin']})" for g in live)
+    )
+    print(
+        f"audit: {audit.get('sent', 0)} entries sent, {audit.get('queued', 0)} queued, "
+        f"{audit.get('dropped', 0)} not recorded"
+    )
+    metrics = status.get("metrics", {})
+    counters = metrics.get("counters", {})
+    print(
+        f"since start: {_total(counters, 'nexo_turns'):.0f} turns, "
+        f"{_total(counters, 'nexo_tool_calls'):.0f} tool calls "
+        f"({_total(counters, 'nexo_tool_calls', outcome='error'):.0f} failed, "
+        f"{_total(counters, 'nexo_tool_calls', outcome='denied'):.0f} denied), "
+        f"{_total(counters, 'nexo_tokens'):.0f} tokens, "
+        f"{_total(counters, 'nexo_channel_messages', direction='in'):.0f} messages in"
+    )
+    print(f"metrics: {metrics.get('url') or 'off (set metrics.port)'}")

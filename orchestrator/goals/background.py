@@ -88,7 +88,7 @@ class Background:
                     gate=intake.gate,
                     budgets=intake.agent.budgets,
                     max_tokens=intake.agent.model.max_tokens,
-                    observer=LedgerObserver(self.sink, self.tracker, goal, "cli"),
+                    observer=LedgerObserver(self.sink, self.tracker, goal, "cli", self.tracker.metrics),
                 )
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(NOTICE_TIMEOUT_S):

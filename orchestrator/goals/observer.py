@@ -8,17 +8,27 @@ from typing import Any
 from orchestrator.goals.sink import AuditSink
 from orchestrator.goals.tracker import GoalTracker, TrackedGoal
 from orchestrator.llm import Usage
+from orchestrator.metrics import Metrics
 from shared.protocol.audit import Budget, EntryDraft, ToolCallBody, ToolOutcome, TurnBody, args_digest
 
 
 class LedgerObserver:
-    """One goal's observer: a ``turn`` entry per model call, a ``tool_call`` entry per call."""
+    """One goal's observer: a ``turn`` entry per model call, a ``tool_call`` entry per call, and
+    the matching metrics when ``metrics`` is given."""
 
-    def __init__(self, sink: AuditSink, tracker: GoalTracker, goal: TrackedGoal, source: str) -> None:
+    def __init__(
+        self,
+        sink: AuditSink,
+        tracker: GoalTracker,
+        goal: TrackedGoal,
+        source: str,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.sink = sink
         self.tracker = tracker
         self.goal = goal
         self.source = source
+        self.metrics = metrics
 
     async def on_turn(
         self, index: int, outcome: str, decision: str, usage: Usage, tool_calls: int, duration_s: float
@@ -37,6 +47,8 @@ class LedgerObserver:
                 body, source=self.source, agent=self.goal.agent, goal_id=self.goal.id, subject=f"turn {index}"
             )
         )
+        if self.metrics is not None:
+            self.metrics.turn(self.goal.agent, self.source, outcome, duration_s)
         self.tracker.note(
             self.goal,
             phase=f"turn {index}",
@@ -65,3 +77,5 @@ class LedgerObserver:
         self.sink.record(
             EntryDraft.of(body, source=self.source, agent=self.goal.agent, goal_id=self.goal.id, subject=tool)
         )
+        if self.metrics is not None:
+            self.metrics.tool(self.goal.agent, tool, outcome, duration_s)

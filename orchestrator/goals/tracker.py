@@ -17,6 +17,7 @@ import anyio
 
 from orchestrator.loop import GoalResult, Outcome
 from orchestrator.mesh import ServerConnection
+from orchestrator.metrics import Metrics
 from shared.protocol.audit import (
     Budget,
     Goal,
@@ -63,9 +64,14 @@ def budget_of(result: GoalResult, wall_s: float) -> Budget:
 
 class GoalTracker:
     def __init__(
-        self, audit: ServerConnection | None, *, clock: Callable[[], float] = time.monotonic
+        self,
+        audit: ServerConnection | None,
+        *,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.audit = audit
+        self.metrics = metrics
         self.clock = clock
         self.live: dict[str, TrackedGoal] = {}
         self._progress: dict[str, dict[str, object]] = {}
@@ -133,7 +139,13 @@ class GoalTracker:
         if result is not None:
             fields["budget"] = budget_of(result, wall)
             fields["last_decision"] = (result.text or result.error or "")[:300]
-        logger.info("goal %s %s: %s", goal.id, final, detail[:200])
+        logger.info(
+            "goal %s %s: %s", goal.id, final, detail[:200], extra={"agent": goal.agent, "goal": goal.id}
+        )
+        if self.metrics is not None:
+            self.metrics.goals.labels(goal.agent, goal.kind, final).inc()
+            if result is not None:
+                self.metrics.usage(goal.agent, result.usage)
         await self.update(goal, **fields)
 
     def note(self, goal: TrackedGoal, **fields: object) -> None:

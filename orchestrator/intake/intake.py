@@ -20,6 +20,7 @@ from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
 from orchestrator.loop.extract import extract_memories
 from orchestrator.loop.tools import render_result
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
+from orchestrator.metrics import Metrics
 from orchestrator.permissions import ApprovalBroker, OperatorGate
 from shared.protocol.audit import ChannelBody, EntryDraft, Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
@@ -61,6 +62,7 @@ class Intake:
         *,
         goals: GoalTracker | None = None,
         sink: AuditSink | None = None,
+        metrics: Metrics | None = None,
         on_goal: Callable[[GoalResult], None] | None = None,
     ) -> None:
         self.config = config
@@ -71,6 +73,7 @@ class Intake:
         self.on_goal = on_goal
         self.goals = goals or GoalTracker(None)
         self.sink = sink or AuditSink(None)
+        self.metrics = metrics
         # Channel turns come from the operator's own console for now; pairing will label contacts.
         self.runner = ToolRunner(mesh, {AGENT_META_KEY: agent.id, PROVENANCE_META_KEY: "owner"})
         memory = mesh.get(agent.memory.server)
@@ -234,7 +237,7 @@ class Intake:
                 budgets=self.agent.budgets,
                 history=await self.sessions.history(session.key),
                 max_tokens=self.agent.model.max_tokens,
-                observer=LedgerObserver(self.sink, self.goals, goal, source),
+                observer=LedgerObserver(self.sink, self.goals, goal, source, self.metrics),
             )
             if self.on_goal is not None:
                 self.on_goal(result)
@@ -269,6 +272,8 @@ class Intake:
         self.sink.record(
             EntryDraft.of(body, source=source, agent=self.agent.id, subject=f"{direction} {chat_id}"[:500])
         )
+        if self.metrics is not None:
+            self.metrics.messages.labels(source.removeprefix("channel:"), direction).inc()
 
     async def _extract(self, user_text: str, answer: str, result: GoalResult) -> None:
         memory = self.mesh.get(self.agent.memory.server)
@@ -307,7 +312,12 @@ class Intake:
                 await sender.send(params.meta, text, idempotency_key=key, notice=notice)
                 return
             except ServerUnavailable as exc:
-                logger.warning("reply via %s deferred: %s", sender.connection.name, exc)
+                logger.warning(
+                    "reply via %s deferred: %s",
+                    sender.connection.name,
+                    exc,
+                    extra={"server": sender.connection.name, "agent": self.agent.id},
+                )
             await anyio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
 

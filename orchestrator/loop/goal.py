@@ -248,6 +248,9 @@ async def _call(
     outcome = await runner.run(tool, call.arguments)
     elapsed = run.clock() - begun
     if outcome.is_error:
+        logger.info(
+            "tool %s failed: %s", tool.qualified, outcome.content[:200], extra={"tool": tool.qualified}
+        )
         await progress(f"  {tool.qualified} failed: {outcome.content[:200]}")
         await run.observer.on_tool(
             call.id, tool.qualified, call.arguments, elapsed, "error", outcome.content[:500]

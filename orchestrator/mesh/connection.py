@@ -131,7 +131,13 @@ class ServerConnection:
                 delay = self.breaker.next_delay()
                 if delay > 0:
                     self.state = "open" if self.breaker.state == "half_open" else "backoff"
-                    logger.info("server %s: next connect in %.2fs (%s)", self.name, delay, self.state)
+                    logger.info(
+                        "server %s: next connect in %.2fs (%s)",
+                        self.name,
+                        delay,
+                        self.state,
+                        extra={"server": self.name},
+                    )
                     await anyio.sleep(delay)
                 await self._connect_once()
         finally:
@@ -198,7 +204,7 @@ class ServerConnection:
             if self._clock() - connected_at >= self._supervision.stable_after_s:
                 self.breaker.record_success()
         self.breaker.record_failure()
-        logger.warning("server %s: %s", self.name, self.last_error)
+        logger.warning("server %s: %s", self.name, self.last_error, extra={"server": self.name})
 
     async def _watch(self, client: Client) -> None:
         """Return when the transport closes or a health ping fails."""

@@ -1,0 +1,145 @@
+"""Prometheus metrics of the orchestrator, per agent, tool, channel and server.
+
+One registry per orchestrator (no global state), served on a loopback port when ``metrics.port``
+is set, and summarised in `nexo status`. Labels are bounded sets (configured agents, servers,
+tools from the catalog, outcome words), never message content or goal ids.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from orchestrator.llm import Usage
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.turns = Counter(
+            "nexo_turns", "Model calls made by goals.", ["agent", "source", "outcome"], registry=r
+        )
+        self.turn_seconds = Histogram(
+            "nexo_turn_seconds",
+            "Wall time of one turn (model call and tools).",
+            ["agent"],
+            registry=r,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.tokens = Counter("nexo_tokens", "Tokens used, by direction.", ["agent", "direction"], registry=r)
+        self.tool_calls = Counter(
+            "nexo_tool_calls",
+            "Tool calls by outcome (ok, error, denied).",
+            ["agent", "server", "tool", "outcome"],
+            registry=r,
+        )
+        self.tool_seconds = Histogram(
+            "nexo_tool_call_seconds",
+            "Duration of tool calls that ran.",
+            ["server", "tool"],
+            registry=r,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.goals = Counter(
+            "nexo_goals", "Goals ended, by kind and status.", ["agent", "kind", "status"], registry=r
+        )
+        self.messages = Counter(
+            "nexo_channel_messages",
+            "Chat messages received and replies sent.",
+            ["server", "direction"],
+            registry=r,
+        )
+        self.live_goals = Gauge("nexo_goals_live", "Goals in flight in this process.", ["kind"], registry=r)
+        self.audit_queue = Gauge("nexo_audit_queue_depth", "Ledger entries waiting to be sent.", registry=r)
+        self.audit_dropped = Gauge(
+            "nexo_audit_dropped", "Ledger entries not recorded (queue full).", registry=r
+        )
+        self.server_up = Gauge(
+            "nexo_server_up", "1 when the server is connected and ready.", ["server"], registry=r
+        )
+        self.server_restarts = Gauge(
+            "nexo_server_restarts", "Reconnects since start.", ["server"], registry=r
+        )
+        self.approvals_pending = Gauge(
+            "nexo_approvals_pending", "Approvals waiting for an answer.", ["agent"], registry=r
+        )
+
+    def turn(self, agent: str, source: str, outcome: str, seconds: float) -> None:
+        self.turns.labels(agent, source, outcome).inc()
+        self.turn_seconds.labels(agent).observe(seconds)
+
+    def usage(self, agent: str, used: Usage) -> None:
+        self.tokens.labels(agent, "input").inc(used.input_tokens)
+        self.tokens.labels(agent, "output").inc(used.output_tokens)
+
+    def tool(self, agent: str, qualified: str, outcome: str, seconds: float) -> None:
+        server, _, tool = qualified.partition("__")
+        self.tool_calls.labels(agent, server, tool or server, outcome).inc()
+        if outcome != "denied":
+            self.tool_seconds.labels(server, tool or server).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def summary(self) -> dict[str, Any]:
+        """The counters `nexo status` shows: totals by their labels."""
+        out: dict[str, Any] = {}
+        for metric in self.registry.collect():
+            if metric.type not in ("counter", "gauge"):
+                continue
+            rows = [
+                {**sample.labels, "value": sample.value}
+                for sample in metric.samples
+                if not sample.name.endswith("_created")
+            ]
+            if rows:
+                out[metric.name] = rows
+        return out
+
+
+async def serve_metrics(
+    metrics: Metrics,
+    host: str,
+    port: int,
+    refresh: Any,
+    *,
+    task_status: anyio.abc.TaskStatus[tuple[str, int]] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """``GET /metrics`` in the Prometheus text format until cancelled; ``refresh()`` updates gauges."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def scrape(_: Request) -> Response:
+        refresh()
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    app = Starlette(routes=[Route("/metrics", scrape, methods=["GET"])])
+    # Bind here so a taken port is an OSError naming it, not an exit from inside uvicorn.
+    sock = socket.create_server((host, port))
+    bound = sock.getsockname()[:2]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: server.serve(sockets=[sock]))
+        task_status.started((str(bound[0]), int(bound[1])))
+        try:
+            await anyio.sleep_forever()
+        finally:
+            server.should_exit = True
+            sock.close()
+
+
+def server_gauges(metrics: Metrics, snapshots: Mapping[str, tuple[bool, int]]) -> None:
+    for name, (up, restarts) in snapshots.items():
+        metrics.server_up.labels(name).set(1 if up else 0)
+        metrics.server_restarts.labels(name).set(restarts)
