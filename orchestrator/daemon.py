@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import signal
@@ -21,6 +23,7 @@ from orchestrator.lock import InstanceLock
 from orchestrator.mesh import Mesh
 from orchestrator.metrics import Metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
+from shared.protocol.audit import ConfigChangeBody, EntryDraft
 
 logger = logging.getLogger("nexo.daemon")
 STARTUP_WAIT_S = 30.0
@@ -81,6 +84,13 @@ class Orchestrator:
                 "counters": self._refreshed().summary(),
             },
         }
+
+    def _record_config(self) -> None:
+        """One ledger entry per start: which config ran, by digest (secrets are masked before hashing)."""
+        dumped = self.config.model_dump(mode="json")
+        digest = hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()
+        body = ConfigChangeBody(path=self.config_label[:200], change="reload", detail=f"sha256:{digest}")
+        self.sink.record(EntryDraft.of(body, source="orchestrator", subject="start"))
 
     def _refreshed(self) -> Metrics:
         """Gauges read at scrape time from the live objects."""
@@ -180,6 +190,7 @@ class Orchestrator:
                         provider.describe(),
                         agent.channels or "no channels",
                     )
+                self._record_config()
                 # Before any new goal exists: what the previous process left running is swept first.
                 await self.background.boot()
                 for intake in self.intakes:

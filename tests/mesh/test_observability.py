@@ -56,6 +56,7 @@ def test_metrics_status_and_json_logs_reflect_a_turn_with_a_tool_call(tmp_path: 
     assert kinds.count("turn") == 2
     assert kinds.count("tool_call") == 1
     assert kinds.count("channel") == 2
+    assert kinds.count("config_change") == 1
 
 
 def test_metrics_refuse_a_non_loopback_host(tmp_path: Path) -> None:
