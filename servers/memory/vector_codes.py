@@ -1,0 +1,206 @@
+"""Sign-bit codes of unit vectors, one agent's codes in memory, and the numpy kernels that search them.
+
+A code keeps one bit per dimension (set when the component is positive), padded with zero bits to
+whole 64-bit words: 48 bytes for 384 dimensions. Searching is two cheap stages over the codes:
+
+1. Hamming distance between the query's code and every code (XOR + popcount, one 64-bit column at a
+   time in cache-sized chunks), then the `m` smallest by a counting pass (distances are small integers,
+   so a histogram finds the cut-off faster than a partial sort).
+2. For those `m`, an asymmetric score: the float query against each code's signs, summed through one
+   256-entry table per code byte. It ranks far better than Hamming distance, so the exact rerank that
+   follows (float32 vectors read from SQLite) needs few rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+WORD_BITS = 64
+_CHUNK = 65_536  # rows per pass: the temporaries stay in the CPU cache
+# Row v: the signs (+1/-1) of the 8 bits of byte value v, most significant first as np.packbits packs.
+_BYTE_SIGNS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, np.newaxis], axis=1).astype(np.float32) * 2 - 1
+
+
+class VectorDimensionError(ValueError):
+    """A vector has a different number of dimensions than the index was built for."""
+
+
+def words_for(dim: int) -> int:
+    return -(-dim // WORD_BITS)
+
+
+def dimension_error(what: str, shape: tuple[int, ...], dim: int) -> VectorDimensionError:
+    return VectorDimensionError(
+        f"{what} has shape {shape}, expected ({dim},): the embedding model changed since the index was "
+        "built. Fix: embed with the model the index was built for, or rebuild the vectors with "
+        "`nexo memory reindex`"
+    )
+
+
+def unit_matrix(vectors: Sequence[np.ndarray], dim: int, names: Callable[[int], str]) -> np.ndarray:
+    """`vectors` as a (n, dim) float32 matrix of unit rows; `names(i)` says what vector i is in errors."""
+    for position, vector in enumerate(vectors):
+        if np.shape(vector) != (dim,):
+            raise dimension_error(names(position), np.shape(vector), dim)
+    matrix = np.array(vectors, dtype=np.float32).reshape(len(vectors), dim)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    bad = np.flatnonzero(~np.isfinite(norms[:, 0]) | (norms[:, 0] == 0))
+    if bad.size:
+        raise ValueError(f"{names(int(bad[0]))} is zero or not finite: it has no direction to compare")
+    return np.asarray(matrix / norms, dtype=np.float32)
+
+
+def sign_codes(unit: np.ndarray) -> np.ndarray:
+    """(n, words) uint64 codes: bit i of a row is set when component i is positive."""
+    n, dim = unit.shape
+    packed = np.zeros((n, words_for(dim) * 8), dtype=np.uint8)
+    packed[:, : -(-dim // 8)] = np.packbits(unit > 0, axis=1)
+    return packed.view(np.uint64)
+
+
+def codes_from_blobs(blobs: list[bytes], words: int) -> np.ndarray:
+    return np.frombuffer(b"".join(blobs), dtype=np.uint64).reshape(len(blobs), words)
+
+
+def hamming_distances(columns: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Distance from `query` (words,) to each code stored column-wise in `columns` (words, n)."""
+    words, n = columns.shape
+    out = np.empty(n, dtype=np.uint16)
+    scratch = np.empty(min(n, _CHUNK), dtype=np.uint64)
+    counts = np.empty(min(n, _CHUNK), dtype=np.uint8)
+    for start in range(0, n, _CHUNK):
+        stop = min(n, start + _CHUNK)
+        size = stop - start
+        total = out[start:stop]
+        total[:] = 0
+        for word in range(words):
+            np.bitwise_xor(columns[word, start:stop], query[word], out=scratch[:size])
+            np.bitwise_count(scratch[:size], out=counts[:size])
+            np.add(total, counts[:size], out=total)
+    return out
+
+
+def smallest(distances: np.ndarray, m: int) -> np.ndarray:
+    """Positions of `m` smallest distances (ties at the cut-off broken by position), unordered."""
+    if m >= distances.size:
+        return np.arange(distances.size)
+    cumulative = np.cumsum(np.bincount(distances))
+    cutoff = int(np.searchsorted(cumulative, m))
+    below = np.flatnonzero(distances < cutoff)
+    at_cutoff = np.flatnonzero(distances == cutoff)[: m - below.size]
+    return np.concatenate([below, at_cutoff])
+
+
+def asymmetric_scores(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The float `query` dotted with each code's signs (+1/-1): higher is nearer."""
+    as_bytes = codes.view(np.uint8)
+    n_bytes = as_bytes.shape[1]
+    padded = np.zeros(n_bytes * 8, dtype=np.float32)
+    padded[: query.size] = query
+    # table[b, v]: the dot product of the 8 query components of byte b with the signs of value v.
+    table = (padded.reshape(n_bytes, 8) @ _BYTE_SIGNS.T).ravel()
+    offsets = np.arange(n_bytes, dtype=np.intp) * 256
+    return np.asarray(table[as_bytes.astype(np.intp) + offsets].sum(axis=1), dtype=np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One moment of an agent's codes: later writes never change its ids (a replaced code may change)."""
+
+    ids: np.ndarray  # (n,) int64, ascending
+    columns: np.ndarray  # (words, n) uint64
+
+    def candidates(self, query: np.ndarray, first: int, keep: int, exclude: Collection[int]) -> np.ndarray:
+        """Ids of about `keep` codes nearest to the unit `query`: `first` by Hamming, then rescored."""
+        codes = sign_codes(query[np.newaxis, :])[0]
+        excluded = np.fromiter(exclude, dtype=np.int64, count=len(exclude))
+        positions = smallest(hamming_distances(self.columns, codes), first + excluded.size)
+        ids = self.ids[positions]
+        if excluded.size:
+            wanted = ~np.isin(ids, excluded)
+            positions, ids = positions[wanted], ids[wanted]
+        if ids.size > keep:
+            scores = asymmetric_scores(np.ascontiguousarray(self.columns[:, positions].T), query)
+            ids = ids[np.argpartition(-scores, keep)[:keep]]
+        return np.asarray(ids, dtype=np.int64)
+
+
+class CodeBlock:
+    """The codes of one agent, kept sorted by memory id, column-wise for the Hamming kernel."""
+
+    __slots__ = ("_columns", "_ids", "_size")
+
+    def __init__(self, words: int) -> None:
+        self._ids = np.empty(0, dtype=np.int64)
+        self._columns = np.empty((words, 0), dtype=np.uint64)
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self._ids[: self._size], self._columns[:, : self._size])
+
+    def upsert(self, ids: np.ndarray, codes: np.ndarray) -> None:
+        """Insert or replace codes (ids unique, any order) keeping the ids sorted."""
+        order = np.argsort(ids, kind="stable")
+        ids, codes = ids[order], codes[order]
+        current = self._ids[: self._size]
+        positions = np.searchsorted(current, ids)
+        present = positions < self._size
+        present[present] = current[positions[present]] == ids[present]
+        # Replacing writes in place: a snapshot taken before may see the old or the new code of
+        # that id, never another id's.
+        self._columns[:, positions[present]] = codes[present].T
+        ids, codes = ids[~present], codes[~present]
+        if not ids.size:
+            return
+        if not self._size or ids[0] > current[-1]:
+            self._append(ids, codes)
+            return
+        merged_ids = np.concatenate([current, ids])
+        merged = np.concatenate([self._columns[:, : self._size], codes.T], axis=1)
+        order = np.argsort(merged_ids, kind="stable")
+        # New arrays: snapshots taken before keep the old ones.
+        self._ids, self._columns, self._size = (
+            merged_ids[order],
+            np.ascontiguousarray(merged[:, order]),
+            order.size,
+        )
+
+    def discard(self, ids: np.ndarray) -> None:
+        """Remove these ids where present (absent ones are ignored)."""
+        present = self.positions(ids)
+        if not present.size:
+            return
+        keep = np.ones(self._size, dtype=bool)
+        keep[present] = False
+        # New arrays: snapshots taken before keep the old ones.
+        self._ids = self._ids[: self._size][keep]
+        self._columns = np.ascontiguousarray(self._columns[:, : self._size][:, keep])
+        self._size = self._ids.size
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """Positions of those of `ids` this block holds."""
+        current = self._ids[: self._size]
+        positions = np.searchsorted(current, ids)
+        inside = positions < self._size
+        positions = positions[inside]
+        return np.asarray(positions[current[positions] == ids[inside]], dtype=np.intp)
+
+    def _append(self, ids: np.ndarray, codes: np.ndarray) -> None:
+        needed = self._size + ids.size
+        if needed > self._ids.size:
+            capacity = max(needed, int(self._ids.size * 1.5), 1024)
+            grown_ids = np.empty(capacity, dtype=np.int64)
+            grown_ids[: self._size] = self._ids[: self._size]
+            grown = np.empty((self._columns.shape[0], capacity), dtype=np.uint64)
+            grown[:, : self._size] = self._columns[:, : self._size]
+            self._ids, self._columns = grown_ids, grown
+        # Written past the current size, so no snapshot taken before sees them.
+        self._ids[self._size : needed] = ids
+        self._columns[:, self._size : needed] = codes.T
+        self._size = needed

@@ -1,0 +1,35 @@
+"""The operator's side of the console socket, for scenarios that answer approvals."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+
+from orchestrator.cli.chat import ChatSession, console_socket
+from shared.protocol.console_wire import Hello
+
+WAIT_S = 30.0
+F = TypeVar("F")
+
+
+@asynccontextmanager
+async def operator(state_dir: Path, chat_id: str = "operator") -> AsyncIterator[ChatSession]:
+    stream = await anyio.connect_unix(console_socket(state_dir))
+    async with stream:
+        session = ChatSession(stream, sys.stdout, sys.stderr)
+        await session.send(Hello(chat_id=chat_id))
+        yield session
+
+
+async def next_frame(session: ChatSession, kind: type[F], timeout: float = WAIT_S) -> F:
+    """The next frame of ``kind``, skipping others."""
+    with anyio.fail_after(timeout):
+        while True:
+            frame: Any = await session.receive()
+            if isinstance(frame, kind):
+                return frame

@@ -1,0 +1,133 @@
+"""The store on a real SQLite file: one transaction per memory, agent scoping, safe FTS queries."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from servers.memory.embeddings import Embedder
+from servers.memory.errors import ModelMismatch
+from servers.memory.models import NewMemory, Vector
+from servers.memory.recall import fts_query, rrf
+from servers.memory.reindex import check_model
+from servers.memory.state import MIGRATIONS
+from servers.memory.store import MemoryStore
+from servers.memory.vectors import VectorIndex
+from shared.db import Database
+from tests.servers.memory.conftest import Clock
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def store(tmp_path: Path, embedder: Embedder) -> AsyncIterator[MemoryStore]:
+    async with Database.open(tmp_path / "memory.db", MIGRATIONS, load_vec=True) as db:
+        index = VectorIndex(db, embedder.dim)
+        await index.load()
+        yield MemoryStore(db, index, clock=Clock())
+
+
+def new(content: str, agent: str = "nexo") -> NewMemory:
+    return NewMemory(
+        agent=agent, content=content, tags=("t",), kind="fact", provenance="owner", importance=0.5
+    )
+
+
+async def vector(embedder: Embedder, text: str) -> Vector:
+    row: Vector = (await embedder.embed([text]))[0]
+    return row
+
+
+async def rows(store: MemoryStore) -> tuple[int, int, int]:
+    """(memories, FTS entries, vectors)."""
+    memories = await store.db.fetchone("SELECT count(*) FROM memories")
+    fts = await store.db.fetchone("SELECT count(*) FROM memories_fts_docsize")
+    assert memories is not None
+    assert fts is not None
+    return int(memories[0]), int(fts[0]), await store.index.count()
+
+
+def test_fts_queries_quote_every_word_and_drop_all_syntax() -> None:
+    assert fts_query('NEAR(ana tea) "unbalanced * OR col:x -y') == (
+        '"near" OR "ana" OR "tea" OR "unbalanced" OR "or" OR "col" OR "x" OR "y"'
+    )
+    assert fts_query("Café  café CAFÉ") == '"café"'
+    assert fts_query("?! ... ()") is None
+    assert fts_query(" ".join(f"w{i}" for i in range(40))) == " OR ".join(f'"w{i}"' for i in range(32))
+
+
+def test_reciprocal_rank_fusion_rewards_agreement_and_breaks_ties_by_best_rank() -> None:
+    assert rrf([[1, 2, 3], [2, 4]]) == [2, 1, 4, 3]
+    assert rrf([[1, 2, 3], [3, 2, 4]]) == [3, 2, 1, 4]
+    assert rrf([[5], [6]]) == [5, 6]
+    assert rrf([]) == []
+
+
+async def test_a_memory_its_fts_entry_and_its_vector_are_written_together(
+    store: MemoryStore, embedder: Embedder
+) -> None:
+    stored = await store.add(new("Ana prefers green tea"), await vector(embedder, "Ana prefers green tea"))
+    assert stored.created
+    assert await rows(store) == (1, 1, 1)
+    with pytest.raises(Exception):  # noqa: B017, PT011 -- whatever the index raises for a wrong dimension
+        await store.add(new("Bob likes coffee"), np.ones(3, dtype=np.float32))
+    assert await rows(store) == (1, 1, 1)
+    assert await store.forget(stored.memory.id) is not None
+    assert await rows(store) == (0, 0, 0)
+    assert await store.forget(stored.memory.id) is None
+
+
+async def test_keyword_search_treats_fts_syntax_as_text_and_folds_diacritics(
+    store: MemoryStore, embedder: Embedder
+) -> None:
+    for text in ["Meet at the café near the station", "NEAR the river: a boat", "Tea with Ana"]:
+        await store.add(new(text), await vector(embedder, text))
+    match = fts_query('cafe NEAR("boat"')
+    assert match is not None
+    assert await store.keyword("nexo", match, 10, include_archived=False) == [2, 1]
+
+
+async def test_every_query_is_scoped_to_one_agent(store: MemoryStore, embedder: Embedder) -> None:
+    tea = await vector(embedder, "green tea")
+    await store.add(new("Ana likes green tea", agent="ana"), tea)
+    await store.add(new("Bob likes green tea", agent="bob"), tea)
+    match = fts_query("green tea")
+    assert match is not None
+    assert await store.keyword("ana", match, 10, include_archived=False) == [1]
+    assert await store.nearest("bob", tea, 10, include_archived=False) == [2]
+    assert list(await store.by_ids("ana", [1, 2], include_archived=False)) == [1]
+    assert [m.id for m in await store.page(agent="bob")] == [2]
+
+
+async def test_the_same_content_for_the_same_agent_is_one_memory_and_for_another_agent_two(
+    store: MemoryStore, embedder: Embedder
+) -> None:
+    tea = await vector(embedder, "green tea")
+    first = await store.add(new("Ana likes green tea"), tea)
+    twin = await store.add(new("Ana likes green tea"), tea)
+    other = await store.add(new("Ana likes green tea", agent="bob"), tea)
+    assert [(s.memory.id, s.created) for s in (first, twin, other)] == [(1, True), (1, False), (2, True)]
+    assert twin.memory.access_count == 1
+    assert await rows(store) == (2, 2, 2)
+
+
+async def test_the_embedding_model_is_recorded_and_a_different_one_is_refused(store: MemoryStore) -> None:
+    first = await check_model(store, "model-a", 384, allow_mismatch=False)
+    same = await check_model(store, "model-a", 384, allow_mismatch=False)
+    allowed = await check_model(store, "model-b", 768, allow_mismatch=True)
+    with pytest.raises(ModelMismatch):
+        await check_model(store, "model-b", 768, allow_mismatch=False)
+    assert (first.blocker(), same.blocker()) == (None, None)
+    assert allowed.blocker() == (
+        "the stored vectors come from embedding model 'model-a' but the configured one is 'model-b'; "
+        "the operator must run `nexo memory reindex`"
+    )
+
+
+async def test_metadata_keys_can_be_set_replaced_and_deleted(store: MemoryStore) -> None:
+    await store.set_meta({"a": "1", "b": "2"})
+    await store.set_meta({"a": "3", "b": None})
+    assert (await store.meta("a"), await store.meta("b")) == ("3", None)
