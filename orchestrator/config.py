@@ -76,6 +76,23 @@ class ChannelOptions(_Strict):
     approval_timeout_s: float = Field(600.0, gt=0, le=600)
 
 
+class ApprovedChannel(_Strict):
+    server: str
+    plugin_source: str | None = None
+    """Optional pin: the name the server reports about itself (``serverInfo.name``) must equal this,
+    so a config edit that points the same key at another program is not trusted silently."""
+
+
+class ChannelsOptions(_Strict):
+    enabled: bool = False
+    """The kill switch: with false, no channel server's messages reach any agent."""
+    approved: list[ApprovedChannel] = Field(default_factory=list)
+    """Channel servers the operator has approved; a bound server that is not here is skipped."""
+
+    def approval(self, server: str) -> ApprovedChannel | None:
+        return next((entry for entry in self.approved if entry.server == server), None)
+
+
 class AuditOptions(_Strict):
     server: str = "audit"
     """The audit server (a key of ``servers``): goals, turns, tool calls and approvals are recorded
@@ -104,6 +121,7 @@ class NexoConfig(_Strict):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     agents: list[AgentConfig] = Field(min_length=1)
     channel_options: dict[str, ChannelOptions] = Field(default_factory=dict)
+    channels: ChannelsOptions = Field(default_factory=ChannelsOptions)
     audit: AuditOptions = Field(default_factory=AuditOptions)
     metrics: MetricsOptions = Field(default_factory=MetricsOptions)
     log_format: Literal["text", "json"] = "text"
@@ -186,6 +204,16 @@ def _references(config: NexoConfig, file: str) -> list[ConfigProblem]:
                         f"add it under servers: or use one of: {', '.join(sorted(config.servers))}",
                     )
                 )
+    for i, entry in enumerate(config.channels.approved):
+        if entry.server not in config.servers:
+            problems.append(
+                ConfigProblem(
+                    file,
+                    f"channels.approved[{i}].server",
+                    f"no server named {entry.server!r}",
+                    f"use one of: {', '.join(sorted(config.servers))}, or add the server",
+                )
+            )
     for name in config.channel_options:
         if name not in config.servers:
             problems.append(

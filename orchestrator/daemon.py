@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from pydantic import BaseModel
 
 from orchestrator.config import NexoConfig
 from orchestrator.control import control_path, serve_control
@@ -24,6 +25,7 @@ from orchestrator.mesh import Mesh
 from orchestrator.metrics import Metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
 from shared.protocol.audit import ConfigChangeBody, EntryDraft
+from shared.protocol.channel import NAMESPACES, ChannelParams, channel_method
 
 logger = logging.getLogger("nexo.daemon")
 STARTUP_WAIT_S = 30.0
@@ -41,7 +43,13 @@ class Orchestrator:
     def __init__(self, config: NexoConfig, *, config_label: str) -> None:
         self.config = config
         self.config_label = config_label
-        self.mesh = Mesh(config.servers, config.supervision, base_env=child_env(config))
+        self.mesh = Mesh(
+            config.servers,
+            config.supervision,
+            base_env=child_env(config),
+            notifications={channel_method(ns): ChannelParams for ns in NAMESPACES},
+            on_notification=self._on_push,
+        )
         self.providers: dict[str, Provider] = {}
         self.intakes: list[Intake] = []
         self.started = time.time()
@@ -85,6 +93,14 @@ class Orchestrator:
             },
         }
 
+    async def _on_push(self, server: str, method: str, params: BaseModel) -> None:
+        """Pushed channel messages; intakes take them only from Claude Code channels (no pull)."""
+        if not isinstance(params, ChannelParams):
+            return
+        for intake in self.intakes:
+            if server in intake.agent.channels:
+                await intake.pushed(server, params)
+
     def _record_config(self) -> None:
         """One ledger entry per start: which config ran, by digest (secrets are masked before hashing)."""
         dumped = self.config.model_dump(mode="json")
@@ -125,7 +141,9 @@ class Orchestrator:
             ):
                 return {"cancelled": goal_id}
             return {"error": f"no live goal {goal_id!r} in this process; see `nexo agent ps`"}
-        return {"error": f"unknown op {op!r}; expected submit or cancel"}
+        if op == "channels":
+            return {"servers": {c.name: c.describe_live() for c in self.mesh.connections.values()}}
+        return {"error": f"unknown op {op!r}; expected submit, cancel or channels"}
 
     async def run(self, *, on_ready: Callable[[Orchestrator], Awaitable[None]] | None = None) -> None:
         state = self.config.state_path

@@ -132,13 +132,16 @@ class EventLog:
         self, *, after: int = 0, limit: int = 100, wait_s: float = 0.0, kinds: Sequence[str] | None = None
     ) -> list[StoredEvent]:
         """Unacknowledged events with ``seq > after``, waiting up to ``wait_s`` for the first one."""
-        with anyio.move_on_after(max(wait_s, 0.0)):
-            while True:
-                changed = self._changed
-                events = await self._select(after, limit, kinds)
-                if events or wait_s <= 0:
-                    break
-                await changed.wait()
+        # The first look is outside the timeout so a zero wait still answers; the signal is taken
+        # before each look so an append between the look and the wait is not missed.
+        changed = self._changed
+        events = await self._select(after, limit, kinds)
+        if not events and wait_s > 0:
+            with anyio.move_on_after(wait_s):
+                while not events:
+                    await changed.wait()
+                    changed = self._changed
+                    events = await self._select(after, limit, kinds)
         if not events:
             return []
         await self._db.execute(

@@ -56,8 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_audit_parser(sub)
 
+    from orchestrator.cli.memory import add_memory_parser
+
+    add_memory_parser(sub)
+
+    from orchestrator.cli.channel import add_channel_parser
+
+    add_channel_parser(sub)
+
     serve = sub.add_parser("serve", help="run one built-in server alone (stdio, or HTTP with --http)")
-    serve.add_argument("name", help="audit, console, memory, time")
+    serve.add_argument("name", help="audit, console, memory, sample, time, webhook")
     serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP (token: NEXO_SERVER_TOKEN)")
 
     status = sub.add_parser(
@@ -101,6 +109,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.audit import command_audit
 
         return command_audit(args)
+    if args.command == "channel":
+        from orchestrator.cli.channel import command_channel
+
+        return command_channel(args)
+    if args.command == "memory":
+        from orchestrator.cli.memory import command_memory
+
+        return command_memory(args)
     if args.command == "serve":
         from orchestrator.cli.serve import command_serve
 

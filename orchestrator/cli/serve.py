@@ -12,7 +12,9 @@ BUILT_IN = {
     "audit": "servers.audit",
     "console": "channel_servers.console",
     "memory": "servers.memory",
+    "sample": "channel_servers.sample",
     "time": "servers.time",
+    "webhook": "channel_servers.webhook",
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -13,6 +14,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from orchestrator.config import AgentConfig, NexoConfig
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
+from orchestrator.intake.gate import GateResult, evaluate
 from orchestrator.intake.outbound import ReplySender
 from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import Provider
@@ -25,6 +27,7 @@ from orchestrator.permissions import ApprovalBroker, OperatorGate
 from shared.protocol.audit import ChannelBody, EntryDraft, Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
 from shared.protocol.events import (
+    EVENTS_EXTENSION,
     AckParams,
     AckRequest,
     AckResult,
@@ -42,6 +45,8 @@ SESSION_QUEUE = 100
 RETRY_INITIAL_S = 1.0
 RETRY_MAX_S = 60.0
 FINISH_TIMEOUT_S = 2.0
+PUSHED = -1
+"""The sequence number of a pushed message: it came with no durable copy to acknowledge."""
 
 
 @dataclass
@@ -81,6 +86,8 @@ class Intake:
         self.gate = OperatorGate(broker, self._relays)
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[tuple[str, str]] = set()
+        self._push_only: dict[str, bool] = {}
+        self._pushes = 0
         self._tg: TaskGroup | None = None
         self.handled = 0
 
@@ -102,13 +109,40 @@ class Intake:
 
     # -- pulling -----------------------------------------------------------------------------
 
+    def channel_gate(self, connection: ServerConnection) -> GateResult:
+        client = connection.client
+        return evaluate(
+            self.config,
+            self.agent,
+            connection.name,
+            connection.capability_names() if client is not None else None,
+            client.server_info.name if client is not None and client.server_info is not None else None,
+        )
+
+    def _registered(self, connection: ServerConnection) -> bool:
+        """Apply the gate to a (re)connected server; a skip is logged once per connection."""
+        result = self.channel_gate(connection)
+        if result.verdict != "register":
+            logger.warning(
+                "channel %s", result.line(), extra={"server": connection.name, "agent": self.agent.id}
+            )
+        return result.verdict == "register"
+
     async def _pump(self, connection: ServerConnection) -> None:
-        after, client = 0, None
+        after, client, registered = 0, None, False
         while True:
             try:
                 current = await connection.wait_ready(timeout=3600)
                 if current is not client:
                     after, client = 0, current  # a restarted server hands out its unacked events again
+                    registered = self._registered(connection)
+                    self._push_only[connection.name] = registered and not connection.has_capability(
+                        EVENTS_EXTENSION
+                    )
+                if not registered or self._push_only[connection.name]:
+                    # Skipped, or a Claude Code channel (no pull): wait for the next connection.
+                    await connection.wait_closed()
+                    continue
                 batch = await connection.request(
                     PullRequest(params=PullParams(after=after, limit=50, wait_ms=PULL_WAIT_MS)),
                     PullResult,
@@ -120,6 +154,21 @@ class Intake:
             for event in batch.events:
                 after = max(after, event.seq)
                 await self._dispatch(connection, event)
+
+    async def pushed(self, server: str, params: ChannelParams) -> None:
+        """A message a Claude Code channel pushed: its only copy, with no id to acknowledge."""
+        if not self._push_only.get(server):
+            return  # a nexo channel: the notification is only a hint, the pull delivers the event
+        self._pushes += 1
+        key = params.meta.get("message_id") or f"{time.time_ns()}-{self._pushes}"
+        event = Event(
+            seq=PUSHED,
+            kind="message",
+            dedupe_key=f"push:{key}",
+            payload=params.model_dump(mode="json"),
+            created_at=time.time(),
+        )
+        await self._dispatch(self.mesh[server], event)
 
     async def _dispatch(self, connection: ServerConnection, event: Event) -> None:
         if event.kind == "permission_verdict":
@@ -151,6 +200,8 @@ class Intake:
         return session
 
     async def _ack(self, connection: ServerConnection, event: Event) -> None:
+        if event.seq == PUSHED:
+            return
         while True:
             try:
                 await connection.request(
@@ -206,6 +257,13 @@ class Intake:
         else:
             text = result.text if result.outcome is Outcome.DONE and result.text else _explain(result)
         await self._send(sender, params, text, f"reply:{connection.name}:{event.dedupe_key}")
+        logger.info(
+            "answered %s on %s (%d characters)",
+            goal.id,
+            source,
+            len(text),
+            extra={"agent": self.agent.id, "goal": goal.id, "server": connection.name},
+        )
         self._marker(source, "out", chat_id, "sent", None, len(text))
         turn_id = f"{connection.name}:{event.dedupe_key}"
         await self.sessions.record(session.key, prompt, text, turn_id=turn_id)

@@ -176,6 +176,36 @@ class ServerConnection:
             return describe_error(exc)
         return None
 
+    async def describe_once(self) -> dict[str, Any]:
+        """Connect once: capabilities and the server's own name, or the error (for doctors)."""
+        self._closed = anyio.Event()
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._open(stack)
+                self._client = client
+                try:
+                    info = client.server_info
+                    return {
+                        "capabilities": list(self.capability_names()),
+                        "server_name": info.name if info is not None else None,
+                        "error": None,
+                    }
+                finally:
+                    self._client = None
+        except Exception as exc:  # noqa: BLE001 -- reported to the operator, who fixes the config
+            return {"capabilities": None, "server_name": None, "error": describe_error(exc)}
+
+    def describe_live(self) -> dict[str, Any]:
+        client = self._client
+        if client is None:
+            return {"capabilities": None, "server_name": None, "error": self.last_error or self.state}
+        info = client.server_info
+        return {
+            "capabilities": list(self.capability_names()),
+            "server_name": info.name if info is not None else None,
+            "error": None,
+        }
+
     async def _connect_once(self) -> None:
         self.state = "starting"
         self._closed = anyio.Event()
@@ -257,6 +287,10 @@ class ServerConnection:
                 f"check `nexo status` and the server's log on stderr"
             )
         return self._client
+
+    async def wait_closed(self) -> None:
+        """Return when the current connection is gone (the supervisor then reconnects)."""
+        await self._closed.wait()
 
     def capability_names(self) -> tuple[str, ...]:
         client = self._client

@@ -1,1 +1,30 @@
-"""Building blocks every channel server shares: the outbox and the MCP side of the channel contract."""
+"""Building blocks every channel server shares: the outbox and the MCP side of the channel contract.
+
+A new channel needs only the kit: ``from shared.channelkit import define_channel, ChannelSettings``.
+"""
+
+from shared.channelkit.kit import (
+    Channel,
+    ChannelSettings,
+    Received,
+    SendFailed,
+    SendResult,
+    Unreachable,
+    channel_main,
+    define_channel,
+    serve_asgi,
+)
+from shared.events import EventLogFull
+
+__all__ = [
+    "Channel",
+    "ChannelSettings",
+    "EventLogFull",
+    "Received",
+    "SendFailed",
+    "SendResult",
+    "Unreachable",
+    "channel_main",
+    "define_channel",
+    "serve_asgi",
+]

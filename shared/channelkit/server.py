@@ -103,8 +103,11 @@ class LiveSessions:
         self._permission = permission
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        # The SDK builds a session object per request; the one of `notifications/initialized` is
+        # taken as the connection's, so each client is pushed to once. (The 2026-07-28 era has no
+        # standing push channel and no such notification: its clients pull.)
         session = ctx.session
-        if session is not None and all(s is not session for s in self._sessions):
+        if ctx.method == INITIALIZED and session is not None:
             self._sessions.append(session)
         if ctx.request_id is None and self._permission is not None and ctx.method in _REQUEST_NOTIFICATIONS:
             try:
@@ -139,6 +142,7 @@ class LiveSessions:
         return await self._broadcast([permission_verdict_notification(ns, params) for ns in NAMESPACES])
 
 
+INITIALIZED = "notifications/initialized"
 _REQUEST_NOTIFICATIONS = frozenset(permission_request_method(ns) for ns in NAMESPACES)
 
 

@@ -68,6 +68,10 @@ def write_config(
             }
         },
         "agents": [{"id": "nexo", "model": {"provider": "fake"}, "channels": ["console"], **(agent or {})}],
+        "channels": {
+            "enabled": True,
+            "approved": [{"server": name} for name in (agent or {}).get("channels", ["console"])],
+        },
         "supervision": {"initial_backoff_s": 0.05, "max_backoff_s": 0.5},
         **(extra or {}),
     }

@@ -16,10 +16,10 @@ from shared.hosting import (
     HostingError,
     HttpOptions,
     http_options_from_env,
-    is_loopback,
     parse_bind,
     serve_http,
 )
+from shared.net import is_loopback
 
 INIT = {
     "jsonrpc": "2.0",

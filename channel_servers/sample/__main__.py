@@ -1,0 +1,5 @@
+import sys
+
+from channel_servers.sample.server import main
+
+sys.exit(main())

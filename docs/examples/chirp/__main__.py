@@ -1,0 +1,5 @@
+import sys
+
+from docs.examples.chirp.server import main
+
+sys.exit(main())

@@ -1,0 +1,179 @@
+"""``nexo channel list | doctor | test``: which servers are channels and whether agents take them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import anyio
+
+from orchestrator.cli.common import EXIT_OK, EXIT_WARN, fail, load_config, print_json
+
+CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
+
+
+def add_channel_parser(sub: Any) -> None:
+    channel = sub.add_parser("channel", help="channel servers: list them, check the gate, preview a message")
+    channel_sub = channel.add_subparsers(dest="channel_command", required=True, metavar="SUBCOMMAND")
+    listing = channel_sub.add_parser(
+        "list", help="each channel server: capabilities and the agents bound to it"
+    )
+    listing.add_argument("--config", help=CONFIG_HELP)
+    listing.add_argument("--json", action="store_true")
+    doctor = channel_sub.add_parser(
+        "doctor",
+        help="per server and binding: WOULD REGISTER, SKIP (kind, reason) or NOT BOUND, with the fix",
+    )
+    doctor.add_argument("--config", help=CONFIG_HELP)
+    doctor.add_argument("--binding", metavar="AGENT", help="only this agent's binding")
+    doctor.add_argument("--json", action="store_true")
+    test = channel_sub.add_parser(
+        "test", help="the session key and the text the model would see for a message"
+    )
+    test.add_argument("server")
+    test.add_argument("--config", help=CONFIG_HELP)
+    test.add_argument("--content", default="hello from nexo channel test")
+    test.add_argument("--chat-id", default="test-chat")
+    test.add_argument("--thread-id", help="a thread within the chat (thread-scoped sessions)")
+    test.add_argument("--sender", default="test-user")
+    test.add_argument(
+        "--binding", metavar="AGENT", help="whose session scope to use (default: the first agent)"
+    )
+    test.add_argument("--json", action="store_true")
+
+
+def command_channel(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    if args.channel_command == "test":
+        return _test(args, config)
+    try:
+        probe = anyio.run(_probe, config)
+    except OSError as exc:
+        return fail(str(exc))
+    if args.channel_command == "list":
+        return _list(args, config, probe)
+    return _doctor(args, config, probe)
+
+
+async def _probe(config: Any) -> dict[str, dict[str, Any]]:
+    """Capabilities of every server: from the running daemon, else by connecting to each once."""
+    from orchestrator.control import ask, control_path
+
+    try:
+        answer = await ask(control_path(config.state_path), {"op": "channels"})
+    except (OSError, TimeoutError):
+        answer = None
+    if answer is not None and "servers" in answer:
+        servers: dict[str, dict[str, Any]] = answer["servers"]
+        return servers
+    from orchestrator.daemon import child_env
+    from orchestrator.mesh import ServerConnection
+
+    found: dict[str, dict[str, Any]] = {}
+    for name, server in config.servers.items():
+        connection = ServerConnection(name, server, config.supervision, base_env=child_env(config))
+        found[name] = await connection.describe_once()
+    return found
+
+
+def _list(args: argparse.Namespace, config: Any, probe: dict[str, dict[str, Any]]) -> int:
+    from orchestrator.intake.gate import channel_servers
+
+    caps = {name: tuple(info.get("capabilities") or ()) for name, info in probe.items()}
+    rows = []
+    for name in channel_servers(config, caps):
+        info = probe.get(name, {})
+        rows.append(
+            {
+                "server": name,
+                "connected": info.get("capabilities") is not None,
+                "capabilities": [c for c in caps.get(name, ()) if "channel" in c or "events" in c],
+                "agents": [a.id for a in config.agents if name in a.channels],
+                "outbound_tool": config.channel(name).outbound_tool_name,
+                "error": info.get("error"),
+            }
+        )
+    if args.json:
+        print_json({"channels": rows})
+        return EXIT_OK
+    if not rows:
+        print("no channel servers in the config")
+    for row in rows:
+        state = ", ".join(row["capabilities"]) or (row["error"] or "no channel capability")
+        agents = ", ".join(row["agents"]) or "no agent"
+        print(f"{row['server']:<12} {state}; outbound {row['outbound_tool']}; bound to {agents}")
+    return EXIT_OK
+
+
+def _doctor(args: argparse.Namespace, config: Any, probe: dict[str, dict[str, Any]]) -> int:
+    from orchestrator.intake.gate import channel_servers, evaluate
+    from shared.settings import ConfigError
+
+    try:
+        agents = [config.agent(args.binding)] if args.binding else list(config.agents)
+    except ConfigError as exc:
+        return fail(str(exc))
+    caps: dict[str, tuple[str, ...] | None] = {
+        name: (tuple(info["capabilities"]) if info.get("capabilities") is not None else None)
+        for name, info in probe.items()
+    }
+    results = [
+        evaluate(config, agent, server, caps.get(server), probe.get(server, {}).get("server_name"))
+        for agent in agents
+        for server in channel_servers(config, caps)
+    ]
+    if args.json:
+        print_json(
+            {
+                "results": [
+                    {
+                        "server": r.server,
+                        "agent": r.agent,
+                        "verdict": r.verdict,
+                        "kind": r.kind,
+                        "reason": r.reason,
+                        "fix": r.fix,
+                    }
+                    for r in results
+                ]
+            }
+        )
+    else:
+        for result in results:
+            print(result.line())
+        if not results:
+            print("no channel servers in the config", file=sys.stderr)
+    skipped = [r for r in results if r.verdict == "skip"]
+    return EXIT_WARN if skipped or not results else EXIT_OK
+
+
+def _test(args: argparse.Namespace, config: Any) -> int:
+    from shared.protocol.channel import normalize_inbound, render_channel, session_key
+    from shared.settings import ConfigError
+
+    if args.server not in config.servers:
+        return fail(f"no server named {args.server!r}; use one of: {', '.join(sorted(config.servers))}")
+    try:
+        agent = config.agent(args.binding)
+    except ConfigError as exc:
+        return fail(str(exc))
+    meta: dict[str, object] = {"chat_id": args.chat_id, "user_id": args.sender, "message_id": "test-1"}
+    if args.thread_id:
+        meta["thread_id"] = args.thread_id
+    params = normalize_inbound(args.content, meta)
+    key = session_key(args.server, params.meta, agent.session_scope)
+    rendered = render_channel(args.server, params.content, params.meta)
+    if args.json:
+        print_json({"session_key": key, "scope": agent.session_scope, "rendered": rendered})
+    else:
+        print(f"session key ({agent.session_scope} scope for {agent.id}): {key}")
+        print(rendered)
+    return EXIT_OK if args.server in agent.channels else _unbound(args.server, agent.id)
+
+
+def _unbound(server: str, agent: str) -> int:
+    print(
+        f"note: agent {agent!r} is not bound to {server!r}; its messages would not reach it", file=sys.stderr
+    )
+    return EXIT_WARN

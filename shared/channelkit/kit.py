@@ -1,0 +1,443 @@
+"""The channel kit: a new channel server is only "how to receive" and "how to send".
+
+``define_channel`` builds the whole MCP server around two callables the author writes:
+
+- ``receive(channel)`` runs for the server's lifetime and hands each platform message to
+  ``await channel.inbound(content, meta, dedupe_key)``, which stores it durably (deduped), pushes it
+  to live MCP sessions and says whether it was new;
+- ``send(chat_id, text, reply_to)`` delivers one message and returns the platform's message id, or
+  raises :class:`Unreachable` (keep it queued; ``channel.flush(chat_id)`` retries) or
+  :class:`SendFailed` (the platform refused it for good).
+
+The kit owns the SQLite file (event log and outbox), the outbound tool with its outbox state machine
+(pending -> sending -> sent | uncertain | failed), ``recover()`` at start, the permission relay when
+the author passes ``prompt``, and ``main()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import anyio
+from anyio.abc import TaskStatus
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, Field
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+from starlette.types import ASGIApp
+
+from shared.channelkit.outbox import OUTBOX_MIGRATIONS, Outbox, OutboxEntry, OutboxStatus
+from shared.channelkit.server import LiveSessions, make_channel_server
+from shared.db import Database
+from shared.events import EVENTS_MIGRATIONS, EventLog
+from shared.hosting import server_main
+from shared.protocol.channel import (
+    PermissionRequestParams,
+    PermissionVerdictParams,
+    normalize_inbound,
+    parse_permission_reply,
+)
+
+logger = logging.getLogger("nexo.channel")
+
+MESSAGE_KIND: Final = "message"
+VERDICT_KIND: Final = "permission_verdict"
+DEFAULT_STATE_DIR = Path("~/.local/state/nexo")
+OUTBOUND = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
+)
+
+Send = Callable[[str, str, str | None], Awaitable[str]]
+"""(chat_id, text, reply_to) -> the platform's id of the delivered message."""
+Receive = Callable[["Channel"], Coroutine[Any, Any, None]]
+"""Runs for the server's lifetime (it may also return early); a crash stops the server."""
+Prompt = Callable[[PermissionRequestParams], Awaitable[int]]
+"""Show a permission prompt to the operator; returns how many places showed it (0: nobody saw it)."""
+
+
+class Unreachable(Exception):
+    """The recipient cannot be reached now (offline, socket closed): the message stays queued."""
+
+
+class SendFailed(Exception):
+    """The platform refused the message for good (unknown chat, too long): it is recorded as failed."""
+
+
+class _SharedStateDir(PydanticBaseSettingsSource):
+    """``NEXO_STATE_DIR`` (what the orchestrator passes every child) below ``NEXO_<NAME>_STATE_DIR``."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        value = os.environ.get("NEXO_STATE_DIR")
+        return {"state_dir": value} if value else {}
+
+
+class ChannelSettings(BaseSettings):
+    """What every channel reads; subclass it with ``env_prefix="NEXO_<NAME>_"`` and add your own."""
+
+    state_dir: Path = DEFAULT_STATE_DIR
+    db_path: Path | None = None
+    """Default ``<state_dir>/<name>/<name>.db``."""
+    max_pending: int = Field(1000, ge=1)
+    """Unacknowledged inbound messages kept before ``inbound`` raises EventLogFull."""
+    approval_ttl_s: float = Field(600.0, gt=0, le=600)
+    """How long a relayed permission prompt stays answerable from the chat."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _SharedStateDir(settings_cls)
+
+    def channel_dir(self, name: str) -> Path:
+        return self.state_dir.expanduser() / name
+
+    def database(self, name: str) -> Path:
+        return (self.db_path or self.channel_dir(name) / f"{name}.db").expanduser()
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    kind: Literal["message", "permission_verdict"]
+    seq: int
+    new: bool
+    """False when the dedupe key (or the answered prompt) was seen before: nothing was stored."""
+
+
+class SendResult(BaseModel):
+    status: Literal["sent", "queued", "duplicate"]
+    """sent; queued (the chat is unreachable now and gets it when it comes back); or duplicate
+    (this idempotency_key was used before: nothing was sent, ``state`` says how that one went)."""
+    message_id: str
+    platform_message_id: str | None
+    state: OutboxStatus
+
+
+class _OpenPrompts:
+    """Prompt ids the host asked about; only these can be answered from the chat, each once."""
+
+    def __init__(self, ttl_s: float, clock: Callable[[], float]) -> None:
+        self._ttl = ttl_s
+        self._clock = clock
+        self._open: dict[str, tuple[float, PermissionRequestParams]] = {}
+
+    def add(self, params: PermissionRequestParams) -> None:
+        self._open[params.request_id] = (self._clock() + self._ttl, params)
+
+    def _expire(self) -> None:
+        now = self._clock()
+        self._open = {key: entry for key, entry in self._open.items() if entry[0] > now}
+
+    def open(self) -> list[PermissionRequestParams]:
+        self._expire()
+        return [params for _, params in self._open.values()]
+
+    def take(self, request_id: str) -> bool:
+        self._expire()
+        return self._open.pop(request_id, None) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class _Definition:
+    name: str
+    settings: ChannelSettings
+    receive: Receive
+    send: Send
+    prompt: Prompt | None
+    wait_until_ready: bool
+    clock: Callable[[], float]
+    monotonic: Callable[[], float]
+
+
+class Channel:
+    """The running channel: the lifespan state of its server and what ``receive`` talks to."""
+
+    def __init__(self, definition: _Definition, db: Database, sessions: LiveSessions) -> None:
+        self.name = definition.name
+        self.settings = definition.settings
+        self.db = db
+        self.events = EventLog(db, max_pending=definition.settings.max_pending, clock=definition.clock)
+        self.outbox = Outbox(db, clock=definition.clock)
+        self._definition = definition
+        self._sessions = sessions
+        self._prompts = _OpenPrompts(definition.settings.approval_ttl_s, definition.monotonic)
+        self._starting: TaskStatus[None] | None = None
+
+    def ready(self) -> None:
+        """The receive side listens: with ``wait_until_ready=True`` the server starts serving only now."""
+        if self._starting is not None:
+            self._starting.started()
+            self._starting = None
+
+    async def _receive(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        self._starting = task_status
+        if not self._definition.wait_until_ready:
+            self.ready()
+        await self._definition.receive(self)
+
+    async def inbound(self, content: str, meta: Mapping[str, object], dedupe_key: str) -> Received:
+        """Store a platform message before the platform is acknowledged; raises EventLogFull when full.
+
+        With permission relay on, ``yes abcde`` / ``no abcde`` answering an open prompt is stored as
+        a verdict instead. Meta keys outside ``[A-Za-z_][A-Za-z0-9_]*`` are dropped.
+        """
+        if not dedupe_key:
+            raise ValueError("inbound() needs the platform's dedupe key (e.g. chat id + message id)")
+        reply = parse_permission_reply(content) if self._definition.prompt is not None else None
+        if reply is not None and self._prompts.take(reply.request_id):
+            verdict = PermissionVerdictParams(request_id=reply.request_id, behavior=reply.behavior)
+            appended = await self.events.append(
+                VERDICT_KIND,
+                f"{VERDICT_KIND}:{reply.request_id}",
+                verdict.model_dump(mode="json", exclude_none=True),
+            )
+            await self._sessions.push_verdict(verdict)
+            return Received(VERDICT_KIND, appended.seq, appended.created)
+        params = normalize_inbound(content, meta)
+        appended = await self.events.append(MESSAGE_KIND, dedupe_key, params.model_dump(mode="json"))
+        if appended.created:
+            await self._sessions.push_message(params)
+        return Received(MESSAGE_KIND, appended.seq, appended.created)
+
+    def open_prompts(self) -> list[PermissionRequestParams]:
+        """Prompts still answerable, e.g. to show a chat that connects after they were sent."""
+        return self._prompts.open()
+
+    async def prompt(self, params: PermissionRequestParams) -> int:
+        assert self._definition.prompt is not None
+        self._prompts.add(params)
+        return await self._definition.prompt(params)
+
+    async def recover(self) -> list[OutboxEntry]:
+        """Sends in flight when the process died become ``uncertain``: reported, never resent."""
+        interrupted = await self.outbox.recover()
+        for entry in interrupted:
+            logger.warning(
+                "%s: message %d to chat %r may not have been delivered", self.name, entry.id, entry.chat_id
+            )
+        return interrupted
+
+    async def send(
+        self, text: str, chat_id: str, reply_to: str | None, idempotency_key: str | None, notice: bool
+    ) -> SendResult:
+        """The outbound tool: one outbox entry per idempotency key, then one attempt to deliver."""
+        begun = await self.outbox.begin(
+            idempotency_key or uuid.uuid4().hex, chat_id, text, reply_to, notice=notice
+        )
+        entry = begun.entry
+        if not begun.created:
+            return SendResult(
+                status="duplicate",
+                message_id=str(entry.id),
+                platform_message_id=entry.provider_id,
+                state=entry.status,
+            )
+        state, detail = await self._attempt(entry)
+        if state == "sent":
+            return SendResult(
+                status="sent", message_id=str(entry.id), platform_message_id=detail, state=state
+            )
+        if state == "pending":
+            return SendResult(
+                status="queued", message_id=str(entry.id), platform_message_id=None, state=state
+            )
+        outcome, hint = (
+            ("was refused", "fix the chat_id or the text")
+            if state == "failed"
+            else ("may or may not have been delivered", "check whether it arrived")
+        )
+        raise ToolError(
+            f"message {entry.id} to chat {chat_id!r} {outcome} ({detail}); it is recorded as {state} "
+            f"and is never retried under the same idempotency_key: {hint}, then send again with a new "
+            "idempotency_key if it still needs to go out"
+        )
+
+    async def flush(self, chat_id: str) -> int:
+        """Deliver the queued messages of a chat that is reachable again, oldest first; returns how many."""
+        delivered = 0
+        for entry in await self.outbox.pending(chat_id):
+            # Claimed by a conditional update, so two flushes of one chat never deliver an entry twice.
+            claimed = await self.db.execute(
+                "UPDATE outbox SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'pending'",
+                (self._definition.clock(), entry.id),
+            )
+            if not claimed:
+                continue
+            state, detail = await self._attempt(entry)
+            if state == "pending":
+                break
+            if state == "sent":
+                delivered += 1
+            else:
+                logger.warning(
+                    "%s: queued message %d to chat %r is %s: %s", self.name, entry.id, chat_id, state, detail
+                )
+        return delivered
+
+    async def _attempt(self, entry: OutboxEntry) -> tuple[OutboxStatus, str]:
+        """(state, platform id or why not). A cancel leaves it ``sending``: ``recover()`` handles that."""
+        try:
+            platform_id = await self._definition.send(entry.chat_id, entry.text, entry.reply_to)
+        except Unreachable as exc:
+            await self.outbox.mark_pending(entry.id)
+            return "pending", str(exc)
+        except SendFailed as exc:
+            await self.outbox.mark_failed(entry.id, str(exc))
+            return "failed", str(exc)
+        except Exception as exc:  # the platform may have taken it: never resend blindly
+            logger.exception("%s: sending message %d failed unexpectedly", self.name, entry.id)
+            await self.db.execute(
+                "UPDATE outbox SET status = 'uncertain', error = ?, updated_at = ? WHERE id = ?",
+                (repr(exc), self._definition.clock(), entry.id),
+            )
+            return "uncertain", repr(exc)
+        await self.outbox.mark_sent(entry.id, platform_id)
+        return "sent", platform_id
+
+
+def define_channel(
+    name: str,
+    *,
+    settings: ChannelSettings,
+    receive: Receive,
+    send: Send,
+    instructions: str,
+    outbound_tool: str = "send_message",
+    prompt: Prompt | None = None,
+    wait_until_ready: bool = False,
+    clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> MCPServer[Any]:
+    """A complete channel server. Pass ``prompt`` only if the platform authenticates who replies.
+
+    With ``wait_until_ready`` the server answers nobody until ``receive`` calls ``channel.ready()``
+    (say, once its port is bound), so a receive side that cannot start fails the server's start.
+    """
+    definition = _Definition(name, settings, receive, send, prompt, wait_until_ready, clock, monotonic)
+    sessions: LiveSessions | None = None
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Channel]:
+        async with Database.open(settings.database(name), (*EVENTS_MIGRATIONS, *OUTBOX_MIGRATIONS)) as db:
+            assert sessions is not None
+            channel = Channel(definition, db, sessions)
+            await channel.recover()
+            async with anyio.create_task_group() as tg:
+                await tg.start(channel._receive)
+                try:
+                    yield channel
+                finally:
+                    tg.cancel_scope.cancel()
+
+    server, sessions = make_channel_server(
+        name,
+        instructions=instructions,
+        lifespan=lifespan,
+        get_log=lambda channel: channel.events,
+        event_kinds=(MESSAGE_KIND, VERDICT_KIND) if prompt is not None else (MESSAGE_KIND,),
+        outbound_tool=outbound_tool,
+        permission=Channel.prompt if prompt is not None else None,
+    )
+
+    async def outbound(
+        text: str,
+        chat_id: str,
+        reply_to: str | None = None,
+        idempotency_key: str | None = None,
+        notice: bool = False,
+        *,
+        ctx: Context[Channel],
+    ) -> SendResult:
+        if not chat_id.strip():
+            raise ToolError(f"chat_id {chat_id!r} is empty; pass the chat_id from the <channel ...> tag")
+        if not text.strip():
+            raise ToolError(f"text {text!r} is empty; write the message to send")
+        channel = ctx.request_context.lifespan_context
+        return await channel.send(text, chat_id, reply_to, idempotency_key, notice)
+
+    server.add_tool(
+        outbound,
+        name=outbound_tool,
+        description=(
+            f"Send a message to a {name} chat (chat_id from the <channel ...> tag). Retrying with the "
+            "same idempotency_key never sends twice; queued means it goes out when the chat is back."
+        ),
+        annotations=OUTBOUND,
+    )
+    return server
+
+
+async def serve_asgi(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    on_ready: Callable[[str, int], Awaitable[None]] | None = None,
+) -> None:
+    """Serve a receive side's web app (webhooks, a page) until cancelled, then shut down gracefully.
+
+    The socket is bound here, so a port in use fails at once and ``on_ready`` gets the real port.
+    """
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(
+            exc.errno, f"cannot listen on {host}:{port} ({exc.strerror}); is the port in use?"
+        ) from exc
+    sock.listen(128)
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
+    )
+    web = uvicorn.Server(config)
+    finished = anyio.Event()
+
+    async def run() -> None:
+        # Shielded so a cancel from outside becomes a graceful shutdown that closes every connection.
+        with anyio.CancelScope(shield=True):
+            try:
+                await web.serve(sockets=[sock])
+            finally:
+                sock.close()
+                finished.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            if on_ready is not None:
+                bound_host, bound_port = sock.getsockname()[:2]
+                await on_ready(bound_host, bound_port)
+            await finished.wait()
+        finally:
+            web.should_exit = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await finished.wait()
+
+
+def channel_main(module: str, build: Callable[[], MCPServer[Any]]) -> int:
+    """The whole ``main()`` of a channel: ``python -m MODULE [--http HOST:PORT]``."""
+    return server_main(module, build)

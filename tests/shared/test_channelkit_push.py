@@ -1,0 +1,74 @@
+"""Pushed channel notifications reach each connected client once, however many requests it made."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client import ClientExtension, NotificationBinding
+from mcp.server import MCPServer
+
+from shared.channelkit.server import LiveSessions, make_channel_server
+from shared.events import EventLog
+from shared.protocol.channel import ChannelParams, channel_method, normalize_inbound
+
+pytestmark = pytest.mark.anyio
+
+
+class Collect(ClientExtension):
+    identifier = "nexo/channel"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self.arrived = anyio.Event()
+
+    def notifications(self) -> Sequence[NotificationBinding[Any]]:
+        def binding(method: str) -> NotificationBinding[Any]:
+            async def deliver(params: ChannelParams) -> None:
+                self.seen.append((method, params.content))
+                if len(self.seen) == 2:
+                    self.arrived.set()
+
+            return NotificationBinding(method=method, params_type=ChannelParams, handler=deliver)
+
+        return [binding(channel_method("nexo")), binding(channel_method("claude"))]
+
+
+def _server() -> tuple[MCPServer[Any], LiveSessions]:
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        yield None
+
+    def no_log(_: Any) -> EventLog:
+        raise AssertionError("not used")
+
+    server, sessions = make_channel_server(
+        "pusher", instructions="", lifespan=lifespan, get_log=no_log, event_kinds=("message",)
+    )
+
+    @server.tool()
+    async def ping() -> str:
+        return "pong"
+
+    return server, sessions
+
+
+async def test_each_client_gets_one_copy_of_each_push_after_many_requests() -> None:
+    server, sessions = _server()
+    collect = Collect()
+    async with Client(server, mode="legacy", extensions=[collect]) as client:
+        for _ in range(3):
+            await client.call_tool("ping", {})
+        reached = await sessions.push_message(normalize_inbound("hello", {"chat_id": "c"}))
+        with anyio.fail_after(5):
+            await collect.arrived.wait()
+        await client.call_tool("ping", {})  # a round trip after the pushes: any extra copy has arrived
+    assert (reached, sessions.count) == (1, 1)
+    assert sorted(collect.seen) == [
+        ("notifications/claude/channel", "hello"),
+        ("notifications/nexo/channel", "hello"),
+    ]
