@@ -40,7 +40,7 @@ def measure(quick: bool) -> list[Result]:
         result.errors.append(f"baseline: {describe(exc)}")
     with scripted_model() as fake, workdir() as tmp:
         for i in range(n):
-            progress(f"cold start: nexo run with console + time servers ({i + 1}/{n})")
+            progress(f"cold start: nexo run with the default servers ({i + 1}/{n})")
             try:
                 with default_mesh(fake, tmp, f"cold-{i}") as started:
                     result.samples.append(started.elapsed_s)

@@ -58,7 +58,7 @@ def measure(quick: bool) -> list[Result]:
         result.baseline = _bare_mcp(n)
     except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
         result.errors.append(f"baseline: {describe(exc)}")
-    progress(f"memory: {n} RSS samples of nexo run and its servers (console + time)")
+    progress(f"memory: {n} RSS samples of nexo run and its servers (console, time, audit, memory)")
     with scripted_model() as fake, workdir() as tmp:
         try:
             with default_mesh(fake, tmp, "memory") as started:

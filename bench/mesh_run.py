@@ -1,4 +1,4 @@
-"""Start the default mesh (console + time servers, scripted model) as a real ``nexo run``."""
+"""Start the default mesh (console, time, audit and memory servers; scripted model) as a real ``nexo run``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.fakes.llm import FakeLLM, Reply
-from tests.mesh.harness import Orchestrator, running, write_config
+from tests.mesh.harness import Orchestrator, python_server, running, write_config
+
+DEFAULT_SERVERS = {
+    "console": "channel_servers.console",
+    "time": "servers.time",
+    "audit": "servers.audit",
+    "memory": "servers.memory",
+}
+"""The servers of the built-in defaults (orchestrator/defaults.yaml)."""
 
 READY_TIMEOUT_S = 20.0
 """How long to wait for the ready line before calling the start failed (4x the cold-start target)."""
@@ -46,7 +54,10 @@ def scripted_model() -> Iterator[FakeLLM]:
 def default_mesh(fake: FakeLLM, workdir: Path, label: str) -> Iterator[Started]:
     """``nexo run`` on a fresh state dir, timed to its ready line; stopped on exit."""
     config = write_config(
-        workdir / f"{label}.yaml", state_dir=workdir / f"state-{label}", llm_base_url=fake.openai_base_url
+        workdir / f"{label}.yaml",
+        state_dir=workdir / f"state-{label}",
+        llm_base_url=fake.openai_base_url,
+        servers={name: python_server(module) for name, module in DEFAULT_SERVERS.items()},
     )
     start = time.perf_counter()
     try:

@@ -139,6 +139,12 @@ class LocalEmbedder:
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: warnings about unused initialisers are noise
+        # A background agent lives for weeks: measured here, the default arena and full graph
+        # optimisation hold ~540 MB after a few batches; basic optimisation without the arena ~160 MB,
+        # for about 15 % more time per batch.
+        options.enable_cpu_mem_arena = False
+        options.enable_mem_pattern = False
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         try:
             session = onnxruntime.InferenceSession(
                 str(model_path), options, providers=["CPUExecutionProvider"]

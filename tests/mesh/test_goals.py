@@ -164,3 +164,30 @@ def test_bg_without_a_running_daemon_says_how_to_start_it(tmp_path: Path) -> Non
     assert result.returncode == 1
     assert "nexo is not running on" in result.stderr
     assert "start it with `nexo run`" in result.stderr
+
+
+async def test_a_background_goal_interrupted_by_a_crash_resumes_at_the_next_start(tmp_path: Path) -> None:
+    stuck = Gate("unused")
+    with FakeLLM([stuck]) as llm:
+        config = _config(tmp_path, llm.openai_base_url)
+        with running(config) as orch:
+            started = nexo("agent", "run", "--bg", "tidy the notes", "--config", str(config))
+            goal_id = started.stdout.strip()
+            assert await anyio.to_thread.run_sync(stuck.entered.wait, WAIT_S)
+            orch.process.send_signal(signal.SIGKILL)
+            orch.process.wait(WAIT_S)
+        stuck.release.set()
+    resumed: list[str] = []
+
+    def answer(request: RecordedRequest) -> ModelReply:
+        resumed.append(request.last_user_text or "")
+        return ModelReply("notes tidied")
+
+    with FakeLLM([answer]) as llm:
+        config = _config(tmp_path, llm.openai_base_url)
+        with running(config) as orch:
+            orch.wait_for_line(f"resuming bg goal {goal_id}")
+            orch.wait_for_line(f"goal {goal_id} done")
+    (goal,) = _goals(config)
+    assert resumed == ["tidy the notes"]
+    assert (goal["id"], goal["kind"], goal["status"]) == (goal_id, "bg", "done")
