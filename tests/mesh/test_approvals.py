@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 
-from orchestrator.cli.chat import ChatSession, console_socket
-from shared.protocol.console_wire import Approval, Error, Hello, Queued, Reply, Say, Verdict
+from shared.protocol.console_wire import Approval, Error, Queued, Reply, Say, Verdict
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, ScriptItem
 from tests.fakes.llm import Reply as ModelReply
+from tests.mesh.console import next_frame
+from tests.mesh.console import operator as open_operator
 from tests.mesh.harness import python_server, running, write_config
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
-WAIT_S = 30.0
 
 
 def _config(tmp_path: Path, llm_url: str, notes: Path, timeout_s: float = 600.0) -> Path:
@@ -33,23 +28,6 @@ def _config(tmp_path: Path, llm_url: str, notes: Path, timeout_s: float = 600.0)
         },
         extra={"channel_options": {"console": {"approval_timeout_s": timeout_s}}},
     )
-
-
-@asynccontextmanager
-async def _operator(state_dir: Path) -> AsyncIterator[ChatSession]:
-    stream = await anyio.connect_unix(console_socket(state_dir))
-    async with stream:
-        session = ChatSession(stream, sys.stdout, sys.stderr)
-        await session.send(Hello(chat_id="operator"))
-        yield session
-
-
-async def _next(session: ChatSession, kind: type[Any]) -> Any:
-    with anyio.fail_after(WAIT_S):
-        while True:
-            frame = await session.receive()
-            if isinstance(frame, kind):
-                return frame
 
 
 def _tool_result(request: RecordedRequest) -> tuple[str, bool]:
@@ -72,27 +50,27 @@ async def test_an_approved_call_runs_and_a_denied_one_does_not(tmp_path: Path) -
         report,
     ]
     with FakeLLM(script) as llm, running(_config(tmp_path, llm.openai_base_url, notes)):
-        async with _operator(tmp_path / "state") as operator:
+        async with open_operator(tmp_path / "state") as operator:
             await operator.send(Say(id="m1", text="note: buy milk"))
-            await _next(operator, Queued)
-            asked = await _next(operator, Approval)
+            await next_frame(operator, Queued)
+            asked = await next_frame(operator, Approval)
             assert asked.tool_name == "notes__write_note"
             assert "buy milk" in asked.input_preview
             await operator.send(Say(id="a1", text=f"yes {asked.request_id}"))
-            verdict = await _next(operator, Verdict)
+            verdict = await next_frame(operator, Verdict)
             assert (verdict.request_id, verdict.behavior) == (asked.request_id, "allow")
-            first = await _next(operator, Reply)
+            first = await next_frame(operator, Reply)
 
             await operator.send(Say(id="m2", text="note: sell the car"))
-            asked_again = await _next(operator, Approval)
+            asked_again = await next_frame(operator, Approval)
             assert asked_again.request_id != asked.request_id
             await operator.send(Say(id="a2", text=f"no {asked_again.request_id}"))
-            assert (await _next(operator, Verdict)).behavior == "deny"
-            second = await _next(operator, Reply)
+            assert (await next_frame(operator, Verdict)).behavior == "deny"
+            second = await next_frame(operator, Reply)
 
             # The id was single use: answering it again is refused by the console.
             await operator.send(Say(id="a3", text=f"yes {asked.request_id}"))
-            refused = await _next(operator, Error)
+            refused = await next_frame(operator, Error)
     assert (first.reply_to, first.text) == ("m1", 'result: {"result": "wrote 8 characters"}')
     assert notes.read_text() == "buy milk\n"
     assert second.reply_to == "m2"
@@ -114,10 +92,10 @@ async def test_an_unanswered_approval_times_out_as_a_deny(tmp_path: Path) -> Non
     with FakeLLM(script) as llm:
         config = _config(tmp_path, llm.openai_base_url, notes, timeout_s=1.0)
         with running(config):
-            async with _operator(tmp_path / "state") as operator:
+            async with open_operator(tmp_path / "state") as operator:
                 await operator.send(Say(id="m1", text="note x"))
-                await _next(operator, Approval)
-                reply = await _next(operator, Reply)
+                await next_frame(operator, Approval)
+                reply = await next_frame(operator, Reply)
     assert reply.text == "could not write it"
     content, is_error = seen[0]
     assert is_error
@@ -133,8 +111,8 @@ async def test_a_read_only_tool_runs_without_asking(tmp_path: Path) -> None:
         lambda request: ModelReply(json.loads(_tool_result(request)[0])["result"].strip()),
     ]
     with FakeLLM(script) as llm, running(_config(tmp_path, llm.openai_base_url, notes)):
-        async with _operator(tmp_path / "state") as operator:
+        async with open_operator(tmp_path / "state") as operator:
             await operator.send(Say(id="m1", text="read my notes"))
-            frame = await _next(operator, Reply | Approval)  # type: ignore[arg-type]
+            frame = await next_frame(operator, Reply | Approval)  # type: ignore[arg-type]
     assert isinstance(frame, Reply)
     assert frame.text == "old note"

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from orchestrator.cli.chat import ChatSession, console_socket
-from shared.protocol.console_wire import Hello, Reply, Say
+from orchestrator.cli.chat import ChatSession
+from shared.protocol.console_wire import Reply, Say
 from tests.fakes.llm import FakeLLM, RecordedRequest, ScriptItem
 from tests.fakes.llm import Reply as ModelReply
+from tests.mesh.console import operator as open_operator
 from tests.mesh.harness import nexo, python_server, running, write_config
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
@@ -51,15 +49,6 @@ class Gate:
         return ModelReply(self.text)
 
 
-@asynccontextmanager
-async def _operator(state_dir: Path) -> AsyncIterator[ChatSession]:
-    stream = await anyio.connect_unix(console_socket(state_dir))
-    async with stream:
-        session = ChatSession(stream, sys.stdout, sys.stderr)
-        await session.send(Hello(chat_id="operator"))
-        yield session
-
-
 async def _replies(session: ChatSession, count: int) -> list[Reply]:
     found: list[Reply] = []
     with anyio.fail_after(WAIT_S):
@@ -83,7 +72,7 @@ async def test_a_killed_orchestrator_leaves_lost_goals_whose_chat_is_told_exactl
     stuck = Gate("too late")
     script: list[ScriptItem] = [stuck]
     with FakeLLM(script) as llm, running(_config(tmp_path, llm.openai_base_url)) as orch:
-        async with _operator(tmp_path / "state") as operator:
+        async with open_operator(tmp_path / "state") as operator:
             await operator.send(Say(id="m1", text="think hard"))
             assert await anyio.to_thread.run_sync(stuck.entered.wait, WAIT_S)
         orch.process.send_signal(signal.SIGKILL)
@@ -97,7 +86,7 @@ async def test_a_killed_orchestrator_leaves_lost_goals_whose_chat_is_told_exactl
         FakeLLM([ModelReply("answered after the restart")]) as llm,
         running(_config(tmp_path, llm.openai_base_url)),
     ):
-        async with _operator(tmp_path / "state") as operator:
+        async with open_operator(tmp_path / "state") as operator:
             notice, answer = await _replies(operator, 2)
     assert notice.notice
     assert notice.text.startswith(f"[abandoned] nexo restarted while working on this (goal {lost['id']})")
@@ -115,7 +104,7 @@ async def test_sigterm_tells_each_chat_with_a_goal_in_flight_before_the_channels
 ) -> None:
     stuck = Gate("never shown")
     with FakeLLM([stuck]) as llm, running(_config(tmp_path, llm.openai_base_url)) as orch:
-        async with _operator(tmp_path / "state") as operator:
+        async with open_operator(tmp_path / "state") as operator:
             await operator.send(Say(id="m1", text="long job"))
             assert await anyio.to_thread.run_sync(stuck.entered.wait, WAIT_S)
             orch.process.send_signal(signal.SIGTERM)
