@@ -74,6 +74,22 @@ class LLMConfig(_Strict):
 class ChannelOptions(_Strict):
     outbound_tool_name: str = "send_message"
     approval_timeout_s: float = Field(600.0, gt=0, le=600)
+    rate_per_minute: float | None = Field(120.0, gt=0)
+    """Messages taken from this channel per minute (a token bucket); null takes them as they come."""
+    burst: int = Field(20, ge=1)
+    overflow: Literal["queue", "refuse"] = "queue"
+    """Over the rate: queue (messages wait in the channel server, in order) or refuse (the sender is
+    told and the message is set aside)."""
+    max_attempts: int = Field(3, ge=1, le=20)
+    """Tries before a message whose handling keeps failing becomes a dead letter (`nexo dlq`)."""
+    retry_backoff_s: float = Field(1.0, gt=0, le=300)
+    """Wait before the second try; it doubles for each further one."""
+
+
+class OperatorOptions(_Strict):
+    channel: str = "console"
+    """Where nexo tells the operator about problems (dead letters); a channel server's name."""
+    chat_id: str = "operator"
 
 
 class ApprovedChannel(_Strict):
@@ -122,6 +138,7 @@ class NexoConfig(_Strict):
     agents: list[AgentConfig] = Field(min_length=1)
     channel_options: dict[str, ChannelOptions] = Field(default_factory=dict)
     channels: ChannelsOptions = Field(default_factory=ChannelsOptions)
+    operator: OperatorOptions = Field(default_factory=OperatorOptions)
     audit: AuditOptions = Field(default_factory=AuditOptions)
     metrics: MetricsOptions = Field(default_factory=MetricsOptions)
     log_format: Literal["text", "json"] = "text"

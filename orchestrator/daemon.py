@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from orchestrator.config import NexoConfig
 from orchestrator.control import control_path, serve_control
+from orchestrator.dlq import channel_connections, dlq
 from orchestrator.goals import AuditSink, GoalTracker
 from orchestrator.goals.background import Background, UnknownAgent
 from orchestrator.intake import Intake
@@ -141,9 +142,11 @@ class Orchestrator:
             ):
                 return {"cancelled": goal_id}
             return {"error": f"no live goal {goal_id!r} in this process; see `nexo agent ps`"}
+        if op == "dlq":
+            return await dlq(channel_connections(self.mesh.connections), request)
         if op == "channels":
             return {"servers": {c.name: c.describe_live() for c in self.mesh.connections.values()}}
-        return {"error": f"unknown op {op!r}; expected submit, cancel or channels"}
+        return {"error": f"unknown op {op!r}; expected submit, cancel, channels or dlq"}
 
     async def run(self, *, on_ready: Callable[[Orchestrator], Awaitable[None]] | None = None) -> None:
         state = self.config.state_path

@@ -57,6 +57,12 @@ class Metrics:
             ["server", "direction"],
             registry=r,
         )
+        self.rate_limited = Counter(
+            "nexo_channel_rate_limited",
+            "Messages over a channel's rate, by what happened (queue, refuse).",
+            ["server", "overflow"],
+            registry=r,
+        )
         self.live_goals = Gauge("nexo_goals_live", "Goals in flight in this process.", ["kind"], registry=r)
         self.audit_queue = Gauge("nexo_audit_queue_depth", "Ledger entries waiting to be sent.", registry=r)
         self.audit_dropped = Gauge(

@@ -40,7 +40,17 @@ def _create_events(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX events_pending ON events(seq) WHERE acked_at IS NULL")
 
 
-EVENTS_MIGRATIONS: tuple[Migration, ...] = (Migration("events_0001_create", _create_events),)
+def _add_dead_letters(conn: sqlite3.Connection) -> None:
+    # A dead event is kept, out of the pull, until the operator replays or purges it.
+    conn.execute("ALTER TABLE events ADD COLUMN dead_at REAL")
+    conn.execute("ALTER TABLE events ADD COLUMN dead_reason TEXT")
+    conn.execute("CREATE INDEX events_dead ON events(seq) WHERE dead_at IS NOT NULL")
+
+
+EVENTS_MIGRATIONS: tuple[Migration, ...] = (
+    Migration("events_0001_create", _create_events),
+    Migration("events_0002_dead_letters", _add_dead_letters),
+)
 """Add these to a server's migration list to give it an event log."""
 
 
@@ -56,6 +66,18 @@ class StoredEvent:
     payload: dict[str, Any]
     created_at: float
     deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeadEvent:
+    seq: int
+    kind: str
+    dedupe_key: str
+    payload: dict[str, Any]
+    created_at: float
+    deliveries: int
+    dead_at: float
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +125,72 @@ class EventLog:
         return Appended(seq=seq, created=True)
 
     async def pending_count(self) -> int:
-        row = await self._db.fetchone("SELECT count(*) FROM events WHERE acked_at IS NULL")
+        row = await self._db.fetchone(
+            "SELECT count(*) FROM events WHERE acked_at IS NULL AND dead_at IS NULL"
+        )
         return int(row[0]) if row else 0
+
+    # -- dead letters --------------------------------------------------------------------------
+
+    async def dead_letter(self, seq: int, reason: str) -> bool:
+        """Take an unacknowledged event out of the pull; False when it is unknown or already handled."""
+        changed = await self._db.execute(
+            "UPDATE events SET dead_at = ?, dead_reason = ? "
+            "WHERE seq = ? AND acked_at IS NULL AND dead_at IS NULL",
+            (self._clock(), reason[:2000], seq),
+        )
+        return changed == 1
+
+    async def dead(self, limit: int = 100) -> list[DeadEvent]:
+        rows = await self._db.fetchall(
+            "SELECT seq, kind, dedupe_key, payload, created_at, deliveries, dead_at, dead_reason FROM events "
+            "WHERE dead_at IS NOT NULL AND acked_at IS NULL ORDER BY seq LIMIT ?",
+            (min(limit, MAX_PULL),),
+        )
+        return [
+            DeadEvent(
+                seq=int(r[0]),
+                kind=str(r[1]),
+                dedupe_key=str(r[2]),
+                payload=json.loads(r[3]),
+                created_at=float(r[4]),
+                deliveries=int(r[5]),
+                dead_at=float(r[6]),
+                reason=str(r[7] or ""),
+            )
+            for r in rows
+        ]
+
+    async def replay(self, seqs: Sequence[int]) -> int:
+        """Hand dead events out again, as new events at the end of the log (readers keep a cursor)."""
+        replayed = 0
+        async with self._db.transaction() as tx:
+            for seq in seqs:
+                row = await tx.fetchone(
+                    "SELECT kind, dedupe_key, payload, created_at FROM events "
+                    "WHERE seq = ? AND dead_at IS NOT NULL AND acked_at IS NULL",
+                    (seq,),
+                )
+                if row is None:
+                    continue
+                await tx.execute("DELETE FROM events WHERE seq = ?", (seq,))
+                await tx.insert(
+                    "INSERT INTO events(kind, dedupe_key, payload, created_at) VALUES (?, ?, ?, ?)", row
+                )
+                replayed += 1
+        if replayed:
+            self._wake()
+        return replayed
+
+    async def purge_dead(self) -> int:
+        """Drop every dead event for good (it is marked acknowledged, so its dedupe key still holds)."""
+        return await self._db.execute(
+            "UPDATE events SET acked_at = ? WHERE dead_at IS NOT NULL AND acked_at IS NULL", (self._clock(),)
+        )
 
     async def _select(self, after: int, limit: int, kinds: Sequence[str] | None) -> list[StoredEvent]:
         sql = "SELECT seq, kind, dedupe_key, payload, created_at, deliveries FROM events "
-        sql += "WHERE acked_at IS NULL AND seq > ?"
+        sql += "WHERE acked_at IS NULL AND dead_at IS NULL AND seq > ?"
         params: list[Any] = [after]
         if kinds:
             sql += f" AND kind IN ({','.join('?' * len(kinds))})"

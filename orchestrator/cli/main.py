@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_channel_parser(sub)
 
+    from orchestrator.cli.dlq import add_dlq_parser
+
+    add_dlq_parser(sub)
+
     serve = sub.add_parser("serve", help="run one built-in server alone (stdio, or HTTP with --http)")
     serve.add_argument("name", help="audit, console, memory, sample, time, webhook")
     serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP (token: NEXO_SERVER_TOKEN)")
@@ -109,6 +113,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.audit import command_audit
 
         return command_audit(args)
+    if args.command == "dlq":
+        from orchestrator.cli.dlq import command_dlq
+
+        return command_dlq(args)
     if args.command == "channel":
         from orchestrator.cli.channel import command_channel
 

@@ -16,21 +16,25 @@ from orchestrator.config import AgentConfig, NexoConfig
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
 from orchestrator.intake.gate import GateResult, evaluate
 from orchestrator.intake.outbound import ReplySender
+from orchestrator.intake.ratelimit import TokenBucket
 from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import Provider
 from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
 from orchestrator.loop.extract import extract_memories
 from orchestrator.loop.tools import render_result
-from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
+from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable, describe_error
 from orchestrator.metrics import Metrics
 from orchestrator.permissions import ApprovalBroker, OperatorGate
-from shared.protocol.audit import ChannelBody, EntryDraft, Origin
+from shared.protocol.audit import ChannelBody, EntryDraft, NoticeBody, Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
 from shared.protocol.events import (
     EVENTS_EXTENSION,
     AckParams,
     AckRequest,
     AckResult,
+    DeadLetterParams,
+    DeadLetterRequest,
+    DeadLetterResult,
     Event,
     PullParams,
     PullRequest,
@@ -87,6 +91,7 @@ class Intake:
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[tuple[str, str]] = set()
         self._push_only: dict[str, bool] = {}
+        self._buckets: dict[str, TokenBucket] = {}
         self._pushes = 0
         self._tg: TaskGroup | None = None
         self.handled = 0
@@ -171,23 +176,67 @@ class Intake:
         await self._dispatch(self.mesh[server], event)
 
     async def _dispatch(self, connection: ServerConnection, event: Event) -> None:
-        if event.kind == "permission_verdict":
-            verdict = PermissionVerdictParams.model_validate(event.payload)
-            self.broker.resolve(verdict.request_id, verdict.behavior, f"channel:{connection.name}")
-            await self._ack(connection, event)
-            return
-        if event.kind != "message":
-            logger.warning("acking unknown event kind %r from %s", event.kind, connection.name)
-            await self._ack(connection, event)
-            return
         marker = (connection.name, event.dedupe_key)
         if marker in self._in_flight:
             return
+        # Malformed or unknown events cannot succeed on a retry: set aside at once, never dropped.
+        try:
+            if event.kind == "permission_verdict":
+                verdict = PermissionVerdictParams.model_validate(event.payload)
+                self.broker.resolve(verdict.request_id, verdict.behavior, f"channel:{connection.name}")
+                await self._ack(connection, event)
+                return
+            if event.kind != "message":
+                raise ValueError(
+                    f"unknown event kind {event.kind!r} (expected message or permission_verdict)"
+                )
+            params = ChannelParams.model_validate(event.payload)
+        except ValueError as exc:
+            await self._dead_letter(connection, event, describe_error(exc), 1)
+            return
+        if not await self._within_rate(connection, event, params):
+            return
         self._in_flight.add(marker)
-        params = ChannelParams.model_validate(event.payload)
         key = session_key(connection.name, params.meta, self.agent.session_scope)
         session = self._session(key)
         await session.inbox.send((connection.name, event))
+
+    async def _within_rate(self, connection: ServerConnection, event: Event, params: ChannelParams) -> bool:
+        """Take a token for the message: wait for one (queue) or refuse it visibly (refuse)."""
+        options = self.config.channel(connection.name)
+        if options.rate_per_minute is None:
+            return True
+        bucket = self._buckets.get(connection.name)
+        if bucket is None:
+            bucket = self._buckets[connection.name] = TokenBucket(options.rate_per_minute, options.burst)
+        if bucket.take():
+            return True
+        if self.metrics is not None:
+            self.metrics.rate_limited.labels(connection.name, options.overflow).inc()
+        if options.overflow == "refuse":
+            logger.warning("rate limit of %s: message %d refused", connection.name, event.seq)
+            sender = ReplySender(connection, options.outbound_tool_name)
+            text = (
+                f"[rate limited] {connection.name} takes {options.rate_per_minute:g} messages a minute; "
+                f"this one was not handled. Send it again in {bucket.wait_s():.0f} s."
+            )
+            await self._send(
+                sender, params, text, f"ratelimit:{connection.name}:{event.dedupe_key}", notice=True
+            )
+            await self._ack(connection, event)
+            return False
+        wait = bucket.wait_s()
+        logger.warning(
+            "rate limit of %s reached: message %d waits %.1f s (messages stay queued in the channel)",
+            connection.name,
+            event.seq,
+            wait,
+        )
+        # A timer, not a poll: the bucket says exactly when the next token is there.
+        await anyio.sleep(wait)
+        while not bucket.take():  # noqa: ASYNC110 -- refill is time-based; there is no event to wait on
+            await anyio.sleep(bucket.wait_s())
+        return True
 
     def _session(self, key: str) -> _Session:
         session = self._sessions.get(key)
@@ -221,9 +270,80 @@ class Intake:
         async with inbox:
             async for server, event in inbox:
                 try:
-                    await self._answer(session, self.mesh[server], event)
+                    await self._handle(session, self.mesh[server], event)
                 finally:
                     self._in_flight.discard((server, event.dedupe_key))
+
+    async def _handle(self, session: _Session, connection: ServerConnection, event: Event) -> None:
+        """Answer, retrying a failure with backoff; one that keeps failing becomes a dead letter."""
+        options = self.config.channel(connection.name)
+        delay = options.retry_backoff_s
+        for attempt in range(1, options.max_attempts + 1):
+            try:
+                await self._answer(session, connection, event)
+                return
+            except Exception as exc:  # noqa: BLE001 -- any failure of one message must not stop its channel
+                error = describe_error(exc)
+                logger.warning(
+                    "message %s:%d failed (attempt %d of %d): %s",
+                    connection.name,
+                    event.seq,
+                    attempt,
+                    options.max_attempts,
+                    error,
+                    extra={"server": connection.name, "agent": self.agent.id},
+                )
+            if attempt < options.max_attempts:
+                await anyio.sleep(delay)
+                delay *= 2
+        await self._dead_letter(connection, event, error, options.max_attempts)
+
+    async def _dead_letter(
+        self, connection: ServerConnection, event: Event, error: str, attempts: int
+    ) -> None:
+        reason = f"failed {attempts} times; last error: {error}"
+        if event.seq != PUSHED:
+            try:
+                await connection.request(
+                    DeadLetterRequest(params=DeadLetterParams(seq=event.seq, reason=reason)),
+                    DeadLetterResult,
+                    timeout=10,
+                )
+            except Exception as exc:  # noqa: BLE001 -- it stays unacknowledged and comes back later
+                logger.error("could not set aside %s:%d: %s", connection.name, event.seq, exc)
+                return
+        where = f"{connection.name}:{event.seq}"
+        logger.error(
+            "dead letter %s: %s", where, reason, extra={"server": connection.name, "agent": self.agent.id}
+        )
+        self.sink.record(
+            EntryDraft.of(
+                NoticeBody(
+                    level="error", message=f"dead letter {where}: {reason}"[:4000], limit="max_attempts"
+                ),
+                source=f"channel:{connection.name}",
+                agent=self.agent.id,
+                subject=f"dead letter {where}",
+            )
+        )
+        await self._tell_operator(
+            f"[dead letter] a message from {connection.name} (event {event.seq}) failed {attempts} times and "
+            f"was set aside: {error[:300]}. See `nexo dlq list`; `nexo dlq replay {where}` tries it again.",
+            key=f"dlq:{where}:{event.dedupe_key}",
+        )
+
+    async def _tell_operator(self, text: str, *, key: str) -> None:
+        """A notice to the operator's channel, once per key (the outbox drops a repeat)."""
+        operator = self.config.operator
+        connection = self.mesh.get(operator.channel)
+        if connection is None:
+            return
+        sender = ReplySender(connection, self.config.channel(operator.channel).outbound_tool_name)
+        try:
+            with anyio.fail_after(30):
+                await sender.send({"chat_id": operator.chat_id}, text, idempotency_key=key, notice=True)
+        except Exception as exc:  # noqa: BLE001 -- the log and the ledger still have it
+            logger.warning("could not tell the operator (%s): %s", operator.channel, exc)
 
     async def _answer(self, session: _Session, connection: ServerConnection, event: Event) -> None:
         params = ChannelParams.model_validate(event.payload)

@@ -2,7 +2,13 @@
 
 from orchestrator.mesh.catalog import Catalog, CatalogError, CatalogTool
 from orchestrator.mesh.config import HttpServerConfig, ServerConfig, StdioServerConfig, SupervisionConfig
-from orchestrator.mesh.connection import ServerConnection, ServerSnapshot, ServerState, ServerUnavailable
+from orchestrator.mesh.connection import (
+    ServerConnection,
+    ServerSnapshot,
+    ServerState,
+    ServerUnavailable,
+    describe_error,
+)
 from orchestrator.mesh.mesh import Mesh
 
 __all__ = [
@@ -18,4 +24,5 @@ __all__ = [
     "ServerUnavailable",
     "StdioServerConfig",
     "SupervisionConfig",
+    "describe_error",
 ]

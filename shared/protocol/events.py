@@ -21,6 +21,10 @@ from shared.events import MAX_PULL, EventLog, StoredEvent
 EVENTS_EXTENSION = "nexo/events"
 PULL_METHOD = "nexo/events/pull"
 ACK_METHOD = "nexo/events/ack"
+DEAD_LETTER_METHOD = "nexo/events/dead_letter"
+DEAD_LIST_METHOD = "nexo/events/dead_list"
+REPLAY_METHOD = "nexo/events/replay"
+PURGE_DEAD_METHOD = "nexo/events/purge_dead"
 MAX_WAIT_MS = 60_000
 MAX_ACK = 1_000
 
@@ -66,6 +70,66 @@ class AckResult(types.Result):
     acked: int
 
 
+class DeadLetterParams(types.RequestParams):
+    seq: int = Field(ge=1)
+    reason: str = Field(max_length=2000)
+
+
+class DeadLetterResult(types.Result):
+    moved: bool
+
+
+class DeadListParams(types.RequestParams):
+    limit: int = Field(100, ge=1, le=MAX_PULL)
+
+
+class DeadEventModel(BaseModel):
+    seq: int
+    kind: str
+    dedupe_key: str
+    payload: dict[str, Any]
+    created_at: float
+    deliveries: int
+    dead_at: float
+    reason: str
+
+
+class DeadListResult(types.Result):
+    events: list[DeadEventModel]
+
+
+class ReplayParams(types.RequestParams):
+    seqs: list[int] = Field(min_length=1, max_length=MAX_ACK)
+
+
+class ReplayResult(types.Result):
+    replayed: int
+
+
+class PurgeDeadParams(types.RequestParams):
+    pass
+
+
+class PurgeDeadResult(types.Result):
+    purged: int
+
+
+class DeadLetterRequest(types.Request[DeadLetterParams, Literal["nexo/events/dead_letter"]]):
+    method: Literal["nexo/events/dead_letter"] = "nexo/events/dead_letter"
+
+
+class DeadListRequest(types.Request[DeadListParams, Literal["nexo/events/dead_list"]]):
+    method: Literal["nexo/events/dead_list"] = "nexo/events/dead_list"
+
+
+class ReplayRequest(types.Request[ReplayParams, Literal["nexo/events/replay"]]):
+    method: Literal["nexo/events/replay"] = "nexo/events/replay"
+
+
+class PurgeDeadRequest(types.Request[PurgeDeadParams, Literal["nexo/events/purge_dead"]]):
+    method: Literal["nexo/events/purge_dead"] = "nexo/events/purge_dead"
+
+
 class PullRequest(types.Request[PullParams, Literal["nexo/events/pull"]]):
     method: Literal["nexo/events/pull"] = "nexo/events/pull"
 
@@ -94,6 +158,10 @@ class EventsExtension(Extension):
         return (
             MethodBinding(PULL_METHOD, PullParams, self._pull),
             MethodBinding(ACK_METHOD, AckParams, self._ack),
+            MethodBinding(DEAD_LETTER_METHOD, DeadLetterParams, self._dead_letter),
+            MethodBinding(DEAD_LIST_METHOD, DeadListParams, self._dead_list),
+            MethodBinding(REPLAY_METHOD, ReplayParams, self._replay),
+            MethodBinding(PURGE_DEAD_METHOD, PurgeDeadParams, self._purge_dead),
         )
 
     async def _pull(self, ctx: ServerRequestContext[Any, Any], params: PullParams) -> PullResult:
@@ -106,6 +174,27 @@ class EventsExtension(Extension):
     async def _ack(self, ctx: ServerRequestContext[Any, Any], params: AckParams) -> AckResult:
         log = self._get_log(ctx.lifespan_context)
         return AckResult(acked=await log.ack(params.seqs))
+
+    async def _dead_letter(
+        self, ctx: ServerRequestContext[Any, Any], params: DeadLetterParams
+    ) -> DeadLetterResult:
+        log = self._get_log(ctx.lifespan_context)
+        return DeadLetterResult(moved=await log.dead_letter(params.seq, params.reason))
+
+    async def _dead_list(self, ctx: ServerRequestContext[Any, Any], params: DeadListParams) -> DeadListResult:
+        log = self._get_log(ctx.lifespan_context)
+        dead = await log.dead(params.limit)
+        return DeadListResult(events=[DeadEventModel.model_validate(e, from_attributes=True) for e in dead])
+
+    async def _replay(self, ctx: ServerRequestContext[Any, Any], params: ReplayParams) -> ReplayResult:
+        log = self._get_log(ctx.lifespan_context)
+        return ReplayResult(replayed=await log.replay(params.seqs))
+
+    async def _purge_dead(
+        self, ctx: ServerRequestContext[Any, Any], params: PurgeDeadParams
+    ) -> PurgeDeadResult:
+        log = self._get_log(ctx.lifespan_context)
+        return PurgeDeadResult(purged=await log.purge_dead())
 
 
 def experimental_events_capability(kinds: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -90,3 +90,24 @@ async def test_a_full_log_refuses_new_events_and_says_how_to_queue_more(db: Data
     with pytest.raises(EventLogFull, match="1 events are waiting for the orchestrator"):
         await log.append("message", "two", {})
     assert not (await log.append("message", "one", {})).created  # a redelivery is still recognised
+
+
+async def test_a_dead_letter_leaves_the_pull_until_replayed_at_the_end_or_purged(db: Database) -> None:
+    log = EventLog(db)
+    bad = await log.append("message", "bad", {"x": 1})
+    good = await log.append("message", "good", {})
+    assert await log.dead_letter(bad.seq, "malformed")
+    assert not await log.dead_letter(bad.seq, "twice")
+    assert [e.seq for e in await log.pull()] == [good.seq]
+    assert await log.pending_count() == 1
+    (dead,) = await log.dead()
+    assert (dead.seq, dead.dedupe_key, dead.payload, dead.reason) == (bad.seq, "bad", {"x": 1}, "malformed")
+    assert await log.replay([bad.seq, 999]) == 1
+    replayed = await log.pull(after=good.seq)
+    assert [(e.dedupe_key, e.payload) for e in replayed] == [("bad", {"x": 1})]
+    assert replayed[0].seq > good.seq
+    assert await log.replay([]) == 0
+    assert await log.dead_letter(replayed[0].seq, "again")
+    assert await log.purge_dead() == 1
+    assert await log.dead() == []
+    assert not (await log.append("message", "bad", {})).created  # purged, but its key still holds
