@@ -21,6 +21,7 @@ from orchestrator.goals.tracker import GoalTracker, TrackedGoal
 from orchestrator.intake import Intake, ReplySender
 from orchestrator.loop import GoalResult, run_goal
 from orchestrator.mesh import Mesh
+from orchestrator.tools.local import GoalContext
 from shared.protocol.audit import (
     Goal,
     GoalBootParams,
@@ -81,10 +82,8 @@ class Background:
                     provider=intake.provider,
                     system=intake.agent.system_prompt,
                     prompt=goal.prompt,
-                    catalog=self.mesh.catalog(
-                        allowed=intake.agent.allowed_tools, hidden=intake.hidden_tools()
-                    ),
-                    runner=intake.runner,
+                    catalog=intake.catalog(),
+                    runner=intake.runner.for_goal(intake.local, GoalContext(intake.agent.id, goal.id)),
                     gate=intake.gate,
                     budgets=intake.agent.budgets,
                     max_tokens=intake.agent.model.max_tokens,

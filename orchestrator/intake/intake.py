@@ -22,9 +22,11 @@ from orchestrator.llm import Provider
 from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
 from orchestrator.loop.extract import extract_memories
 from orchestrator.loop.tools import render_result
-from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable, describe_error
+from orchestrator.mesh import Catalog, Mesh, ServerConnection, ServerUnavailable, describe_error
 from orchestrator.metrics import Metrics
 from orchestrator.permissions import ApprovalBroker, OperatorGate
+from orchestrator.tools.channels import channel_tools
+from orchestrator.tools.local import GoalContext, LocalTools, local_catalog_tools
 from shared.protocol.audit import ChannelBody, EntryDraft, NoticeBody, Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
 from shared.protocol.events import (
@@ -87,6 +89,7 @@ class Intake:
         self.runner = ToolRunner(mesh, {AGENT_META_KEY: agent.id, PROVENANCE_META_KEY: "owner"})
         memory = mesh.get(agent.memory.server)
         self.sessions = SessionHistory(agent.id, agent.history_turns, memory)
+        self.local = LocalTools(channel_tools(self))
         self.gate = OperatorGate(broker, self._relays)
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[tuple[str, str]] = set()
@@ -102,6 +105,12 @@ class Intake:
             for name in self.agent.channels
             if self.mesh[name].has_capability("nexo/channel/permission")
         ]
+
+    def catalog(self) -> Catalog:
+        """The model's tools: the servers' (filtered for this agent) and the orchestrator's own."""
+        tools = local_catalog_tools(list(self.local.tools.values()))
+        base = self.mesh.catalog(allowed=self.agent.allowed_tools, hidden=self.hidden_tools())
+        return base.with_tools(tools, self.agent.allowed_tools)
 
     def hidden_tools(self) -> set[tuple[str, str]]:
         return {(name, self.config.channel(name).outbound_tool_name) for name in self.agent.channels}
@@ -351,7 +360,7 @@ class Intake:
         sender = ReplySender(connection, self.config.channel(connection.name).outbound_tool_name)
         source = f"channel:{connection.name}"
         chat_id = params.meta.get("chat_id") or "-"
-        self._marker(source, "in", chat_id, "received", params.meta.get("message_id"), len(params.content))
+        self.marker(source, "in", chat_id, "received", params.meta.get("message_id"), len(params.content))
         goal = await self.goals.start(
             agent=self.agent.id,
             kind="interactive",
@@ -384,7 +393,7 @@ class Intake:
             len(text),
             extra={"agent": self.agent.id, "goal": goal.id, "server": connection.name},
         )
-        self._marker(source, "out", chat_id, "sent", None, len(text))
+        self.marker(source, "out", chat_id, "sent", None, len(text))
         turn_id = f"{connection.name}:{event.dedupe_key}"
         await self.sessions.record(session.key, prompt, text, turn_id=turn_id)
         if result is not None and self.agent.memory.extract and result.outcome is Outcome.DONE:
@@ -409,8 +418,11 @@ class Intake:
                 provider=self.provider,
                 system=self.agent.system_prompt,
                 prompt=prompt,
-                catalog=self.mesh.catalog(allowed=self.agent.allowed_tools, hidden=self.hidden_tools()),
-                runner=self.runner,
+                catalog=self.catalog(),
+                runner=self.runner.for_goal(
+                    self.local,
+                    GoalContext(self.agent.id, goal.id, sender.connection.name, dict(params.meta)),
+                ),
                 gate=self.gate,
                 budgets=self.agent.budgets,
                 history=await self.sessions.history(session.key),
@@ -435,7 +447,7 @@ class Intake:
             await anyio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
 
-    def _marker(
+    def marker(
         self,
         source: str,
         direction: Literal["in", "out"],

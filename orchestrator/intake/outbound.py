@@ -30,9 +30,14 @@ class ReplySender:
             "idempotency_key": idempotency_key,
             "notice": notice,
         }
+        await self.call(wanted)
+
+    async def call(self, wanted: Mapping[str, Any]) -> str:
+        """Call the outbound tool with the arguments its schema takes; the result's text."""
         accepted = self._properties()
         arguments = {k: v for k, v in wanted.items() if v is not None and (k in accepted or not accepted)}
         result = await self.connection.call_tool(self.tool_name, arguments)
+        detail = " ".join(getattr(block, "text", "") for block in result.content)
         if result.is_error:
-            detail = " ".join(getattr(block, "text", "") for block in result.content)
             raise RuntimeError(f"{self.connection.name}.{self.tool_name} refused the reply: {detail}")
+        return detail

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import mcp_types as types
 
 from orchestrator.mesh import CatalogTool, Mesh, ServerUnavailable
+from orchestrator.tools.local import GoalContext, LocalToolError, LocalTools
 
 MAX_RESULT_CHARS = 32_000
 
@@ -54,11 +55,26 @@ class ToolRunner:
     input is trusted (``nexo/provenance``). Servers read these instead of trusting tool arguments.
     """
 
-    def __init__(self, mesh: Mesh, meta: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        mesh: Mesh,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        local: LocalTools | None = None,
+        context: GoalContext | None = None,
+    ) -> None:
         self._mesh = mesh
         self._meta = dict(meta or {})
+        self._local = local
+        self._context = context
+
+    def for_goal(self, local: LocalTools, context: GoalContext) -> ToolRunner:
+        """The same runner, also running the orchestrator's own tools for one goal."""
+        return ToolRunner(self._mesh, self._meta, local=local, context=context)
 
     async def run(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> ToolOutcome:
+        if not tool.server:
+            return await self._run_local(tool, arguments)
         try:
             result = await self._mesh[tool.server].call_tool(tool.name, arguments, meta=self._meta or None)
         except ServerUnavailable as exc:
@@ -66,3 +82,13 @@ class ToolRunner:
         except Exception as exc:  # noqa: BLE001 -- a protocol error is still something the model can react to
             return ToolOutcome(f"tool {tool.qualified} failed: {type(exc).__name__}: {exc}", is_error=True)
         return ToolOutcome(render_result(result), is_error=bool(result.is_error))
+
+    async def _run_local(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> ToolOutcome:
+        if self._local is None or self._context is None or tool.name not in self._local:
+            return ToolOutcome(f"tool {tool.qualified} is not available here", is_error=True)
+        try:
+            return ToolOutcome(await self._local.run(self._context, tool.name, arguments), is_error=False)
+        except LocalToolError as exc:
+            return ToolOutcome(f"{tool.qualified}: {exc}", is_error=True)
+        except Exception as exc:  # noqa: BLE001 -- e.g. a channel refusing: data the model can react to
+            return ToolOutcome(f"tool {tool.qualified} failed: {type(exc).__name__}: {exc}", is_error=True)

@@ -83,6 +83,11 @@ class Catalog:
                 seen[qualified] = entry
         return cls(seen.values())
 
+    def with_tools(self, extra: Iterable[CatalogTool], allowed: Sequence[str] = ("*",)) -> Catalog:
+        """This catalog plus ``extra`` (the orchestrator's own tools), filtered by ``allowed``."""
+        added = [t for t in extra if any(fnmatch.fnmatchcase(t.qualified, pattern) for pattern in allowed)]
+        return Catalog([*self._tools.values(), *added])
+
     def __len__(self) -> int:
         return len(self._tools)
 

@@ -62,7 +62,16 @@ def test_console_message_runs_a_tool_on_another_server_and_the_reply_arrives_onc
     assert first.last_user_text is not None
     assert first.last_user_text.startswith('<channel source="console" chat_id="operator" message_id="')
     assert first.last_user_text.endswith(">what day is it in Tokyo?</channel>")
-    assert sorted(first.tool_names) == ["time__convert", "time__now"]
+    assert sorted(first.tool_names) == [
+        "channel_list",
+        "channel_send",
+        "channel_status",
+        "notify_channel",
+        "notify_origin",
+        "send_user_message",
+        "time__convert",
+        "time__now",
+    ]
 
 
 def test_http_server_with_a_bearer_token_serves_the_mesh(tmp_path: Path) -> None:

@@ -1,0 +1,120 @@
+"""The orchestrator's own channel tools, called by the model in a real mesh."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shared.protocol.console_wire import Approval, Reply, Say
+from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, ScriptItem
+from tests.fakes.llm import Reply as ModelReply
+from tests.mesh.console import next_frame, operator
+from tests.mesh.harness import nexo, running, write_config
+
+pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
+
+
+def _last_result(request: RecordedRequest) -> tuple[str, bool]:
+    *_, (_, content, is_error) = request.tool_results
+    return content, is_error
+
+
+async def test_the_model_lists_channels_notifies_the_origin_and_messages_the_operator(tmp_path: Path) -> None:
+    results: list[tuple[str, bool]] = []
+
+    def then(item: ScriptItem) -> ScriptItem:
+        def step(request: RecordedRequest) -> object:
+            results.append(_last_result(request))
+            return item
+
+        return step  # type: ignore[return-value]
+
+    script: list[ScriptItem] = [
+        CallTool("notify_origin", {"content": "working on it"}),
+        then(CallTool("channel_list", {})),
+        then(CallTool("channel_send", {"server": "nosuch", "content": "x"})),
+        then(CallTool("send_user_message", {"content": "fyi: all good", "status": "proactive"})),
+        then(
+            CallTool(
+                "channel_send", {"server": "console", "content": "to bob", "arguments": {"chat_id": "bob"}}
+            )
+        ),
+        then(ModelReply("done")),
+    ]
+    with FakeLLM(script) as llm:
+        config = write_config(
+            tmp_path / "agents.yaml", state_dir=tmp_path / "state", llm_base_url=llm.openai_base_url
+        )
+        with running(config):
+            async with (
+                operator(tmp_path / "state") as session,
+                operator(tmp_path / "state", chat_id="bob") as bob,
+            ):
+                await session.send(Say(id="m1", text="check things"))
+                progress = await next_frame(session, Reply)
+                # channel_send can reach anyone: it asks, even when it will turn out to be invalid.
+                first_ask = await next_frame(session, Approval)
+                await session.send(Say(id="a1", text=f"yes {first_ask.request_id}"))
+                to_operator = await next_frame(session, Reply)
+                asked = await next_frame(session, Approval)
+                await session.send(Say(id="a2", text=f"yes {asked.request_id}"))
+                final = await next_frame(session, Reply)
+                to_bob = await next_frame(bob, Reply)
+    assert (progress.notice, progress.text) == (True, "working on it")
+    assert results[0] == ("notice sent to the chat this goal came from (console)", False)
+    listed, listed_error = results[1]
+    assert not listed_error
+    assert json.loads(listed) == {
+        "channels": [{"server": "console", "state": "ready", "taking_messages": True}]
+    }
+    assert results[2][1]
+    assert "no channel 'nosuch' for this agent; use one of: console" in results[2][0]
+    assert (to_operator.notice, to_operator.text) == (False, "fyi: all good")
+    assert asked.tool_name == "channel_send"
+    assert results[4][0].startswith("sent through console: ")
+    assert (to_bob.text, final.text, final.reply_to) == ("to bob", "done", "m1")
+
+
+async def test_bad_channel_tool_calls_come_back_as_errors_that_name_the_fix(tmp_path: Path) -> None:
+    calls = [
+        CallTool("notify_origin", {"content": "hi"}),
+        CallTool("send_user_message", {"content": "hi", "status": "urgent"}),
+        CallTool("channel_status", {"server": "console"}),  # three failures in a row would end the goal
+        CallTool("send_user_message", {"content": "   "}),
+    ]
+    results: list[tuple[str, bool]] = []
+
+    def record_then(item: ScriptItem) -> ScriptItem:
+        def step(request: RecordedRequest) -> object:
+            results.append(_last_result(request))
+            return item
+
+        return step  # type: ignore[return-value]
+
+    script: list[ScriptItem] = [calls[0], *(record_then(c) for c in calls[1:]), record_then(ModelReply("ok"))]
+    with FakeLLM(script) as llm:
+        config = write_config(
+            tmp_path / "agents.yaml", state_dir=tmp_path / "state", llm_base_url=llm.openai_base_url
+        )
+        with running(config) as orch:
+            started = nexo("agent", "run", "--bg", "poke the tools", "--config", str(config))
+            assert started.returncode == 0, started.stderr
+            orch.wait_for_line("goal ended: done")
+    assert results[0] == (
+        "notify_origin: this goal did not come from a chat; use send_user_message to reach the operator",
+        True,
+    )
+    assert results[1] == ("send_user_message: status must be 'normal' or 'proactive'; got 'urgent'", True)
+    assert results[3] == ("send_user_message: content must be non-empty text; got '   '", True)
+    status, is_error = results[2]
+    assert not is_error
+    assert json.loads(status) == {
+        "server": "console",
+        "state": "ready",
+        "last_error": None,
+        "taking_messages": True,
+        "gate": "open",
+        "outbound_tool": "send_message",
+    }
