@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ class _Pending:
     behavior: Literal["allow", "deny"] = "deny"
     answered_by: str = ""
     asked_at: float = field(default_factory=time.monotonic)
+    asked: set[str] = field(default_factory=set)
+    """The channel sources (``channel:<server>``) the prompt went to: only they may answer."""
 
 
 class ApprovalBroker:
@@ -49,6 +52,8 @@ class ApprovalBroker:
         self._pending: dict[str, _Pending] = {}
         self._sink = sink
         self._agent = agent
+        self._nonce = secrets.token_hex(8)
+        self._used: set[str] = set()
 
     def _record(self, body: ApprovalRequestedBody | ApprovalAnsweredBody) -> None:
         if self._sink is not None:
@@ -57,11 +62,14 @@ class ApprovalBroker:
             )
 
     def _new_id(self, call_id: str) -> str:
-        request_id = request_id_for(call_id)
+        # Salted per process: a model's call ids repeat after a restart, request ids must not, so an
+        # answer typed for a prompt of the previous process can never approve a new one.
+        request_id = request_id_for(f"{self._nonce}:{call_id}")
         salt = 0
-        while request_id in self._pending:
+        while request_id in self._pending or request_id in self._used:
             salt += 1
-            request_id = request_id_for(f"{call_id}#{salt}")
+            request_id = request_id_for(f"{self._nonce}:{call_id}#{salt}")
+        self._used.add(request_id)
         return request_id
 
     async def ask(
@@ -82,6 +90,8 @@ class ApprovalBroker:
         try:
             delivered = 0
             for relay in relays:
+                # Marked before the request: a quick answer may arrive before the request returns.
+                pending.asked.add(f"channel:{relay.name}")
                 try:
                     accepted = await relay.request(
                         PermissionRequestCall(params=params),
@@ -91,6 +101,7 @@ class ApprovalBroker:
                     delivered += accepted.delivered
                 except Exception as exc:  # noqa: BLE001 -- one unreachable relay must not block the others
                     logger.warning("approval %s not relayed to %s: %s", pending.request_id, relay.name, exc)
+                    pending.asked.discard(f"channel:{relay.name}")
             self._record(
                 ApprovalRequestedBody(
                     request_id=pending.request_id,
@@ -140,6 +151,15 @@ class ApprovalBroker:
         pending = self._pending.get(request_id)
         if pending is None or pending.done.is_set():
             logger.info("ignoring verdict for %s from %s: not pending", request_id, source)
+            return False
+        if source not in pending.asked:
+            # A verdict from a channel the prompt never went to (another binding): not an answer.
+            logger.warning(
+                "ignoring verdict for %s from %s: the prompt went only to %s",
+                request_id,
+                source,
+                ", ".join(sorted(pending.asked)) or "nobody",
+            )
             return False
         pending.behavior = behavior
         pending.answered_by = source

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,29 @@ async def test_a_read_only_tool_runs_without_asking(tmp_path: Path) -> None:
             frame = await next_frame(operator, Reply | Approval)  # type: ignore[arg-type]
     assert isinstance(frame, Reply)
     assert frame.text == "old note"
+
+
+async def test_a_restart_while_waiting_is_a_deny_and_the_old_id_never_approves_the_new_prompt(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    first = FakeLLM([CallTool("notes__write_note", {"text": "first try"})])
+    with first as llm, running(_config(tmp_path, llm.openai_base_url, notes)) as orch:
+        async with open_operator(tmp_path / "state") as operator:
+            await operator.send(Say(id="m1", text="note it"))
+            old = await next_frame(operator, Approval)
+        orch.process.send_signal(signal.SIGKILL)
+        orch.process.wait(30)
+    assert not notes.exists()
+    script: list[ScriptItem] = [CallTool("notes__write_note", {"text": "first try"}), ModelReply("written")]
+    with FakeLLM(script) as llm, running(_config(tmp_path, llm.openai_base_url, notes)):
+        async with open_operator(tmp_path / "state") as operator:
+            new = await next_frame(operator, Approval)  # the unacknowledged message is asked about again
+            await operator.send(Say(id="a-old", text=f"yes {old.request_id}"))
+            refused = await next_frame(operator, Error)
+            await operator.send(Say(id="a-new", text=f"yes {new.request_id}"))
+            reply = await next_frame(operator, Reply)
+    assert new.request_id != old.request_id
+    assert refused.message == f"no pending approval {old.request_id!r} (answered or expired)"
+    assert (reply.reply_to, reply.text) == ("m1", "written")
+    assert notes.read_text() == "first try\n"

@@ -1,0 +1,101 @@
+"""The approval broker: first answer wins, only from where it asked, single use, timeout is deny."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+import pytest
+
+from orchestrator.mesh import CatalogTool, ServerConnection
+from orchestrator.permissions import ApprovalBroker
+from shared.channelkit.server import PermissionRequestAccepted
+
+pytestmark = pytest.mark.anyio
+TOOL = CatalogTool("notes", "write", "notes__write", "Write a note", {}, read_only=False, destructive=False)
+
+
+@dataclass
+class Relay:
+    """A channel server as the broker sees it: it shows the prompt on ``screens`` chats."""
+
+    name: str
+    screens: int = 1
+    fail: bool = False
+    asked: list[str] = field(default_factory=list)
+    shown: anyio.Event = field(default_factory=anyio.Event)
+
+    async def request(self, request: Any, result_type: type, *, timeout: float) -> PermissionRequestAccepted:
+        if self.fail:
+            raise ConnectionError("gone")
+        self.asked.append(request.params.request_id)
+        self.shown.set()
+        return PermissionRequestAccepted(delivered=self.screens)
+
+
+def _relays(*relays: Relay) -> list[ServerConnection]:
+    return cast(list[ServerConnection], list(relays))
+
+
+async def _ask_and_answer(
+    broker: ApprovalBroker, relays: list[Relay], *answers: tuple[str, str]
+) -> tuple[Any, list[bool]]:
+    results: list[bool] = []
+    decision: list[Any] = []
+
+    async def ask() -> None:
+        decision.append(await broker.ask(TOOL, {"text": "x"}, "call-1", _relays(*relays)))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            await relays[0].shown.wait()
+            request_id = relays[0].asked[0]
+            for behavior, source in answers:
+                results.append(broker.resolve(request_id, behavior, source))  # type: ignore[arg-type]
+    return decision[0], results
+
+
+async def test_the_first_answer_wins_and_the_id_is_single_use() -> None:
+    broker = ApprovalBroker(timeout_s=5)
+    decision, results = await _ask_and_answer(
+        broker, [Relay("console"), Relay("phone")], ("allow", "channel:phone"), ("deny", "channel:console")
+    )
+    assert (decision.allowed, decision.reason) == (True, "approved by channel:phone")
+    assert results == [True, False]
+    assert broker.open_requests == []
+
+
+async def test_an_answer_from_a_channel_that_was_not_asked_does_not_count() -> None:
+    broker = ApprovalBroker(timeout_s=5)
+    decision, results = await _ask_and_answer(
+        broker, [Relay("console")], ("allow", "channel:stranger"), ("deny", "channel:console")
+    )
+    assert results == [False, True]
+    assert not decision.allowed
+    assert "the operator denied notes__write" in decision.reason
+
+
+async def test_an_unreachable_relay_cannot_answer_and_nobody_to_ask_is_a_deny() -> None:
+    broker = ApprovalBroker(timeout_s=5)
+    decision, results = await _ask_and_answer(
+        broker,
+        [Relay("console"), Relay("down", fail=True)],
+        ("allow", "channel:down"),
+        ("allow", "channel:console"),
+    )
+    assert results == [False, True]
+    assert decision.allowed
+    alone = await broker.ask(TOOL, {}, "call-2", _relays(Relay("empty", screens=0)))
+    assert (alone.allowed, alone.reason) == (
+        False,
+        "notes__write needs approval and no operator is connected (open `nexo chat`)",
+    )
+
+
+async def test_no_answer_before_the_timeout_is_a_deny() -> None:
+    broker = ApprovalBroker(timeout_s=0.05)
+    decision = await broker.ask(TOOL, {}, "call-3", _relays(Relay("console")))
+    assert (decision.allowed, decision.reason) == (False, "no answer within 0.05s: treated as deny")
+    assert not broker.resolve("zzzzz", "allow", "channel:console")
