@@ -23,6 +23,10 @@ OnSay = Callable[["ChatClient", Say], Awaitable[None]]
 OnHello = Callable[["ChatClient"], Awaitable[None]]
 
 
+SEND_TIMEOUT_S = 5.0
+"""How long a chat may leave a frame unread before it is disconnected."""
+
+
 class ConsoleInUse(Exception):
     """Another console server already listens on this socket."""
 
@@ -34,10 +38,16 @@ class ChatClient:
         self._lock = anyio.Lock()
 
     async def send(self, frame: BaseModel) -> bool:
+        """False when the chat is gone or stopped reading (e.g. suspended): it is then disconnected,
+        so one stuck terminal never holds up replies to the others; what it missed stays queued."""
         try:
-            async with self._lock:
-                await self.stream.send(encode(frame))
+            with anyio.fail_after(SEND_TIMEOUT_S):
+                async with self._lock:
+                    await self.stream.send(encode(frame))
             return True
+        except TimeoutError:
+            await self.stream.aclose()
+            return False
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             return False
 
@@ -87,7 +97,12 @@ class Hub:
             while True:
                 try:
                     line = await reader.receive_until(b"\n", MAX_FRAME_BYTES)
-                except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError):
+                except (
+                    anyio.IncompleteRead,
+                    anyio.EndOfStream,
+                    anyio.BrokenResourceError,
+                    anyio.ClosedResourceError,  # closed by send() because the chat stopped reading
+                ):
                     return
                 except anyio.DelimiterNotFound:
                     await client.send(Error(message=f"frame larger than {MAX_FRAME_BYTES} bytes"))

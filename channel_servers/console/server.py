@@ -73,8 +73,12 @@ class Console:
                         reply_to=entry.reply_to,
                         notice=entry.notice,
                     )
+                    # sending first: dying between the write and the mark must not show it twice.
+                    await store.outbox.mark_sending(entry.id)
                     if await client.send(frame):
                         await store.outbox.mark_sent(entry.id, f"console-{entry.id}")
+                    else:
+                        await store.outbox.mark_pending(entry.id)
                 for prompt in approvals.open():
                     await client.send(prompt)
 

@@ -9,6 +9,8 @@ thread, one batch at a time, so the event loop stays free and the cores are not 
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import logging
 import os
 import time
@@ -61,6 +63,15 @@ class _Model:
     tokenizer: Any  # tokenizers.Tokenizer
 
 
+def _return_memory_to_the_system() -> None:
+    """glibc keeps freed heap pages; malloc_trim hands them back (elsewhere this is a no-op)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    libc.malloc_trim(0)
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions), loaded on first use or by `start()`."""
 
@@ -83,6 +94,7 @@ class LocalEmbedder:
         self._tokenizer_path = tokenizer_path
         self._max_tokens = max_tokens
         self._model: _Model | None = None
+        self._last_used = time.monotonic()
         self._loading = anyio.Lock()
         # One batch at a time: each already uses every thread ONNX Runtime was given.
         self._limiter = anyio.CapacityLimiter(1)
@@ -97,12 +109,26 @@ class LocalEmbedder:
         # ONNX Runtime frees the session with its last reference; a later embed() loads it again.
         self._model = None
 
+    async def release_if_idle(self, idle_s: float) -> bool:
+        """Free the model when unused for ``idle_s`` seconds (never while a batch runs); True if freed."""
+        async with self._loading:
+            if self._model is None or self._limiter.borrowed_tokens:
+                return False
+            if time.monotonic() - self._last_used < idle_s:
+                return False
+            self._model = None
+        gc.collect()
+        _return_memory_to_the_system()
+        logger.info("embedding model %s unloaded after %.0f s idle", self.model_id, idle_s)
+        return True
+
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         listed = check_texts(texts)
         out = np.empty((len(listed), self.dim), dtype=np.float32)
         if not listed:
             return out
         model = await self._loaded()
+        self._last_used = time.monotonic()
         # Texts of similar length share a batch, so little compute goes to padding.
         order = sorted(range(len(listed)), key=lambda i: len(listed[i]))
         for first in range(0, len(order), self.batch_size):

@@ -68,6 +68,9 @@ class EmbeddingSettings(BaseModel):
     """Retries of a remote request after HTTP 408/429/5xx or a network error."""
     threads: int | None = Field(default=None, ge=1)
     """ONNX Runtime threads of the local model; by default the CPUs available to this process, at most 4."""
+    idle_unload_s: float = Field(default=600.0, ge=0)
+    """The local model's memory (~150 MB) is freed after this many seconds without use, and at start
+    once it has loaded successfully; the next embedding loads it again (~0.3 s). 0 keeps it loaded."""
 
     @model_validator(mode="after")
     def _fits_provider(self) -> EmbeddingSettings:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import anyio
@@ -100,11 +100,26 @@ async def open_service(
                 await active.aclose()
             raise
         try:
-            yield service
+            async with anyio.create_task_group() as tg:
+                release = getattr(active, "release_if_idle", None)
+                idle_s = settings.embedding.idle_unload_s
+                if owned and release is not None and idle_s > 0:
+                    await release(0.0)  # it loaded fine at start; keep nothing resident until needed
+                    tg.start_soon(_unload_when_idle, release, idle_s)
+                try:
+                    yield service
+                finally:
+                    tg.cancel_scope.cancel()
         finally:
             if owned:
                 with anyio.CancelScope(shield=True):
                     await active.aclose()
+
+
+async def _unload_when_idle(release: Callable[[float], Awaitable[bool]], idle_s: float) -> None:
+    while True:
+        await anyio.sleep(idle_s / 2)
+        await release(idle_s)
 
 
 async def _service(

@@ -128,6 +128,10 @@ class Outbox:
     async def mark_sent(self, entry_id: int, provider_id: str) -> None:
         await self._set(entry_id, "sent", provider_id, None)
 
+    async def mark_sending(self, entry_id: int) -> None:
+        """Just before handing a queued entry to the platform: a crash now makes it uncertain."""
+        await self._set(entry_id, "sending", None, None)
+
     async def mark_pending(self, entry_id: int) -> None:
         await self._set(entry_id, "pending", None, None)
 

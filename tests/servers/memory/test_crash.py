@@ -88,7 +88,8 @@ class Wire:
 def server(state: Path) -> Iterator[Wire]:
     process = subprocess.Popen(
         [sys.executable, "-m", "servers.memory"],
-        env={**os.environ, **server_env(state)},
+        # The model stays loaded: each round should spend its time writing, not loading the model.
+        env={**os.environ, **server_env(state, NEXO_MEMORY_EMBEDDING__IDLE_UNLOAD_S="0")},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

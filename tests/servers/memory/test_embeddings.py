@@ -530,3 +530,15 @@ def test_settings_that_do_not_fit_the_provider_are_refused(fields: dict[str, Any
 def test_unknown_settings_are_refused() -> None:
     with pytest.raises(pydantic.ValidationError, match="Extra inputs are not permitted"):
         EmbeddingSettings(provider="local", model_name="x")  # type: ignore[call-arg]
+
+
+async def test_an_idle_local_model_is_freed_and_loads_again_on_the_next_embedding() -> None:
+    embedder = LocalEmbedder(threads=1)
+    assert not await embedder.release_if_idle(0.0)  # nothing loaded yet
+    before = await embedder.embed(["the garden needs water"])
+    assert not await embedder.release_if_idle(3600.0)  # used just now
+    assert await embedder.release_if_idle(0.0)
+    assert not await embedder.release_if_idle(0.0)
+    after = await embedder.embed(["the garden needs water"])
+    assert np.allclose(before, after, atol=1e-6)
+    await embedder.aclose()

@@ -1,0 +1,105 @@
+"""Channel chaos: 1,000 console messages while the orchestrator is SIGKILLed 20 times and restarted.
+
+Every message must end up answered exactly once, or, when the kill landed while its reply was in
+flight, recorded as ``uncertain`` and never shown again; none may be lost or left unacknowledged.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.llm import FakeLLM
+from tests.mesh.chaos_support import (
+    SENTINEL,
+    ChaosDriver,
+    Tally,
+    answer,
+    echo_model,
+    event_key,
+    message_ids,
+    plan,
+    read_events,
+    read_outbox,
+    reply_key,
+)
+from tests.mesh.harness import python_server, write_config
+
+pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
+
+SEED = 20_261_107
+MESSAGES = 1_000
+KILLS = 20
+WINDOW = 16
+"""The largest burst of messages; the next burst goes out once at most WINDOW // 4 are unanswered."""
+
+
+def _summary(tally: Tally, statuses: Counter[str], shown_uncertain: int, redelivered: int) -> str:
+    return (
+        f"{MESSAGES} messages, {tally.kills} kills: {statuses['sent']} sent, "
+        f"{statuses['uncertain']} uncertain ({shown_uncertain} of them reached the chat before the kill); "
+        f"{redelivered} events redelivered, "
+        f"{tally.resent} messages said again after a reconnect ({tally.duplicate_acks} already stored), "
+        f"{tally.late_connects} reconnects after the new orchestrator had answered; "
+        f"epochs {min(tally.epoch_seconds):.1f}-{max(tally.epoch_seconds):.1f} s, "
+        f"total {sum(tally.epoch_seconds):.1f} s"
+    )
+
+
+@pytest.mark.timeout(300)
+async def test_every_message_is_answered_once_or_reported_uncertain_across_twenty_sigkills(
+    tmp_path: Path,
+) -> None:
+    ids = message_ids(MESSAGES)
+    state = tmp_path / "state"
+    with FakeLLM(default=echo_model) as llm:
+        config = write_config(
+            tmp_path / "agents.yaml",
+            state_dir=state,
+            llm_base_url=llm.openai_base_url,
+            servers={"console": python_server("channel_servers.console")},
+            agent={"history_turns": 0},
+            # The rate limit has its own tests; here it would only stretch the run.
+            extra={"channel_options": {"console": {"rate_per_minute": None}}},
+        )
+        # Burst sizes are drawn as the run goes, so they get their own generator: the plan stays fixed.
+        driver = ChaosDriver(config, state, ids, window=WINDOW, bursts=random.Random(SEED + 1))
+        tally = await driver.run(plan(random.Random(SEED), MESSAGES, KILLS, WINDOW), time.monotonic)
+
+    database = state / "console" / "console.db"
+    outbox = {row.idempotency_key: row for row in read_outbox(database)}
+    events = {row.dedupe_key: row for row in read_events(database)}
+    received = Counter(reply.message_id for reply in tally.replies)
+    drained = outbox.pop(reply_key(SENTINEL))
+    events.pop(event_key(SENTINEL))
+    statuses: Counter[str] = Counter(row.status for row in outbox.values())
+    shown_uncertain = sum(1 for row in outbox.values() if row.status == "uncertain" and received[str(row.id)])
+    redelivered = sum(1 for row in events.values() if row.deliveries > 1)
+    summary = _summary(tally, statuses, shown_uncertain, redelivered)
+    print(summary)
+
+    assert (tally.kills, received[str(drained.id)]) == (KILLS, 1), summary
+    assert redelivered > 0, f"no kill interrupted a message in progress: {summary}"
+    # Nothing lost: each message is stored once and acknowledged by the orchestrator.
+    assert {key: (row.kind, row.acked, row.dead) for key, row in events.items()} == {
+        event_key(i): ("message", True, False) for i in ids
+    }, summary
+    # One outbox entry per message (no notices, no strays), finished as sent and shown exactly once,
+    # or uncertain (interrupted in flight) and shown at most once: the console never resends it.
+    assert set(outbox) == {reply_key(i) for i in ids}, summary
+    assert {row.reply_to: (row.text, row.notice) for row in outbox.values()} == {
+        i: (answer(i), False) for i in ids
+    }, summary
+    fates = {row.reply_to: (row.status, received[str(row.id)]) for row in outbox.values()}
+    allowed = {("sent", 1), ("uncertain", 0), ("uncertain", 1)}
+    assert {i: fate for i, fate in fates.items() if fate not in allowed} == {}, summary
+    # Every frame the chat got is one of those entries, and no answer text came twice.
+    by_id = {str(row.id): (row.text, row.reply_to, False) for row in [*outbox.values(), drained]}
+    strays = [r for r in tally.replies if by_id.get(r.message_id) != (r.text, r.reply_to, r.notice)]
+    assert strays == [], summary
+    repeated = [text for text, n in Counter(reply.text for reply in tally.replies).items() if n > 1]
+    assert repeated == [], summary
