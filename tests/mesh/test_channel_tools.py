@@ -21,15 +21,21 @@ def _last_result(request: RecordedRequest) -> tuple[str, bool]:
     return content, is_error
 
 
+def _recording(results: list[tuple[str, bool]], item: ScriptItem) -> ScriptItem:
+    """The model's next step, after noting the result of its previous tool call."""
+
+    def step(request: RecordedRequest) -> object:
+        results.append(_last_result(request))
+        return item
+
+    return step  # type: ignore[return-value]
+
+
 async def test_the_model_lists_channels_notifies_the_origin_and_messages_the_operator(tmp_path: Path) -> None:
     results: list[tuple[str, bool]] = []
 
     def then(item: ScriptItem) -> ScriptItem:
-        def step(request: RecordedRequest) -> object:
-            results.append(_last_result(request))
-            return item
-
-        return step  # type: ignore[return-value]
+        return _recording(results, item)
 
     script: list[ScriptItem] = [
         CallTool("notify_origin", {"content": "working on it"}),
@@ -87,11 +93,7 @@ async def test_bad_channel_tool_calls_come_back_as_errors_that_name_the_fix(tmp_
     results: list[tuple[str, bool]] = []
 
     def record_then(item: ScriptItem) -> ScriptItem:
-        def step(request: RecordedRequest) -> object:
-            results.append(_last_result(request))
-            return item
-
-        return step  # type: ignore[return-value]
+        return _recording(results, item)
 
     script: list[ScriptItem] = [calls[0], *(record_then(c) for c in calls[1:]), record_then(ModelReply("ok"))]
     with FakeLLM(script) as llm:
