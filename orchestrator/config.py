@@ -84,6 +84,9 @@ class ChannelOptions(_Strict):
     """Tries before a message whose handling keeps failing becomes a dead letter (`nexo dlq`)."""
     retry_backoff_s: float = Field(1.0, gt=0, le=300)
     """Wait before the second try; it doubles for each further one."""
+    approvers: list[str] | None = None
+    """Sender ids (the platform's stable user ids) whose answers to approval prompts count on this
+    channel; null: anyone the channel authenticates (the console: the operator)."""
 
 
 class OperatorOptions(_Strict):

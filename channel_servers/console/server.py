@@ -25,6 +25,7 @@ from shared.protocol.channel import (
     PermissionVerdictParams,
     normalize_inbound,
     parse_permission_reply,
+    verdict_event,
 )
 from shared.protocol.console_wire import Approval, Error, Queued, Reply, Say, Verdict, Welcome
 
@@ -105,8 +106,9 @@ class Console:
                 )
                 return
             verdict = PermissionVerdictParams(request_id=reply.request_id, behavior=reply.behavior)
+            # The console's socket is the operator's own (mode 0600): whoever answers is the operator.
             await store.events.append(
-                VERDICT_KIND, f"verdict:{reply.request_id}", verdict.model_dump(mode="json")
+                VERDICT_KIND, f"verdict:{reply.request_id}", verdict_event(verdict, "operator")
             )
             await client.send(Verdict(request_id=reply.request_id, behavior=reply.behavior))
             if self.sessions is not None:

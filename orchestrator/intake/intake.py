@@ -192,7 +192,12 @@ class Intake:
         try:
             if event.kind == "permission_verdict":
                 verdict = PermissionVerdictParams.model_validate(event.payload)
-                self.broker.resolve(verdict.request_id, verdict.behavior, f"channel:{connection.name}")
+                sender = event.payload.get("sender")
+                approvers = self.config.channel(connection.name).approvers
+                if approvers is not None and sender not in approvers:
+                    self._refuse_verdict(connection.name, verdict.request_id, sender)
+                else:
+                    self.broker.resolve(verdict.request_id, verdict.behavior, f"channel:{connection.name}")
                 await self._ack(connection, event)
                 return
             if event.kind != "message":
@@ -209,6 +214,18 @@ class Intake:
         key = session_key(connection.name, params.meta, self.agent.session_scope)
         session = self._session(key)
         await session.inbox.send((connection.name, event))
+
+    def _refuse_verdict(self, server: str, request_id: str, sender: object) -> None:
+        message = f"approval answer for {request_id} from {sender!r} on {server} refused: not an approver"
+        logger.warning(message, extra={"server": server, "agent": self.agent.id})
+        self.sink.record(
+            EntryDraft.of(
+                NoticeBody(level="warning", message=message[:4000]),
+                source=f"channel:{server}",
+                agent=self.agent.id,
+                subject=f"refused answer {request_id}",
+            )
+        )
 
     async def _within_rate(self, connection: ServerConnection, event: Event, params: ChannelParams) -> bool:
         """Take a token for the message: wait for one (queue) or refuse it visibly (refuse)."""

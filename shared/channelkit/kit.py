@@ -48,6 +48,7 @@ from shared.protocol.channel import (
     PermissionVerdictParams,
     normalize_inbound,
     parse_permission_reply,
+    verdict_event,
 )
 
 logger = logging.getLogger("nexo.channel")
@@ -205,10 +206,11 @@ class Channel:
         reply = parse_permission_reply(content) if self._definition.prompt is not None else None
         if reply is not None and self._prompts.take(reply.request_id):
             verdict = PermissionVerdictParams(request_id=reply.request_id, behavior=reply.behavior)
+            sender = meta.get("user_id") or meta.get("sender")
             appended = await self.events.append(
                 VERDICT_KIND,
                 f"{VERDICT_KIND}:{reply.request_id}",
-                verdict.model_dump(mode="json", exclude_none=True),
+                verdict_event(verdict, str(sender) if sender is not None else None),
             )
             await self._sessions.push_verdict(verdict)
             return Received(VERDICT_KIND, appended.seq, appended.created)

@@ -116,6 +116,16 @@ class PermissionVerdictParams(_WireParams):
     behavior: Literal["allow", "deny"]
 
 
+def verdict_event(verdict: PermissionVerdictParams, sender: str | None) -> dict[str, Any]:
+    """A verdict as a channel server stores it for the orchestrator: the contract's fields plus who
+    answered (the platform's stable sender id), so the orchestrator can hold it to the binding's
+    approvers. The pushed notification keeps the contract's two fields only."""
+    payload: dict[str, Any] = verdict.model_dump(mode="json", exclude_none=True)
+    if sender:
+        payload["sender"] = sender
+    return payload
+
+
 class NexoChannelNotification(types.Notification[ChannelParams, Literal["notifications/nexo/channel"]]):
     method: Literal["notifications/nexo/channel"] = "notifications/nexo/channel"
 

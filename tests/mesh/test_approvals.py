@@ -143,3 +143,40 @@ async def test_a_restart_while_waiting_is_a_deny_and_the_old_id_never_approves_t
     assert refused.message == f"no pending approval {old.request_id!r} (answered or expired)"
     assert (reply.reply_to, reply.text) == ("m1", "written")
     assert notes.read_text() == "first try\n"
+
+
+async def test_an_answer_from_a_sender_who_is_not_an_approver_of_the_channel_does_not_count(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    seen: list[tuple[str, bool]] = []
+
+    def report(request: RecordedRequest) -> ModelReply:
+        seen.append(_tool_result(request))
+        return ModelReply("not written")
+
+    with FakeLLM([CallTool("notes__write_note", {"text": "x"}), report]) as llm:
+        config = write_config(
+            tmp_path / "agents.yaml",
+            state_dir=tmp_path / "state",
+            llm_base_url=llm.openai_base_url,
+            servers={
+                "console": python_server("channel_servers.console"),
+                "notes": python_server("tests.fakes.notes_server", env={"NOTES_FILE": str(notes)}),
+            },
+            extra={"channel_options": {"console": {"approval_timeout_s": 2, "approvers": ["alice"]}}},
+        )
+        with running(config) as orch:
+            async with open_operator(tmp_path / "state") as operator:
+                await operator.send(Say(id="m1", text="note x"))
+                asked = await next_frame(operator, Approval)
+                await operator.send(Say(id="a1", text=f"yes {asked.request_id}"))
+                reply = await next_frame(operator, Reply)
+            log = orch.log()
+    assert (
+        f"approval answer for {asked.request_id} from 'operator' on console refused: not an approver" in log
+    )
+    assert reply.text == "not written"
+    assert seen[0][1]
+    assert "no answer within 2s" in seen[0][0]
+    assert not notes.exists()

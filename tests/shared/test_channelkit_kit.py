@@ -506,7 +506,7 @@ async def test_a_permission_prompt_and_its_answer_travel_the_whole_relay(tmp_pat
             PermissionRequestCall(params=PROMPT.model_dump(by_alias=True)), PermissionRequestAccepted
         )
         shown = platform.live.open_prompts()
-        answered = await platform.live.inbound("yes kmpqr", {"chat_id": "c1"}, "c1:m9")
+        answered = await platform.live.inbound("yes kmpqr", {"chat_id": "c1", "user_id": "u42"}, "c1:m9")
         await pushed.wait_for("notifications/claude/channel/permission")
         pulled = await pull(client)
         notified = pushed.distinct()
@@ -516,7 +516,11 @@ async def test_a_permission_prompt_and_its_answer_travel_the_whole_relay(tmp_pat
     assert (platform.prompts, shown, left) == ([PROMPT], [PROMPT], [])
     assert answered == Received(kind="permission_verdict", seq=1, new=True)
     assert [(e.kind, e.dedupe_key, e.payload) for e in pulled.events] == [
-        ("permission_verdict", "permission_verdict:kmpqr", {"request_id": "kmpqr", "behavior": "allow"})
+        (
+            "permission_verdict",
+            "permission_verdict:kmpqr",
+            {"request_id": "kmpqr", "behavior": "allow", "sender": "u42"},  # who answered, for approvers
+        )
     ]
     verdict = PermissionVerdictParams(request_id="kmpqr", behavior="allow").model_dump_json()
     assert notified == {
