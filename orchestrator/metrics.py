@@ -7,7 +7,6 @@ tools from the catalog, outcome words), never message content or goal ids.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,29 +119,22 @@ async def serve_metrics(
     task_status: anyio.abc.TaskStatus[tuple[str, int]] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """``GET /metrics`` in the Prometheus text format until cancelled; ``refresh()`` updates gauges."""
-    import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import Route
+
+    # Only when metrics are on: hosting brings the MCP server package with it.
+    from shared.hosting import listen, serve_asgi
 
     async def scrape(_: Request) -> Response:
         refresh()
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     app = Starlette(routes=[Route("/metrics", scrape, methods=["GET"])])
-    # Bind here so a taken port is an OSError naming it, not an exit from inside uvicorn.
-    sock = socket.create_server((host, port))
-    bound = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: server.serve(sockets=[sock]))
-        task_status.started((str(bound[0]), int(bound[1])))
-        try:
-            await anyio.sleep_forever()
-        finally:
-            server.should_exit = True
-            sock.close()
+    async with serve_asgi(app, listen(host, port)) as bound:
+        task_status.started(bound)
+        await anyio.sleep_forever()
 
 
 def server_gauges(metrics: Metrics, snapshots: Mapping[str, tuple[bool, int]]) -> None:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
+import signal
+import socket
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from mcp.server import MCPServer
@@ -172,6 +175,83 @@ def build_http_app(
     return app
 
 
+class ListenError(OSError):
+    """A listener cannot bind; ``reason`` is the system's word for why (e.g. address in use)."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        self.reason = cause.strerror or str(cause)
+        super().__init__(cause.errno, f"cannot listen on {host}:{port} ({self.reason}); is the port in use?")
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """Bind and listen now: a port in use is an OSError naming it, and port 0 tells the real port.
+
+    Listening before the server runs also means a client arriving early waits instead of failing.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ListenError(host, port, exc) from exc
+    sock.setblocking(False)
+    return sock
+
+
+@asynccontextmanager
+async def serve_asgi(
+    app: ASGIApp, sock: socket.socket, *, lifespan: Literal["on", "off"] = "off", server_header: bool = True
+) -> AsyncIterator[tuple[str, int]]:
+    """Serve ``app`` on a listening ``sock`` (see :func:`listen`) while the block runs; yields the
+    bound host and port. On exit, or when cancelled, new connections are refused and requests in
+    flight get up to 5 s to finish. Signals stay with the hosting process (uvicorn's own capture is
+    switched off), so one process can embed several servers and still drain on SIGTERM itself.
+
+    The one place every HTTP listener of nexo goes through: MCP over HTTP, a channel's web side,
+    webhooks, metrics.
+    """
+    import uvicorn
+
+    class Embedded(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        server_header=server_header,
+        lifespan=lifespan,
+        timeout_graceful_shutdown=5,
+    )
+    server = Embedded(config)
+    finished = anyio.Event()
+
+    async def run() -> None:
+        # Shielded so a cancel from outside becomes a graceful shutdown that closes every connection.
+        with anyio.CancelScope(shield=True):
+            try:
+                await server.serve(sockets=[sock])
+            finally:
+                sock.close()
+                finished.set()
+
+    host, port = sock.getsockname()[:2]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            yield str(host), int(port)
+        finally:
+            server.should_exit = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await finished.wait()
+
+
 async def serve_http(
     server: MCPServer[Any],
     options: HttpOptions,
@@ -180,45 +260,16 @@ async def serve_http(
     on_ready: Callable[[str, int], Awaitable[None]] | None = None,
 ) -> None:
     """Serve until cancelled. ``on_ready`` receives the bound host and port (useful with port 0)."""
-    import uvicorn
-
     app = build_http_app(server, options, status)
-    config = uvicorn.Config(
-        app,
-        host=options.host,
-        port=options.port,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=5,
-    )
-    uv = uvicorn.Server(config)
-    finished = anyio.Event()
-
-    async def serve() -> None:
-        # Shielded so a cancel from outside becomes a graceful shutdown that closes every connection.
-        with anyio.CancelScope(shield=True):
-            try:
-                await uv.serve()
-            finally:
-                finished.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(serve)
-        try:
-            while not uv.started:
-                if finished.is_set():
-                    raise HostingError(f"could not bind {options.host}:{options.port}; is the port in use?")
-                await anyio.sleep(0.01)
-            host, port = uv.servers[0].sockets[0].getsockname()[:2]
-            logger.info("serving %s over HTTP at http://%s:%s%s", server.name, host, port, MCP_PATH)
-            if on_ready is not None:
-                await on_ready(host, port)
-            await anyio.sleep_forever()
-        finally:
-            uv.should_exit = True
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await finished.wait()
+    try:
+        sock = listen(options.host, options.port)
+    except OSError as exc:
+        raise HostingError(f"could not bind {options.host}:{options.port}; is the port in use?") from exc
+    async with serve_asgi(app, sock, lifespan="on") as (host, port):
+        logger.info("serving %s over HTTP at http://%s:%s%s", server.name, host, port, MCP_PATH)
+        if on_ready is not None:
+            await on_ready(host, port)
+        await anyio.sleep_forever()
 
 
 async def serve_stdio(server: MCPServer[Any]) -> None:
@@ -242,8 +293,23 @@ def run(
         anyio.run(serve_stdio, server)
     else:
         http.check()
-        with contextlib.suppress(KeyboardInterrupt):
-            anyio.run(lambda: serve_http(server, http, status=status))
+        anyio.run(_serve_until_signalled, server, http, status)
+
+
+async def _serve_until_signalled(
+    server: MCPServer[Any], http: HttpOptions, status: ServerStatus | None
+) -> None:
+    """SIGTERM or SIGINT ends the server gracefully (requests in flight finish), exit status 0."""
+    async with anyio.create_task_group() as tg:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(stop_on_signal)
+        await serve_http(server, http, status=status)
 
 
 def _read_secret_file(path: Path) -> str:

@@ -15,16 +15,13 @@ import contextlib
 import json
 import logging
 import math
-import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qsl
 
-import anyio
-import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -34,6 +31,7 @@ from starlette.types import ASGIApp
 
 from channel_servers.webhook.sources import Source, find_first
 from channel_servers.webhook.verify import Refused, body_digest
+from shared.hosting import ListenError, listen, serve_asgi
 
 logger = logging.getLogger("nexo.webhook")
 
@@ -224,31 +222,6 @@ class ListenerError(Exception):
     """The webhook listener cannot bind; the message says how to fix it."""
 
 
-class _EmbeddedServer(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # The process's signals belong to whoever hosts the MCP server; the lifespan stops us.
-        yield
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        # Listening now means a sender arriving before uvicorn has started waits instead of failing.
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise ListenerError(
-            f"cannot listen for webhooks on {host}:{port}: {exc.strerror}; "
-            "free the port or choose another with NEXO_WEBHOOK_PORT (and NEXO_WEBHOOK_HOST)"
-        ) from None
-    sock.setblocking(False)
-    return sock
-
-
 def base_url(address: tuple[Any, ...]) -> str:
     """``http://host:port`` for a socket address (IPv6 hosts in brackets)."""
     host, port = address[:2]
@@ -257,31 +230,19 @@ def base_url(address: tuple[Any, ...]) -> str:
 
 @asynccontextmanager
 async def serve(app: ASGIApp, host: str, port: int) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn on ``host:port`` (0: any free port); yields the base URL.
+    """Serve ``app`` on ``host:port`` (0: any free port); yields the base URL.
 
     On exit the listener stops taking connections and lets requests in progress finish, so every
     accepted webhook is answered before the caller closes the store behind it.
     """
-    sock = _bind(host, port)
-    url = base_url(sock.getsockname())
-    config = uvicorn.Config(
-        app,
-        lifespan="off",
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=5,
-    )
-    server = _EmbeddedServer(config)
-
-    async def run() -> None:
-        with anyio.CancelScope(shield=True):
-            await server.serve(sockets=[sock])
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
+    try:
+        sock = listen(host, port)
+    except ListenError as exc:
+        raise ListenerError(
+            f"cannot listen for webhooks on {host}:{port}: {exc.reason}; "
+            "free the port or choose another with NEXO_WEBHOOK_PORT (and NEXO_WEBHOOK_HOST)"
+        ) from None
+    async with serve_asgi(app, sock, server_header=False) as address:
+        url = base_url(address)
         logger.info("listening for webhooks at %s", url)
-        try:
-            yield url
-        finally:
-            server.should_exit = True
+        yield url

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
@@ -38,6 +37,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from starlette.types import ASGIApp
 
+from shared import hosting
 from shared.channelkit.outbox import OUTBOX_MIGRATIONS, Outbox, OutboxEntry, OutboxStatus
 from shared.channelkit.server import LiveSessions, make_channel_server
 from shared.db import Database
@@ -397,47 +397,12 @@ async def serve_asgi(
 ) -> None:
     """Serve a receive side's web app (webhooks, a page) until cancelled, then shut down gracefully.
 
-    The socket is bound here, so a port in use fails at once and ``on_ready`` gets the real port.
+    The socket is bound first, so a port in use fails at once and ``on_ready`` gets the real port.
     """
-    import uvicorn
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise OSError(
-            exc.errno, f"cannot listen on {host}:{port} ({exc.strerror}); is the port in use?"
-        ) from exc
-    sock.listen(128)
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=5
-    )
-    web = uvicorn.Server(config)
-    finished = anyio.Event()
-
-    async def run() -> None:
-        # Shielded so a cancel from outside becomes a graceful shutdown that closes every connection.
-        with anyio.CancelScope(shield=True):
-            try:
-                await web.serve(sockets=[sock])
-            finally:
-                sock.close()
-                finished.set()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        try:
-            if on_ready is not None:
-                bound_host, bound_port = sock.getsockname()[:2]
-                await on_ready(bound_host, bound_port)
-            await finished.wait()
-        finally:
-            web.should_exit = True
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await finished.wait()
+    async with hosting.serve_asgi(app, hosting.listen(host, port)) as (bound_host, bound_port):
+        if on_ready is not None:
+            await on_ready(bound_host, bound_port)
+        await anyio.sleep_forever()
 
 
 def channel_main(module: str, build: Callable[[], MCPServer[Any]]) -> int:
