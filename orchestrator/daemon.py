@@ -60,7 +60,7 @@ class Orchestrator:
         self.metrics_address: tuple[str, int] | None = None
         self.sink = AuditSink(audit)
         self.goals = GoalTracker(audit, metrics=self.metrics)
-        self.background = Background(self.mesh, self.goals, self.sink, {})
+        self.background = Background(config, self.mesh, self.goals, self.sink, {})
 
     def status(self) -> dict[str, Any]:
         return {

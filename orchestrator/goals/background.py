@@ -15,10 +15,12 @@ import logging
 import anyio
 from anyio.abc import TaskGroup
 
+from orchestrator.config import NexoConfig
 from orchestrator.goals.observer import LedgerObserver
 from orchestrator.goals.sink import AuditSink
 from orchestrator.goals.tracker import GoalTracker, TrackedGoal
-from orchestrator.intake import Intake, ReplySender
+from orchestrator.intake import Intake
+from orchestrator.intake.outbound import notify
 from orchestrator.loop import GoalResult, run_goal
 from orchestrator.mesh import Mesh
 from orchestrator.tools.local import GoalContext
@@ -48,7 +50,15 @@ class UnknownAgent(Exception):
 
 
 class Background:
-    def __init__(self, mesh: Mesh, tracker: GoalTracker, sink: AuditSink, intakes: dict[str, Intake]) -> None:
+    def __init__(
+        self,
+        config: NexoConfig,
+        mesh: Mesh,
+        tracker: GoalTracker,
+        sink: AuditSink,
+        intakes: dict[str, Intake],
+    ) -> None:
+        self.config = config
         self.mesh = mesh
         self.tracker = tracker
         self.sink = sink
@@ -141,16 +151,11 @@ class Background:
         if not origin.source.startswith("channel:") or origin.chat_id is None:
             return True
         server = origin.source.removeprefix("channel:")
-        connection = self.mesh.get(server)
-        if connection is None:
-            return True
-        intake = next((i for i in self.intakes.values() if server in i.agent.channels), None)
-        tool = intake.config.channel(server).outbound_tool_name if intake is not None else "send_message"
+        if self.mesh.get(server) is None:
+            return True  # that channel is no longer configured: nobody to tell
         try:
             with anyio.fail_after(NOTICE_TIMEOUT_S * 5):
-                await ReplySender(connection, tool).send(
-                    {"chat_id": origin.chat_id}, text, idempotency_key=key, notice=True
-                )
+                await notify(self.mesh, self.config, server, origin.chat_id, text, key=key)
         except Exception as exc:  # noqa: BLE001 -- retried at the next boot (not marked as told)
             logger.warning("could not tell %s about %s: %s", origin.source, key, exc)
             return False

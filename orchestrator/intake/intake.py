@@ -15,7 +15,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from orchestrator.config import AgentConfig, NexoConfig
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
 from orchestrator.intake.gate import GateResult, evaluate
-from orchestrator.intake.outbound import ReplySender
+from orchestrator.intake.outbound import ReplySender, notify
 from orchestrator.intake.ratelimit import TokenBucket
 from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import Provider
@@ -361,13 +361,9 @@ class Intake:
     async def _tell_operator(self, text: str, *, key: str) -> None:
         """A notice to the operator's channel, once per key (the outbox drops a repeat)."""
         operator = self.config.operator
-        connection = self.mesh.get(operator.channel)
-        if connection is None:
-            return
-        sender = ReplySender(connection, self.config.channel(operator.channel).outbound_tool_name)
         try:
             with anyio.fail_after(30):
-                await sender.send({"chat_id": operator.chat_id}, text, idempotency_key=key, notice=True)
+                await notify(self.mesh, self.config, operator.channel, operator.chat_id, text, key=key)
         except Exception as exc:  # noqa: BLE001 -- the log and the ledger still have it
             logger.warning("could not tell the operator (%s): %s", operator.channel, exc)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.mesh import ServerConnection
+from orchestrator.config import NexoConfig
+from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
 
 
 class ReplySender:
@@ -41,3 +42,26 @@ class ReplySender:
         if result.is_error:
             raise RuntimeError(f"{self.connection.name}.{self.tool_name} refused the reply: {detail}")
         return detail
+
+
+async def notify(
+    mesh: Mesh,
+    config: NexoConfig,
+    server: str,
+    chat_id: str,
+    text: str,
+    *,
+    key: str,
+    notice: bool = True,
+) -> None:
+    """One message to one chat through a channel's configured outbound tool, once per ``key``.
+
+    The one path for everything nexo says on its own (operator notices, boot and shutdown notices,
+    the model's notify tools). Raises ServerUnavailable when the channel is not configured, and
+    whatever the send raises; callers decide whether that is a log line or a tool error.
+    """
+    connection = mesh.get(server)
+    if connection is None:
+        raise ServerUnavailable(f"no channel server {server!r} is configured")
+    sender = ReplySender(connection, config.channel(server).outbound_tool_name)
+    await sender.send({"chat_id": chat_id}, text, idempotency_key=key, notice=notice)

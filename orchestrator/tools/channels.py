@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.intake.gate import channel_servers
-from orchestrator.intake.outbound import ReplySender
+from orchestrator.intake.outbound import ReplySender, notify
 from orchestrator.tools.local import GoalContext, LocalTool, LocalToolError
 from shared.protocol.channel import MAX_CONTENT_CHARS
 
@@ -97,6 +97,10 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
         intake.marker(f"channel:{server}", "out", str(extra.get("chat_id", "-")), "sent", None, len(content))
         return f"sent through {server}: {detail}"
 
+    async def say(server: str, chat_id: str, content: str, key: str, status: str, *, notice: bool) -> None:
+        await notify(mesh, config, server, chat_id, content, key=key, notice=notice)
+        intake.marker(f"channel:{server}", "out", chat_id or "-", status, None, len(content))
+
     async def notify_channel(context: GoalContext, arguments: Mapping[str, Any]) -> str:
         server = bound_server(arguments)
         content = _content(arguments)
@@ -104,8 +108,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
         if not isinstance(chat_id, str) or not chat_id:
             raise LocalToolError(f"chat_id must name a chat on {server}; got {chat_id!r}")
         key = _key(context, "notify_channel", server, chat_id, content)
-        await sender(server).send({"chat_id": chat_id}, content, idempotency_key=key, notice=True)
-        intake.marker(f"channel:{server}", "out", chat_id, "notice", None, len(content))
+        await say(server, chat_id, content, key, "notice", notice=True)
         return f"notice sent to {chat_id} on {server}"
 
     async def notify_origin(context: GoalContext, arguments: Mapping[str, Any]) -> str:
@@ -115,11 +118,8 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
                 "this goal did not come from a chat; use send_user_message to reach the operator"
             )
         key = _key(context, "notify_origin", content)
-        meta = {"chat_id": context.origin_meta.get("chat_id", "")}
-        await sender(context.origin_server).send(meta, content, idempotency_key=key, notice=True)
-        intake.marker(
-            f"channel:{context.origin_server}", "out", meta["chat_id"] or "-", "notice", None, len(content)
-        )
+        chat_id = context.origin_meta.get("chat_id", "")
+        await say(context.origin_server, chat_id, content, key, "notice", notice=True)
         return f"notice sent to the chat this goal came from ({context.origin_server})"
 
     async def send_user_message(context: GoalContext, arguments: Mapping[str, Any]) -> str:
@@ -133,8 +133,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
                 f"the operator's channel {operator.channel!r} is not configured (operator.channel)"
             )
         key = _key(context, "send_user_message", content)
-        await sender(operator.channel).send({"chat_id": operator.chat_id}, content, idempotency_key=key)
-        intake.marker(f"channel:{operator.channel}", "out", operator.chat_id, status, None, len(content))
+        await say(operator.channel, operator.chat_id, content, key, status, notice=False)
         return f"sent to the operator on {operator.channel}"
 
     server_param = {
