@@ -1,0 +1,5 @@
+import sys
+
+from servers.pairing.server import main
+
+sys.exit(main())
