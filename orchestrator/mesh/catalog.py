@@ -6,13 +6,18 @@ import fnmatch
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
+
+from shared.protocol.policy import PATH_ARGS_META_KEY, SHELL_META_KEY, Classification, classification_of
 
 SEPARATOR = "__"
 MAX_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+Tier = Literal["safe", "notify", "confirm"]
+"""How a call is gated: safe runs unasked, notify runs and tells the operator, confirm asks first."""
 
 
 class CatalogError(Exception):
@@ -28,6 +33,22 @@ class CatalogTool:
     input_schema: dict[str, Any]
     read_only: bool
     destructive: bool
+    classification: Classification | None = None
+    """What kind of action the tool is; None (unclassified) always asks unless the operator decides."""
+    shell: bool = False
+    """The ``command`` argument is a shell command line, inspected by the permission policy."""
+    path_args: tuple[str, ...] = ()
+    """Argument names that are file-system paths, resolved by the permission policy."""
+    tier: Tier | None = None
+    """A tier the orchestrator fixes for its own tools; never read from a server."""
+
+    def __post_init__(self) -> None:
+        if self.classification is None:
+            # A shell can do anything; read-only annotations are the one hint trusted without a declaration.
+            derived: Classification | None = (
+                "dangerous" if self.shell else "read_only" if self.read_only else None
+            )
+            object.__setattr__(self, "classification", derived)
 
 
 def qualify(server: str, tool: str) -> str:
@@ -42,6 +63,17 @@ def _read_only(tool: types.Tool) -> bool:
 def _destructive(tool: types.Tool) -> bool:
     # The MCP default for destructiveHint is true; only an explicit false clears it.
     return not (tool.annotations and tool.annotations.destructive_hint is False)
+
+
+def _shell(tool: types.Tool) -> bool:
+    return (tool.meta or {}).get(SHELL_META_KEY) is True
+
+
+def _path_args(tool: types.Tool) -> tuple[str, ...]:
+    names = (tool.meta or {}).get(PATH_ARGS_META_KEY)
+    if not isinstance(names, list):
+        return ()
+    return tuple(name for name in names if isinstance(name, str) and name)
 
 
 class Catalog:
@@ -72,6 +104,9 @@ class Catalog:
                     input_schema=dict(tool.input_schema),
                     read_only=_read_only(tool),
                     destructive=_destructive(tool),
+                    classification=classification_of(tool.meta),
+                    shell=_shell(tool),
+                    path_args=_path_args(tool),
                 )
                 if qualified in seen:
                     other = seen[qualified]

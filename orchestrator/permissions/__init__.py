@@ -1,6 +1,32 @@
-"""Approvals: the interim gate (read-only tools run, everything else asks the operator)."""
+"""Permissions: the policy deciding each tool call, auto-approve, and approvals relayed to the operator."""
 
 from orchestrator.permissions.approvals import ApprovalBroker, call_hash
-from orchestrator.permissions.gate import OperatorGate
+from orchestrator.permissions.autoapprove import AutoDecision, auto_approve
+from orchestrator.permissions.commands import destructive_reason, edits_in_place, is_read_only_command
+from orchestrator.permissions.gate import Approver, Notify, OperatorGate, PolicyGate
+from orchestrator.permissions.policy import (
+    PermissionPolicy,
+    PolicyDecision,
+    PolicyEngine,
+    RateLimit,
+    TierTable,
+)
 
-__all__ = ["ApprovalBroker", "OperatorGate", "call_hash"]
+__all__ = [
+    "ApprovalBroker",
+    "Approver",
+    "AutoDecision",
+    "Notify",
+    "OperatorGate",
+    "PermissionPolicy",
+    "PolicyDecision",
+    "PolicyEngine",
+    "PolicyGate",
+    "RateLimit",
+    "TierTable",
+    "auto_approve",
+    "call_hash",
+    "destructive_reason",
+    "edits_in_place",
+    "is_read_only_command",
+]

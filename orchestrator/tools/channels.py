@@ -169,6 +169,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
             },
             channel_send,
             read_only=False,
+            classification="outbound",
         ),
         LocalTool(
             "notify_channel",
@@ -180,6 +181,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
             },
             notify_channel,
             read_only=False,
+            classification="outbound",
         ),
         LocalTool(
             "notify_origin",
@@ -187,6 +189,8 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
             {"type": "object", "properties": {"content": _CONTENT}, "required": ["content"]},
             notify_origin,
             read_only=True,
+            classification="outbound",
+            tier="safe",
         ),
         LocalTool(
             "send_user_message",
@@ -201,5 +205,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
             },
             send_user_message,
             read_only=True,
+            classification="outbound",
+            tier="safe",
         ),
     ]

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.mesh import CatalogTool
+from orchestrator.mesh.catalog import Tier
+from shared.protocol.policy import Classification
 
 Handler = Callable[["GoalContext", Mapping[str, Any]], Awaitable[str]]
 
@@ -36,6 +38,10 @@ class LocalTool:
     handler: Handler
     read_only: bool
     """True for tools without effects outside nexo and the conversation itself: they run unasked."""
+    classification: Classification | None = None
+    """What the permission policy sees; None means ``read_only`` when ``read_only`` is set."""
+    tier: Tier | None = None
+    """A fixed tier, e.g. ``safe`` for an outbound tool that only answers a conversation nexo is in."""
 
 
 def local_catalog_tools(tools: Sequence[LocalTool]) -> list[CatalogTool]:
@@ -48,6 +54,8 @@ def local_catalog_tools(tools: Sequence[LocalTool]) -> list[CatalogTool]:
             input_schema=tool.input_schema,
             read_only=tool.read_only,
             destructive=False,
+            classification=tool.classification,
+            tier=tool.tier,
         )
         for tool in tools
     ]

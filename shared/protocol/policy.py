@@ -1,0 +1,49 @@
+"""How a tool tells the orchestrator's permission policy what kind of action it is.
+
+A server puts one of :data:`CLASSIFICATIONS` under :data:`CLASSIFICATION_META_KEY` in the tool's
+``_meta``; the policy needs no special case per server. A tool without it is classified from its MCP
+annotations when they say read-only, and otherwise stays unclassified (which always asks).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+CLASSIFICATION_META_KEY = "nexo/classification"
+"""The ``_meta`` key of a tool's classification."""
+
+Classification = Literal["read_only", "write", "outbound", "dangerous"]
+CLASSIFICATIONS: tuple[Classification, ...] = ("read_only", "write", "outbound", "dangerous")
+"""read_only: changes nothing; write: changes local state (files, memory, schedules);
+outbound: speaks to someone outside (a chat, an email, an HTTP call); dangerous: can do anything
+(a shell, code execution, configuration)."""
+
+SHELL_META_KEY = "nexo/shell"
+"""``_meta`` flag of a tool whose ``command`` argument is a shell command line (the policy inspects it)."""
+
+PATH_ARGS_META_KEY = "nexo/path_args"
+"""``_meta`` list of a tool's argument names that are file-system paths (the policy resolves them)."""
+
+
+def classification_meta(
+    classification: Classification, *, shell: bool = False, path_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The ``meta=`` a server passes to ``@server.tool`` to classify the tool."""
+    if classification not in CLASSIFICATIONS:
+        raise ValueError(
+            f"unknown classification {classification!r}; use one of {', '.join(CLASSIFICATIONS)}"
+        )
+    meta: dict[str, Any] = {CLASSIFICATION_META_KEY: classification}
+    if shell:
+        meta[SHELL_META_KEY] = True
+    if path_args:
+        meta[PATH_ARGS_META_KEY] = list(path_args)
+    return meta
+
+
+def classification_of(meta: dict[str, Any] | None) -> Classification | None:
+    """The declared classification in a tool's ``_meta``, or None when absent or unknown."""
+    if not meta:
+        return None
+    value = meta.get(CLASSIFICATION_META_KEY)
+    return value if value in CLASSIFICATIONS else None
