@@ -17,7 +17,16 @@ from collections.abc import Callable
 
 import anyio
 
-from bench import audit_append, cold_start, guard_corpus, memory, memory_recall, tool_call, turn_overhead
+from bench import (
+    audit_append,
+    cold_start,
+    cron,
+    guard_corpus,
+    memory,
+    memory_recall,
+    tool_call,
+    turn_overhead,
+)
 from bench.stats import Result, table
 from bench.support import describe, progress
 
@@ -40,6 +49,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "guard_corpus": (guard_corpus.measure, "secret guard corpus"),
     "audit_append": (audit_append.measure, "audit append"),
     "memory_recall": (memory_recall.measure, "memory recall"),
+    "cron": (cron.measure, "cron fires"),
 }
 
 

@@ -1,0 +1,1 @@
+"""The cron server: durable schedules that fire prompts at the agent."""

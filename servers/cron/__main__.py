@@ -1,0 +1,5 @@
+import sys
+
+from servers.cron.server import main
+
+sys.exit(main())
