@@ -1,0 +1,406 @@
+"""Spend budgets: tokens and money per goal, per day, per heartbeat run and per cron entry.
+
+:meth:`SpendTracker.check` runs before every model call and refuses the call once a scope has spent
+its budget; :meth:`SpendTracker.record` adds what the call used. A call's size is known only after
+it returns, so a scope can end up over its budget by at most one call (bounded by the provider's
+``max_tokens``). Money comes from the ``prices`` table; a money budget over a model without a price
+refuses the call (:class:`PriceMissing`) rather than letting it run unmetered.
+
+Day and cron-entry totals start over at midnight in ``day_timezone``. The tracker keeps no durable
+state: at start, :meth:`SpendTracker.restore` rebuilds the totals from the audit ledger's turns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from orchestrator.llm.types import Usage
+from orchestrator.proactive.config import Budget, Price, SpendBudgets, check_timezone
+
+logger = logging.getLogger("nexo.proactive")
+
+ScopeName = Literal["goal", "day", "heartbeat", "cron_entry"]
+BudgetAxis = Literal[
+    "goal_tokens", "goal_usd", "day_tokens", "day_usd",
+    "heartbeat_tokens", "heartbeat_usd", "cron_entry_tokens", "cron_entry_usd",
+]  # fmt: skip
+_AXES: dict[tuple[ScopeName, str], BudgetAxis] = {
+    ("goal", "tokens"): "goal_tokens",
+    ("goal", "usd"): "goal_usd",
+    ("day", "tokens"): "day_tokens",
+    ("day", "usd"): "day_usd",
+    ("heartbeat", "tokens"): "heartbeat_tokens",
+    ("heartbeat", "usd"): "heartbeat_usd",
+    ("cron_entry", "tokens"): "cron_entry_tokens",
+    ("cron_entry", "usd"): "cron_entry_usd",
+}
+MAX_TRACKED = 10_000
+"""Goals (and heartbeat runs) whose totals are kept; the least recently used beyond this are dropped."""
+_SETTING: dict[ScopeName, str] = {
+    "goal": "per_goal",
+    "day": "per_day",
+    "heartbeat": "per_heartbeat",
+    "cron_entry": "per_cron_entry",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Scopes:
+    """What a model call counts against: its goal, and the heartbeat run or cron entry behind it."""
+
+    goal: str
+    heartbeat: str | None = None
+    """The heartbeat run's id when the call is part of one."""
+    cron_entry: str | None = None
+    """The cron entry's id when the call is part of one of its fires."""
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    input_tokens: int = 0
+    """Input tokens, prompt-cache reads and writes included."""
+    output_tokens: int = 0
+    usd: float | None = 0.0
+    """None when part of it was used by a model without a price."""
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class SpendRow:
+    """One past model call, as read back from the audit ledger."""
+
+    at: datetime
+    model: str
+    input_tokens: int
+    output_tokens: int
+    goal: str
+    heartbeat: str | None = None
+    cron_entry: str | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetHit:
+    """A model call refused because a scope spent its budget."""
+
+    axis: BudgetAxis
+    spent: float
+    limit: float
+    reason: str
+    resets_at: datetime | None = None
+    """Midnight in ``day_timezone`` for the day and cron-entry budgets; None for goals and heartbeats."""
+
+
+class PriceMissing(LookupError):
+    """A money budget applies to a model the price table does not list: the operator must add it."""
+
+    def __init__(self, model: str, setting: str) -> None:
+        self.model = model
+        self.setting = setting
+        keys = " or ".join(repr(key) for key in price_keys(model))
+        super().__init__(
+            f"no price for model {model!r} while autonomy.budgets.{setting}.usd is set: add "
+            f"autonomy.prices[{keys}] with input_per_mtok and output_per_mtok (USD per million tokens), "
+            f"or remove the usd budget"
+        )
+
+
+def price_keys(model: str) -> tuple[str, ...]:
+    """Keys tried in the price table: ``provider/model`` as given, then the model without its provider."""
+    if "/" in model:
+        return (model, model.split("/", 1)[1])
+    return (model,)
+
+
+def find_price(prices: Mapping[str, Price], model: str) -> Price | None:
+    return next((prices[key] for key in price_keys(model) if key in prices), None)
+
+
+def price_of(price: Price, usage: Usage, *, cache_read_tokens: int = 0, cache_write_tokens: int = 0) -> float:
+    """USD for one call; cache tokens are those a provider reports apart from ``input_tokens``."""
+    cache_read = price.input_per_mtok if price.cache_read_per_mtok is None else price.cache_read_per_mtok
+    cache_write = price.input_per_mtok if price.cache_write_per_mtok is None else price.cache_write_per_mtok
+    micro_usd = (
+        usage.input_tokens * price.input_per_mtok
+        + usage.output_tokens * price.output_per_mtok
+        + cache_read_tokens * cache_read
+        + cache_write_tokens * cache_write
+    )
+    return micro_usd / 1_000_000
+
+
+@dataclass
+class _Total:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float = 0.0
+    unpriced: set[str] = field(default_factory=set)
+    """Models whose calls counted here had no price: the usd total is then unknown."""
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, spend: Spend, model: str) -> None:
+        self.input_tokens += spend.input_tokens
+        self.output_tokens += spend.output_tokens
+        if spend.usd is None:
+            self.unpriced.add(model)
+        else:
+            self.usd += spend.usd
+
+    def spend(self) -> Spend:
+        return Spend(self.input_tokens, self.output_tokens, None if self.unpriced else self.usd)
+
+
+class _Totals:
+    """Totals by id, the least recently used dropped past MAX_TRACKED so memory stays bounded."""
+
+    def __init__(self, kind: str) -> None:
+        self._kind = kind
+        self._by_id: OrderedDict[str, _Total] = OrderedDict()
+
+    def get(self, key: str) -> _Total:
+        total = self._by_id.get(key)
+        if total is None:
+            return _Total()
+        self._by_id.move_to_end(key)
+        return total
+
+    def add(self, key: str, spend: Spend, model: str) -> None:
+        total = self._by_id.get(key)
+        if total is None:
+            total = self._by_id[key] = _Total()
+            if len(self._by_id) > MAX_TRACKED:
+                dropped, _ = self._by_id.popitem(last=False)
+                logger.warning(
+                    "spend of %s %r no longer tracked: over %d open", self._kind, dropped, MAX_TRACKED
+                )
+        self._by_id.move_to_end(key)
+        total.add(spend, model)
+
+    def pop(self, key: str) -> None:
+        self._by_id.pop(key, None)
+
+    def clear(self) -> None:
+        self._by_id.clear()
+
+
+class SpendTracker:
+    """Checks spend against :class:`SpendBudgets` before each model call and adds it up after."""
+
+    def __init__(
+        self,
+        budgets: SpendBudgets,
+        prices: Mapping[str, Price],
+        *,
+        day_timezone: str,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.budgets = budgets
+        self._prices = dict(prices)
+        self._zone = ZoneInfo(check_timezone(day_timezone))
+        self._clock = clock
+        self.largest_call_tokens = 0
+        """The most one call has cost so far: reserved before the next call so budgets are not overrun."""
+        self.largest_call_usd = 0.0
+        self._warned: set[str] = set()
+        self._day = self._today()
+        self._day_total = _Total()
+        self._goals = _Totals("goal")
+        self._heartbeats = _Totals("heartbeat run")
+        self._cron = _Totals("cron entry")
+
+    # -- clock and day -----------------------------------------------------------------------------
+
+    def _local(self, moment: datetime) -> datetime:
+        if moment.tzinfo is None:
+            raise ValueError(
+                f"{moment.isoformat()} has no time zone: pass aware datetimes, e.g. datetime.now(UTC)"
+            )
+        return moment.astimezone(self._zone)
+
+    def _today(self) -> date:
+        return self._local(self._clock()).date()
+
+    def _roll(self) -> None:
+        today = self._today()
+        if today != self._day:
+            self._day = today
+            self._day_total = _Total()
+            self._cron.clear()
+
+    def day_resets_at(self) -> datetime:
+        """The next midnight in ``day_timezone``, when the day and cron-entry totals start over."""
+        self._roll()
+        return datetime.combine(self._day + timedelta(days=1), time(), tzinfo=self._zone)
+
+    # -- prices ------------------------------------------------------------------------------------
+
+    def cost(
+        self, model: str, usage: Usage, *, cache_read_tokens: int = 0, cache_write_tokens: int = 0
+    ) -> float | None:
+        """USD for one call of ``model``; None when the price table has no entry for it."""
+        price = find_price(self._prices, model)
+        if price is None:
+            return None
+        return price_of(
+            price, usage, cache_read_tokens=cache_read_tokens, cache_write_tokens=cache_write_tokens
+        )
+
+    def _spend(self, model: str, usage: Usage, cache_read_tokens: int, cache_write_tokens: int) -> Spend:
+        usd = self.cost(
+            model, usage, cache_read_tokens=cache_read_tokens, cache_write_tokens=cache_write_tokens
+        )
+        if usd is None and model not in self._warned:
+            self._warned.add(model)
+            logger.warning(
+                "no price for model %r: its spend is counted in tokens only; add autonomy.prices[%s]",
+                model,
+                " or ".join(repr(key) for key in price_keys(model)),
+            )
+        return Spend(usage.input_tokens + cache_read_tokens + cache_write_tokens, usage.output_tokens, usd)
+
+    # -- checking and recording --------------------------------------------------------------------
+
+    def _scopes(self, scopes: Scopes) -> list[tuple[ScopeName, str, _Total, Budget]]:
+        found: list[tuple[ScopeName, str, _Total, Budget]] = [
+            ("goal", scopes.goal, self._goals.get(scopes.goal), self.budgets.per_goal),
+            ("day", self._day.isoformat(), self._day_total, self.budgets.per_day),
+        ]
+        if scopes.heartbeat is not None:
+            found.append(
+                (
+                    "heartbeat",
+                    scopes.heartbeat,
+                    self._heartbeats.get(scopes.heartbeat),
+                    self.budgets.per_heartbeat,
+                )
+            )
+        if scopes.cron_entry is not None:
+            found.append(
+                (
+                    "cron_entry",
+                    scopes.cron_entry,
+                    self._cron.get(scopes.cron_entry),
+                    self.budgets.per_cron_entry,
+                )
+            )
+        return found
+
+    def check(
+        self, scopes: Scopes, model: str, *, reserve_tokens: int = 0, reserve_usd: float = 0.0
+    ) -> BudgetHit | None:
+        """None when a call of ``model`` may go ahead; the first exhausted budget otherwise.
+
+        ``reserve_*`` is what the next call is expected to cost (e.g. the largest call so far): a
+        budget that cannot take it is reported as exhausted, so the spend stays within the budget.
+        Raises :class:`PriceMissing` when a money budget applies and ``model`` (or a model already
+        counted in that scope) has no price.
+        """
+        self._roll()
+        for scope, key, total, budget in self._scopes(scopes):
+            setting = _SETTING[scope]
+            if budget.tokens is not None and (
+                total.tokens >= budget.tokens or total.tokens + reserve_tokens > budget.tokens
+            ):
+                return self._hit(scope, key, "tokens", total.tokens, budget.tokens)
+            if budget.usd is None:
+                continue
+            if find_price(self._prices, model) is None:
+                raise PriceMissing(model, setting)
+            if total.unpriced:
+                raise PriceMissing(sorted(total.unpriced)[0], setting)
+            if total.usd >= budget.usd or total.usd + reserve_usd > budget.usd:
+                return self._hit(scope, key, "usd", total.usd, budget.usd)
+        return None
+
+    def _hit(
+        self, scope: ScopeName, key: str, unit: Literal["tokens", "usd"], spent: float, limit: float
+    ) -> BudgetHit:
+        amount = (
+            f"${spent:,.2f} of ${limit:,.2f}" if unit == "usd" else f"{spent:,.0f} of {limit:,.0f} tokens"
+        )
+        setting = f"autonomy.budgets.{_SETTING[scope]}.{unit}"
+        resets_at: datetime | None = None
+        if scope in ("day", "cron_entry"):
+            resets_at = self.day_resets_at()
+            when = f"it starts over at midnight {self._zone.key}"
+            what = "today's spend" if scope == "day" else f"cron entry {key!r} has spent today"
+            reason = f"{what}: {amount}; {when}, or raise {setting}"
+        else:
+            what = "goal" if scope == "goal" else "heartbeat run"
+            reason = f"{what} {key!r} has spent its budget: {amount}; raise {setting} to allow more"
+        return BudgetHit(_AXES[scope, unit], spent, limit, reason, resets_at)
+
+    def record(
+        self,
+        scopes: Scopes,
+        model: str,
+        usage: Usage,
+        *,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+    ) -> Spend:
+        """Add one finished call to every scope it belongs to; returns what it cost."""
+        self._roll()
+        spend = self._spend(model, usage, cache_read_tokens, cache_write_tokens)
+        self._add(scopes, spend, model, today=True)
+        self.largest_call_tokens = max(self.largest_call_tokens, spend.tokens)
+        self.largest_call_usd = max(self.largest_call_usd, spend.usd or 0.0)
+        return spend
+
+    def _add(self, scopes: Scopes, spend: Spend, model: str, *, today: bool) -> None:
+        self._goals.add(scopes.goal, spend, model)
+        if scopes.heartbeat is not None:
+            self._heartbeats.add(scopes.heartbeat, spend, model)
+        if today:
+            self._day_total.add(spend, model)
+            if scopes.cron_entry is not None:
+                self._cron.add(scopes.cron_entry, spend, model)
+
+    def finish(self, *, goal: str | None = None, heartbeat: str | None = None) -> None:
+        """Forget the totals of a goal or heartbeat run that has ended."""
+        if goal is not None:
+            self._goals.pop(goal)
+        if heartbeat is not None:
+            self._heartbeats.pop(heartbeat)
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def day_spent(self) -> Spend:
+        self._roll()
+        return self._day_total.spend()
+
+    def spent(self, scope: Literal["goal", "heartbeat", "cron_entry"], key: str) -> Spend:
+        """What one goal, heartbeat run or cron entry (today) has spent so far."""
+        self._roll()
+        totals = {"goal": self._goals, "heartbeat": self._heartbeats, "cron_entry": self._cron}[scope]
+        return totals.get(key).spend()
+
+    def restore(self, rows: Iterable[SpendRow]) -> None:
+        """Replace all totals with those of ``rows`` (call at start, before any record).
+
+        Every row counts toward its goal and heartbeat run; only today's rows count toward the day and
+        their cron entries. Rows are priced with the current price table.
+        """
+        self._day = self._today()
+        self._day_total = _Total()
+        self._goals.clear()
+        self._heartbeats.clear()
+        self._cron.clear()
+        for row in rows:
+            usage = Usage(input_tokens=row.input_tokens, output_tokens=row.output_tokens)
+            spend = self._spend(row.model, usage, row.cache_read_tokens, row.cache_write_tokens)
+            scopes = Scopes(row.goal, row.heartbeat, row.cron_entry)
+            self._add(scopes, spend, row.model, today=self._local(row.at).date() == self._day)

@@ -1,0 +1,338 @@
+"""Cron fires from the cron server: pulled as durable events, run once, reported, acknowledged.
+
+A fire's goal id is derived from the fire and its attempt, so a fire handed out again after a crash
+is recognised: a goal that finished is reported as it ended and never run twice; one cut short by
+the crash is reported failed (a one-shot then retries with backoff, a recurring entry waits for its
+next slot). Missed slots are recorded in the ledger as they are reported.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+
+from orchestrator.mesh import ServerConnection, ServerUnavailable
+from shared.protocol.audit import (
+    CronFireBody,
+    EntryDraft,
+    GoalGetParams,
+    GoalGetRequest,
+    GoalGetResult,
+)
+from shared.protocol.cron import (
+    FIRE_EVENT,
+    MISSED_EVENT,
+    FireOutcomeParams,
+    FireOutcomeRequest,
+    FireOutcomeResult,
+    FirePayload,
+    MissedPayload,
+    PollerSpec,
+    SyncPollersParams,
+    SyncPollersRequest,
+    SyncPollersResult,
+)
+from shared.protocol.events import (
+    AckParams,
+    AckRequest,
+    AckResult,
+    Event,
+    PullParams,
+    PullRequest,
+    PullResult,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.intake import Intake
+    from orchestrator.proactive.runtime import Autonomy
+
+logger = logging.getLogger("nexo.cron")
+
+PULL_WAIT_MS = 20_000
+REQUEST_TIMEOUT_S = 30.0
+TERMINAL = frozenset({"done", "failed", "cancelled", "lost_on_restart"})
+
+
+def fire_goal_id(payload: FirePayload) -> str:
+    return f"cron-{payload.fire_id}-{payload.attempt}"
+
+
+class CronFires:
+    def __init__(self, autonomy: Autonomy) -> None:
+        self.autonomy = autonomy
+        self.handled = 0
+
+    async def run(self) -> None:
+        connection = self.autonomy.cron_connection()
+        if connection is None:
+            return
+        after, client = 0, None
+        while True:
+            try:
+                current = await connection.wait_ready(timeout=3600)
+                if current is not client:
+                    after, client = 0, current
+                    await self._sync_pollers(connection)
+                batch = await connection.request(
+                    PullRequest(
+                        params=PullParams(
+                            after=after, limit=20, wait_ms=PULL_WAIT_MS, kinds=[FIRE_EVENT, MISSED_EVENT]
+                        )
+                    ),
+                    PullResult,
+                    timeout=PULL_WAIT_MS / 1000,
+                )
+            except ServerUnavailable as exc:
+                logger.info("cron fires waiting: %s", exc)
+                continue
+            for event in batch.events:
+                after = max(after, event.seq)
+                await self._handle(connection, event)
+
+    async def _sync_pollers(self, connection: ServerConnection) -> None:
+        """The config's pollers become permanent cron entries (created, updated or removed)."""
+        for intake in self.autonomy.intakes.values():
+            agent = intake.agent
+            pollers = [PollerSpec.model_validate(p.model_dump()) for p in agent.pollers]
+            try:
+                result = await connection.request(
+                    SyncPollersRequest(
+                        params=SyncPollersParams(binding=agent.id, agent=agent.id, pollers=pollers)
+                    ),
+                    SyncPollersResult,
+                    timeout=REQUEST_TIMEOUT_S,
+                )
+            except Exception as exc:  # noqa: BLE001 -- the fires of existing entries still run
+                logger.error("pollers of %s not synced with the cron server: %s", agent.id, exc)
+                continue
+            if result.created or result.updated or result.deleted:
+                logger.info(
+                    "pollers of %s: %d created, %d updated, %d removed",
+                    agent.id,
+                    len(result.created),
+                    len(result.updated),
+                    len(result.deleted),
+                )
+
+    async def _handle(self, connection: ServerConnection, event: Event) -> None:
+        try:
+            if event.kind == MISSED_EVENT:
+                self._missed(MissedPayload.model_validate(event.payload))
+            elif event.kind == FIRE_EVENT:
+                await self._fire(connection, FirePayload.model_validate(event.payload), event)
+            else:
+                logger.warning("cron event %d of unknown kind %r acknowledged", event.seq, event.kind)
+        except ServerUnavailable as exc:
+            logger.warning("cron event %d not finished (%s); it comes back", event.seq, exc)
+            return
+        await self._ack(connection, event)
+        self.handled += 1
+
+    def _missed(self, payload: MissedPayload) -> None:
+        listed = ", ".join(slot[:16] for slot in payload.slots[-5:])
+        detail = f"{payload.count} slot(s) missed ({payload.reason}); latest: {listed}"
+        if payload.parked:
+            detail += f". The entry is parked: `nexo cron resume {payload.entry_id}` starts it again"
+        self._record(
+            payload.agent,
+            payload.entry_id,
+            "-",
+            payload.slots[-1] if payload.slots else "-",
+            "missed",
+            detail,
+        )
+
+    async def _fire(self, connection: ServerConnection, payload: FirePayload, event: Event) -> None:
+        autonomy = self.autonomy
+        intake = autonomy.intakes.get(payload.agent) or next(iter(autonomy.intakes.values()), None)
+        if intake is None:
+            await self._report(connection, payload, "skipped", "no agent runs in this orchestrator")
+            return
+        if not autonomy.is_enabled():
+            logger.info("cron fire %d of %s skipped: autonomy paused", payload.fire_id, payload.entry_id)
+            self._record(
+                intake.agent.id,
+                payload.entry_id,
+                str(payload.fire_id),
+                payload.slot,
+                "skipped",
+                "autonomy paused",
+            )
+            await self._report(connection, payload, "skipped", f"autonomy paused by {autonomy.paused_by}")
+            return
+        if payload.kind == "reminder":
+            await self._remind(connection, payload, intake)
+            return
+        goal_id = fire_goal_id(payload)
+        if event.deliveries > 1:
+            previous = await self._previous(goal_id)
+            if previous is not None:
+                await self._settle(connection, payload, intake, previous)
+                return
+        source = f"cron:{payload.entry_id}"
+        prompt = f"[scheduled: {payload.schedule} ({payload.timezone}), slot {payload.slot}]\n{payload.text}"
+        report = await autonomy.run_fire_turn(
+            intake, prompt, goal_id=goal_id, entry_id=payload.entry_id, source=source
+        )
+        await autonomy.after(intake, report, source=source)
+        if report.ended == "answered" and payload.channel:
+            await autonomy.say(
+                payload.channel,
+                payload.recipient or autonomy.config.operator.chat_id,
+                report.text,
+                key=f"cron:{payload.fire_id}:{payload.attempt}",
+            )
+        elif report.ended == "answered":
+            operator = autonomy.config.operator
+            await autonomy.say(
+                operator.channel,
+                operator.chat_id,
+                report.text,
+                key=f"cron:{payload.fire_id}:{payload.attempt}",
+            )
+        outcome: Literal["done", "failed", "skipped"]
+        if report.ended in ("answered", "idle"):
+            outcome, error = "done", None
+        elif report.ended in ("limit", "budget", "paused", "preempted"):
+            outcome, error = "skipped", report.reason
+        else:
+            outcome, error = "failed", report.reason
+        self._record(
+            intake.agent.id,
+            payload.entry_id,
+            str(payload.fire_id),
+            payload.slot,
+            outcome,
+            error or "",
+            goal_id,
+        )
+        await self._report(connection, payload, outcome, error)
+        logger.info("cron fire %d of %s: %s", payload.fire_id, payload.entry_id, outcome)
+
+    async def _remind(self, connection: ServerConnection, payload: FirePayload, intake: Intake) -> None:
+        channel = payload.channel or self.autonomy.config.operator.channel
+        chat = payload.recipient or self.autonomy.config.operator.chat_id
+        try:
+            from orchestrator.intake.outbound import notify
+
+            with anyio.fail_after(REQUEST_TIMEOUT_S):
+                await notify(
+                    self.autonomy.mesh,
+                    self.autonomy.config,
+                    channel,
+                    chat,
+                    payload.text,
+                    key=f"reminder:{payload.fire_id}:{payload.attempt}",
+                    notice=False,
+                )
+        except Exception as exc:  # noqa: BLE001 -- reported as failed: a one-shot retries with backoff
+            self._record(
+                intake.agent.id, payload.entry_id, str(payload.fire_id), payload.slot, "failed", str(exc)
+            )
+            await self._report(connection, payload, "failed", str(exc)[:2000])
+            return
+        self._record(
+            intake.agent.id,
+            payload.entry_id,
+            str(payload.fire_id),
+            payload.slot,
+            "done",
+            f"reminder to {channel}",
+        )
+        await self._report(connection, payload, "done", None)
+
+    async def _previous(self, goal_id: str) -> str | None:
+        """The status of this fire's goal if an earlier delivery got as far as starting it."""
+        audit = self.autonomy.mesh.get(self.autonomy.config.audit.server)
+        if audit is None:
+            return None
+        try:
+            found = await audit.request(
+                GoalGetRequest(params=GoalGetParams(id=goal_id)), GoalGetResult, timeout=30
+            )
+        except ServerUnavailable:
+            raise
+        except Exception:  # noqa: BLE001 -- not found: the earlier delivery never started it
+            return None
+        return found.goal.status if found.goal is not None else None
+
+    async def _settle(
+        self, connection: ServerConnection, payload: FirePayload, intake: Intake, status: str
+    ) -> None:
+        if status == "done":
+            outcome: Literal["done", "failed"] = "done"
+            error = None
+        else:
+            outcome, error = "failed", f"interrupted by a restart (goal {fire_goal_id(payload)} was {status})"
+        self._record(
+            intake.agent.id,
+            payload.entry_id,
+            str(payload.fire_id),
+            payload.slot,
+            outcome,
+            error or "redelivered",
+        )
+        await self._report(connection, payload, outcome, error)
+
+    async def _report(
+        self,
+        connection: ServerConnection,
+        payload: FirePayload,
+        outcome: Literal["done", "failed", "skipped"],
+        error: str | None,
+    ) -> None:
+        try:
+            await connection.request(
+                FireOutcomeRequest(
+                    params=FireOutcomeParams(
+                        fire_id=payload.fire_id,
+                        outcome=outcome,
+                        error=(error or None) and error[:2000],
+                        attempt=payload.attempt,
+                    )
+                ),
+                FireOutcomeResult,
+                timeout=REQUEST_TIMEOUT_S,
+            )
+        except ServerUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- a stale or unknown fire: nothing more to do with it
+            logger.warning("cron fire %d outcome not recorded: %s", payload.fire_id, exc)
+
+    async def _ack(self, connection: ServerConnection, event: Event) -> None:
+        try:
+            await connection.request(
+                AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=REQUEST_TIMEOUT_S
+            )
+        except ServerUnavailable as exc:
+            logger.warning(
+                "cron event %d not acknowledged (%s): handled again after a restart", event.seq, exc
+            )
+
+    def _record(
+        self,
+        agent: str,
+        entry: str,
+        fire: str,
+        slot: str,
+        status: str,
+        detail: str,
+        goal_id: str | None = None,
+    ) -> None:
+        self.autonomy.sink.record(
+            EntryDraft.of(
+                CronFireBody(
+                    job_id=entry[:200],
+                    fire_id=fire[:200],
+                    scheduled_for=slot[:200],
+                    status=status,
+                    detail=detail[:4000],
+                ),
+                source=f"cron:{entry}"[:200],
+                agent=agent,
+                goal_id=goal_id,
+                subject=f"cron {entry} {status}"[:500],
+            )
+        )

@@ -1,0 +1,336 @@
+"""Autonomy in the running daemon: heartbeat and proactive ticks per agent, cron fires, the kill switch.
+
+Every unattended turn goes through :func:`run_unattended`; this module decides when one starts,
+where its answer goes and what the operator is told. Limits and budgets that stop work are recorded
+in the ledger and told to the operator once per limit and day. The kill switch (`autonomy.enabled`,
+or `nexo autonomy pause`) stops all of it at once; user messages are never affected.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from orchestrator.goals import AuditSink
+from orchestrator.intake.outbound import notify
+from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
+from orchestrator.proactive.budgets import Scopes, SpendRow, SpendTracker
+from orchestrator.proactive.cron import CronFires
+from orchestrator.proactive.limits import ActionLimiter, LimitHit
+from orchestrator.proactive.ticks import ProactiveSchedule, render_tick
+from orchestrator.proactive.unattended import TurnReport, run_unattended
+from shared.protocol.audit import (
+    ConfigChangeBody,
+    EntryDraft,
+    NoticeBody,
+    Origin,
+    TailParams,
+    TailRequest,
+    TailResult,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.config import NexoConfig
+    from orchestrator.intake import Intake
+
+logger = logging.getLogger("nexo.autonomy")
+
+KILL_SWITCH_PATH = "autonomy.enabled"
+THINK_ACT_SCHEDULE = (
+    "Proactive tick: nobody asked for this turn. Think, act, schedule: recall what matters (memory "
+    "and the audit trail), check the results of scheduled work, then decide whether anything is worth "
+    "doing now. If it is, do it, remember what you learned, and schedule a follow-up (cron_create) if "
+    "one is needed; you may call sleep to pause ticks. If nothing needs doing, answer exactly [idle]."
+)
+NOTICE_TIMEOUT_S = 30.0
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Autonomy:
+    def __init__(
+        self,
+        config: NexoConfig,
+        mesh: Mesh,
+        sink: AuditSink,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.mesh = mesh
+        self.sink = sink
+        self.clock = clock
+        self.rng = rng or random.Random()  # noqa: S311 -- tick jitter, not a secret
+        settings = config.autonomy
+        self.enabled = settings.enabled
+        self.paused_by: str | None = None if settings.enabled else "config (autonomy.enabled: false)"
+        self.spend = SpendTracker(
+            settings.budgets, settings.prices, day_timezone=settings.day_timezone, clock=clock
+        )
+        self.limiters: dict[str, ActionLimiter] = {}
+        self.intakes: dict[str, Intake] = {}
+        self.sleeping_until: dict[str, datetime] = {}
+        self._told: set[str] = set()
+        self._wake: dict[str, anyio.Event] = {}
+        self.cron = CronFires(self)
+        self.cycles = 0
+
+    # -- the kill switch ---------------------------------------------------------------------
+
+    def is_enabled(self) -> bool:
+        return self.enabled
+
+    def pause(self, by: str) -> bool:
+        changed = self.enabled
+        self.enabled, self.paused_by = False, by
+        if changed:
+            self._record_switch("paused", by)
+        return changed
+
+    def resume(self, by: str) -> bool:
+        changed = not self.enabled
+        self.enabled, self.paused_by = True, None
+        if changed:
+            self._record_switch("resumed", by)
+            for event in self._wake.values():
+                event.set()
+        return changed
+
+    def _record_switch(self, what: str, by: str) -> None:
+        logger.warning("autonomy %s by %s", what, by)
+        body = ConfigChangeBody(path=KILL_SWITCH_PATH, change="set", detail=f"{what} by {by}"[:4000])
+        self.sink.record(EntryDraft.of(body, source="orchestrator", subject=f"autonomy {what}"))
+
+    def status(self) -> dict[str, Any]:
+        spent = self.spend.day_spent()
+        return {
+            "enabled": self.enabled,
+            "paused_by": self.paused_by,
+            "day": {
+                "input_tokens": spent.input_tokens,
+                "output_tokens": spent.output_tokens,
+                "usd": spent.usd,
+            },
+            "day_resets_at": self.spend.day_resets_at().isoformat(),
+            "cycles": self.cycles,
+            "agents": {
+                agent_id: {
+                    "heartbeat": intake.agent.heartbeat.enabled,
+                    "proactive": intake.agent.proactive.enabled,
+                    "actions_last_hour": self.limiter(agent_id).hour_count(),
+                    "sleeping_until": self.sleeping_until[agent_id].isoformat()
+                    if agent_id in self.sleeping_until
+                    else None,
+                }
+                for agent_id, intake in self.intakes.items()
+            },
+        }
+
+    # -- boot --------------------------------------------------------------------------------
+
+    async def restore(self) -> None:
+        """The kill switch as the last process left it, and today's spend, from the ledger."""
+        audit = self.mesh.get(self.config.audit.server)
+        if audit is None:
+            return
+        try:
+            switches = await audit.request(
+                TailRequest(params=TailParams(kind="config_change", limit=200)), TailResult, timeout=30
+            )
+            turns = await audit.request(
+                TailRequest(params=TailParams(kind="turn", limit=1000)), TailResult, timeout=30
+            )
+        except (ServerUnavailable, Exception) as exc:  # noqa: BLE001 -- a fresh start is the safe fallback
+            logger.warning("autonomy state not restored from the ledger: %s", exc)
+            return
+        for entry in reversed(switches.entries):
+            if entry.body.get("path") == KILL_SWITCH_PATH:
+                detail = str(entry.body.get("detail", ""))
+                if detail.startswith("paused") and self.config.autonomy.enabled:
+                    self.enabled, self.paused_by = False, detail.removeprefix("paused by ")
+                break
+        last: dict[str, SpendRow] = {}
+        for entry in turns.entries:
+            body = entry.body
+            if not body.get("model") or entry.goal_id is None:
+                continue
+            # Turn entries carry the goal's running total: its last turn is what the goal spent.
+            last[entry.goal_id] = SpendRow(
+                at=datetime.fromisoformat(entry.at),
+                model=str(body["model"]),
+                input_tokens=int(body.get("input_tokens", 0)),
+                output_tokens=int(body.get("output_tokens", 0)),
+                goal=entry.goal_id,
+                heartbeat=None,
+                cron_entry=None,
+            )
+        self.spend.restore(last.values())
+
+    # -- running -----------------------------------------------------------------------------
+
+    def limiter(self, agent_id: str) -> ActionLimiter:
+        limiter = self.limiters.get(agent_id)
+        if limiter is None:
+            limiter = self.limiters[agent_id] = ActionLimiter(self.config.autonomy.limits, clock=self.clock)
+        return limiter
+
+    async def run(self, intakes: list[Intake]) -> None:
+        self.intakes = {intake.agent.id: intake for intake in intakes}
+        async with anyio.create_task_group() as tg:
+            for intake in intakes:
+                if intake.agent.heartbeat.enabled:
+                    tg.start_soon(self._heartbeat, intake, name=f"heartbeat:{intake.agent.id}")
+                if intake.agent.proactive.enabled:
+                    tg.start_soon(self._proactive, intake, name=f"proactive:{intake.agent.id}")
+            tg.start_soon(self.cron.run, name="cron-fires")
+
+    async def _wait_enabled(self, agent_id: str) -> None:
+        while not self.enabled:
+            event = self._wake.setdefault(agent_id, anyio.Event())
+            await event.wait()
+            self._wake.pop(agent_id, None)
+
+    async def _heartbeat(self, intake: Intake) -> None:
+        interval = intake.agent.heartbeat.interval_s
+        while True:
+            await anyio.sleep(interval)
+            await self._wait_enabled(intake.agent.id)
+            await self.tick(intake, "heartbeat", intake.agent.heartbeat.prompt)
+
+    async def _proactive(self, intake: Intake) -> None:
+        agent_id = intake.agent.id
+        schedule = ProactiveSchedule(intake.agent.proactive, rng=self.rng)
+        delay = schedule.next_delay(idle=False)
+        while True:
+            self.sleeping_until[agent_id] = self.clock() + _seconds(delay)
+            await anyio.sleep(delay)
+            self.sleeping_until.pop(agent_id, None)
+            await self._wait_enabled(agent_id)
+            report = await self.tick(intake, "proactive", None)
+            if report is not None and report.sleep_ms is not None:
+                delay = report.sleep_ms / 1000
+                schedule.note_activity()
+            else:
+                delay = schedule.next_delay(idle=report is None or report.ended in ("idle", "preempted"))
+
+    async def tick(
+        self, intake: Intake, reason: Literal["heartbeat", "proactive", "wake"], prompt: str | None
+    ) -> TurnReport | None:
+        """One heartbeat or proactive cycle, unless a limit, quiet hours or a user message says not now."""
+        agent_id = intake.agent.id
+        limiter = self.limiter(agent_id)
+        refusal = limiter.can_start_cycle()
+        if refusal is not None:
+            logger.info("%s tick of %s skipped: %s", reason, agent_id, refusal.reason)
+            return None
+        await intake.wait_quiet()  # user messages first
+        cycle = limiter.start_cycle()
+        self.cycles += 1
+        now = self.clock()
+        body = render_tick(now, reason, intake.idle_for_s(), [])
+        text = f"{body}\n{prompt or THINK_ACT_SCHEDULE}"
+        run_id = f"{reason}-{now.strftime('%Y%m%dT%H%M%S')}"
+        report = await run_unattended(
+            intake,
+            prompt=text,
+            source=reason,
+            cycle=cycle,
+            spend=self.spend,
+            scopes_for=lambda goal: Scopes(goal=goal, heartbeat=run_id if reason == "heartbeat" else None),
+            enabled=self.is_enabled,
+            sleep_allowed=reason != "heartbeat",
+            origin=Origin(source=reason),
+        )
+        self.spend.finish(heartbeat=run_id)
+        await self.after(intake, report, source=reason)
+        if report.ended == "answered":
+            operator = self.config.operator
+            await self.say(operator.channel, operator.chat_id, report.text, key=f"{reason}:{report.goal_id}")
+        return report
+
+    async def after(self, intake: Intake, report: TurnReport, *, source: str) -> None:
+        """Record and tell (once) what stopped an unattended turn."""
+        hit: LimitHit | None = report.limit
+        if report.ended == "limit" and hit is not None:
+            await self.limit_notice(
+                intake.agent.id,
+                hit.axis,
+                f"{source}: {hit.reason} Proactive work of {intake.agent.id} is paused until "
+                f"{hit.retry_at.isoformat(timespec='minutes') if hit.retry_at else 'the next cycle'}.",
+                source=source,
+            )
+        elif report.ended == "budget" and report.budget is not None:
+            budget = report.budget
+            until = (
+                budget.resets_at.isoformat(timespec="minutes") if budget.resets_at else "the budget is raised"
+            )
+            await self.limit_notice(
+                intake.agent.id,
+                budget.axis,
+                f"{source}: {budget.reason} Work that needs the model waits until {until}.",
+                source=source,
+            )
+        elif report.ended == "limit":
+            await self.limit_notice(
+                intake.agent.id, report.reason, f"{source}: stopped ({report.reason})", source=source
+            )
+
+    async def limit_notice(self, agent_id: str, axis: str, text: str, *, source: str) -> None:
+        day = self.clock().date().isoformat()
+        self.sink.record(
+            EntryDraft.of(
+                NoticeBody(level="warning", message=text[:4000], limit=axis[:200]),
+                source=source,
+                agent=agent_id,
+                subject=f"limit {axis}"[:500],
+            )
+        )
+        key = f"limit:{agent_id}:{axis}:{day}"
+        if key in self._told:
+            return
+        self._told.add(key)
+        operator = self.config.operator
+        await self.say(operator.channel, operator.chat_id, f"[limit] {text}", key=key, notice=True)
+
+    async def say(self, server: str, chat_id: str, text: str, *, key: str, notice: bool = False) -> None:
+        try:
+            with anyio.fail_after(NOTICE_TIMEOUT_S):
+                await notify(self.mesh, self.config, server, chat_id, text, key=key, notice=notice)
+        except Exception as exc:  # noqa: BLE001 -- the ledger has it; a channel outage must not stop autonomy
+            logger.warning("could not deliver to %s:%s: %s", server, chat_id, exc)
+
+    def cron_connection(self) -> ServerConnection | None:
+        return self.mesh.get(self.config.cron.server)
+
+    async def run_fire_turn(
+        self, intake: Intake, prompt: str, *, goal_id: str, entry_id: str, source: str
+    ) -> TurnReport:
+        limiter = self.limiter(intake.agent.id)
+        await intake.wait_quiet()
+        cycle = limiter.start_cycle()
+        self.cycles += 1
+        return await run_unattended(
+            intake,
+            prompt=prompt,
+            source=source,
+            cycle=cycle,
+            spend=self.spend,
+            scopes_for=lambda goal: Scopes(goal=goal, cron_entry=entry_id),
+            enabled=self.is_enabled,
+            goal_id=goal_id,
+            origin=Origin(source=source),
+        )
+
+
+def _seconds(delay: float) -> Any:
+    from datetime import timedelta
+
+    return timedelta(seconds=delay)
