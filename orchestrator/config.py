@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.llm import ProviderConfig
 from orchestrator.mesh import ServerConfig, StdioServerConfig, SupervisionConfig
+from orchestrator.permissions.policy import PermissionPolicy
+from orchestrator.proactive import AutonomyConfig, HeartbeatConfig, ProactiveConfig
 from shared.net import is_loopback
 from shared.protocol.channel import SessionScope
 from shared.settings import ConfigError, ConfigProblem, load_config
@@ -52,6 +54,20 @@ class AgentMemory(_Strict):
     extract_max_items: int = Field(5, ge=1, le=20)
 
 
+class Poller(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+    schedule: str = Field(min_length=1, max_length=200)
+    """A cron expression (``0 7 * * *``), ``every 30m``, ... (see docs/autonomy.md)."""
+    timezone: str = "UTC"
+    prompt: str = Field(min_length=1, max_length=8000)
+    channel: str | None = None
+    """Where the turn's answer goes (a channel server); default: the operator's channel."""
+    recipient: str | None = None
+    """The chat id on that channel; default: the operator's chat."""
+    misfire: Literal["park", "skip", "catch_up_once", "all"] | None = None
+    """Slots missed while nexo was down: skip (default for pollers), catch_up_once, all or park."""
+
+
 class AgentConfig(_Strict):
     id: str = Field(pattern=NAME_PATTERN)
     model: AgentModel
@@ -65,10 +81,44 @@ class AgentConfig(_Strict):
     history_turns: int = Field(40, ge=0, le=1000)
     """Messages of a session given to the model as context (durable transcripts: the memory server)."""
     memory: AgentMemory = Field(default_factory=AgentMemory)
+    heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
+    """A periodic check-in turn (`<tick reason="heartbeat">`), off by default."""
+    proactive: ProactiveConfig = Field(default_factory=ProactiveConfig)
+    """Proactive ticks with jitter and idle back-off; the model may answer with the sleep tool."""
+    permissions: PermissionPolicy = Field(default_factory=PermissionPolicy)
+    """What runs unasked, what tells the operator, what waits for approval (docs/security.md)."""
+    bindings: dict[str, PermissionPolicy] = Field(default_factory=dict)
+    """Per channel server: the policy for goals that channel started (a locked-down public
+    binding beside a full-power private one). Channels not listed use ``permissions``."""
+    confirm_dangerous_autonomy: bool = False
+    """The second confirmation dangerous_mode needs when this agent also acts on its own
+    (heartbeat, proactive ticks or pollers)."""
+    pollers: list[Poller] = Field(default_factory=list)
+    """Scheduled turns owned by this config ("every morning at 7, summarise the inbox and post to
+    Slack"): kept in the cron server as permanent entries, updated when the config changes."""
 
 
 class LLMConfig(_Strict):
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+
+
+class ChannelPairing(_Strict):
+    policy: Literal["pairing", "allowlist", "open", "disabled"] = "pairing"
+    """Direct messages from senders nobody paired: pairing (they get a code for the operator and the
+    message is dropped), allowlist (no reply at all), open (everyone reaches the model: flagged by
+    `nexo doctor capabilities`) or disabled (no direct message reaches the model)."""
+    group_policy: Literal["allowlist", "open", "disabled"] = "disabled"
+    """Group chats, keyed by the group's id (pairing a person grants no group): allowlist (groups
+    seeded with `nexo pair seed --scope group`), open or disabled."""
+    require_mention: bool = True
+    """In an allowed group, only messages that mention the agent (meta ``mentioned=true``) count."""
+    allow_from: list[str] = Field(default_factory=list)
+    """The operator's own sender ids on this channel: always admitted, as the owner."""
+    platform: str | None = None
+    """How sender ids are normalised: telegram, slack, whatsapp, email, discord or generic; default:
+    the server's name when it is one of those, otherwise generic."""
+    account: str = "default"
+    """The bot account of this channel server (pairings are per channel and account)."""
 
 
 class ChannelOptions(_Strict):
@@ -86,7 +136,9 @@ class ChannelOptions(_Strict):
     """Wait before the second try; it doubles for each further one."""
     approvers: list[str] | None = None
     """Sender ids (the platform's stable user ids) whose answers to approval prompts count on this
-    channel; null: anyone the channel authenticates (the console: the operator)."""
+    channel; null: the channel's owners (``pairing.allow_from`` and senders paired as owner)."""
+    pairing: ChannelPairing = Field(default_factory=ChannelPairing)
+    """Who may reach the model through this channel (see docs/security.md)."""
 
 
 class OperatorOptions(_Strict):
@@ -118,6 +170,17 @@ class AuditOptions(_Strict):
     there. Without it nexo runs, but nothing is recorded and `nexo agent ps` has nothing to show."""
 
 
+class CronOptions(_Strict):
+    server: str = "cron"
+    """The cron server (a key of ``servers``): schedules, fires and the reminder tool live there."""
+
+
+class PairingOptions(_Strict):
+    server: str = "pairing"
+    """The pairing server (a key of ``servers``) that holds paired senders, codes and lockouts.
+    Without it only each channel's ``pairing.allow_from`` senders reach the model."""
+
+
 class MetricsOptions(_Strict):
     port: int | None = Field(None, ge=0, le=65535)
     """Serve Prometheus metrics at http://HOST:PORT/metrics; null (the default) serves none."""
@@ -143,6 +206,9 @@ class NexoConfig(_Strict):
     channels: ChannelsOptions = Field(default_factory=ChannelsOptions)
     operator: OperatorOptions = Field(default_factory=OperatorOptions)
     audit: AuditOptions = Field(default_factory=AuditOptions)
+    autonomy: AutonomyConfig = Field(default_factory=AutonomyConfig)
+    cron: CronOptions = Field(default_factory=CronOptions)
+    pairing: PairingOptions = Field(default_factory=PairingOptions)
     metrics: MetricsOptions = Field(default_factory=MetricsOptions)
     log_format: Literal["text", "json"] = "text"
     """json: one JSON object per log line with agent, goal, server and tool as fields."""
@@ -168,8 +234,62 @@ class NexoConfig(_Strict):
         )
 
 
+def workspace_root(config: NexoConfig) -> Path:
+    """The agent's workspace directory, as the workspace server will resolve it."""
+    server = config.servers.get("workspace")
+    root = server.env.get("NEXO_WORKSPACE_ROOT") if isinstance(server, StdioServerConfig) else None
+    return Path(root).expanduser() if root else config.state_path / "workspace"
+
+
 def default_config_text() -> str:
     return resources.files("orchestrator").joinpath("defaults.yaml").read_text()
+
+
+def _autonomy_problems(config: NexoConfig, agent: AgentConfig, where: str, file: str) -> list[ConfigProblem]:
+    problems: list[ConfigProblem] = []
+    acts_alone = agent.heartbeat.enabled or agent.proactive.enabled or bool(agent.pollers)
+    dangerous = agent.permissions.dangerous_mode or any(b.dangerous_mode for b in agent.bindings.values())
+    if dangerous and acts_alone and config.autonomy.enabled and not agent.confirm_dangerous_autonomy:
+        problems.append(
+            ConfigProblem(
+                file,
+                f"{where}.confirm_dangerous_autonomy",
+                "dangerous_mode together with autonomous work (heartbeat, proactive or pollers) needs "
+                "a second, explicit confirmation",
+                f"set {where}.confirm_dangerous_autonomy: true if you mean it, or turn one of them off",
+            )
+        )
+    for channel in agent.bindings:
+        if channel not in agent.channels:
+            problems.append(
+                ConfigProblem(
+                    file,
+                    f"{where}.bindings.{channel}",
+                    f"a binding policy for {channel!r}, which is not one of this agent's channels",
+                    f"add {channel!r} to {where}.channels or remove the binding",
+                )
+            )
+    for k, poller in enumerate(agent.pollers):
+        if config.cron.server not in config.servers:
+            problems.append(
+                ConfigProblem(
+                    file,
+                    f"{where}.pollers[{k}]",
+                    f"pollers need the cron server {config.cron.server!r}, which is not configured",
+                    "add servers.cron (args: [-m, servers.cron]) or remove the pollers",
+                )
+            )
+            break
+        if poller.channel is not None and poller.channel not in config.servers:
+            problems.append(
+                ConfigProblem(
+                    file,
+                    f"{where}.pollers[{k}].channel",
+                    f"no server named {poller.channel!r}",
+                    f"use one of: {', '.join(sorted(config.servers))}",
+                )
+            )
+    return problems
 
 
 def _references(config: NexoConfig, file: str) -> list[ConfigProblem]:
@@ -214,6 +334,7 @@ def _references(config: NexoConfig, file: str) -> list[ConfigProblem]:
                     "add the memory server under servers: or set extract: false",
                 )
             )
+        problems.extend(_autonomy_problems(config, agent, f"agents[{i}]", file))
         for j, channel in enumerate(agent.channels):
             if channel not in config.servers:
                 problems.append(

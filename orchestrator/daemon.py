@@ -25,6 +25,7 @@ from orchestrator.lock import InstanceLock
 from orchestrator.mesh import Mesh
 from orchestrator.metrics import Metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
+from orchestrator.proactive.runtime import Autonomy
 from shared.protocol.audit import ConfigChangeBody, EntryDraft
 from shared.protocol.channel import NAMESPACES, ChannelParams, channel_method
 
@@ -61,6 +62,7 @@ class Orchestrator:
         self.sink = AuditSink(audit)
         self.goals = GoalTracker(audit, metrics=self.metrics)
         self.background = Background(config, self.mesh, self.goals, self.sink, {})
+        self.autonomy = Autonomy(config, self.mesh, self.sink)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -79,6 +81,8 @@ class Orchestrator:
                 }
                 for intake in self.intakes
             ],
+            "warnings": self.warnings(),
+            "autonomy": self.autonomy.status(),
             "goals": {
                 "live": [
                     {"id": g.id, "agent": g.agent, "kind": g.kind, "origin": g.origin.source}
@@ -93,6 +97,18 @@ class Orchestrator:
                 "counters": self._refreshed().summary(),
             },
         }
+
+    def warnings(self) -> list[str]:
+        """Shown by `nexo status` and on the operator's chat for as long as they hold."""
+        found = []
+        for agent in self.config.agents:
+            policies = {"": agent.permissions, **{f" on {c}": p for c, p in agent.bindings.items()}}
+            for where, policy in policies.items():
+                if policy.dangerous_mode:
+                    found.append(
+                        f"DANGEROUS MODE is on for agent {agent.id}{where}: tool calls run without asking"
+                    )
+        return found
 
     async def _on_push(self, server: str, method: str, params: BaseModel) -> None:
         """Pushed channel messages; intakes take them only from Claude Code channels (no pull)."""
@@ -144,9 +160,19 @@ class Orchestrator:
             return {"error": f"no live goal {goal_id!r} in this process; see `nexo agent ps`"}
         if op == "dlq":
             return await dlq(channel_connections(self.mesh.connections), request)
+        if op == "autonomy":
+            action = request.get("action", "status")
+            by = str(request.get("by") or "cli")
+            if action == "pause":
+                self.autonomy.pause(by)
+            elif action == "resume":
+                self.autonomy.resume(by)
+            elif action != "status":
+                return {"error": f"unknown autonomy action {action!r}; expected status, pause or resume"}
+            return {"autonomy": self.autonomy.status()}
         if op == "channels":
             return {"servers": {c.name: c.describe_live() for c in self.mesh.connections.values()}}
-        return {"error": f"unknown op {op!r}; expected submit, cancel, channels or dlq"}
+        return {"error": f"unknown op {op!r}; expected submit, cancel, channels, autonomy or dlq"}
 
     async def run(self, *, on_ready: Callable[[Orchestrator], Awaitable[None]] | None = None) -> None:
         state = self.config.state_path
@@ -216,6 +242,8 @@ class Orchestrator:
                 await self.background.boot()
                 for intake in self.intakes:
                     tg.start_soon(intake.run, name=f"intake:{intake.agent.id}")
+                await self.autonomy.restore()
+                tg.start_soon(self.autonomy.run, self.intakes, name="autonomy")
                 self.ready.set()
                 logger.info(
                     "nexo ready: %d servers, %d agents, state %s",

@@ -36,7 +36,7 @@ def _compose_config() -> dict[str, Any]:
 def test_every_server_service_serves_a_built_in_over_http_with_the_token_and_its_host_allowed() -> None:
     services = _compose_config()["services"]
     servers = {name: s for name, s in services.items() if s["command"][:2] == ["nexo", "serve"]}
-    assert sorted(servers) == ["audit", "memory", "time"]
+    assert sorted(servers) == ["audit", "cron", "memory", "pairing", "time"]
     for name, service in servers.items():
         assert service["command"] == ["nexo", "serve", name, "--http", "0.0.0.0:8080"]
         assert name in BUILT_IN
@@ -47,7 +47,7 @@ def test_every_server_service_serves_a_built_in_over_http_with_the_token_and_its
             "urlopen('http://127.0.0.1:8080/healthz', timeout=3)"
         )
     orchestrator = services["orchestrator"]
-    assert sorted(orchestrator["depends_on"]) == ["audit", "memory", "time"]
+    assert sorted(orchestrator["depends_on"]) == ["audit", "cron", "memory", "pairing", "time"]
     assert all(dep["condition"] == "service_healthy" for dep in orchestrator["depends_on"].values())
 
 
@@ -62,7 +62,7 @@ def test_the_orchestrator_config_reaches_each_service_by_name_with_the_generated
     path.write_text(text)
     config = load(path)
     http = {name: s for name, s in config.servers.items() if isinstance(s, HttpServerConfig)}
-    assert sorted(http) == ["audit", "memory", "time"]
+    assert sorted(http) == ["audit", "cron", "memory", "pairing", "time"]
     for name, server in http.items():
         assert server.url == f"http://{name}:8080/mcp"
         assert server.token is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -14,15 +14,15 @@ from orchestrator.loop.tools import Decision
 from orchestrator.mesh import CatalogTool
 
 
-class TerminalGate:
-    """Read-only tools run; others ask on this terminal (or are denied when nobody can answer)."""
+class TerminalApprover:
+    """Answers the policy's "ask" on this terminal (or denies when nobody can answer)."""
 
     def __init__(self, assume_yes: bool) -> None:
         self.assume_yes = assume_yes
 
-    async def check(self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str) -> Decision:
-        if tool.read_only:
-            return Decision(True, "read-only tool")
+    async def ask(
+        self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str, relays: Sequence[Any]
+    ) -> Decision:
         if self.assume_yes:
             return Decision(True, "approved by --yes")
         if not sys.stdin.isatty():
@@ -32,6 +32,15 @@ class TerminalGate:
         if answer.strip().lower() in ("y", "yes"):
             return Decision(True, "approved on the terminal")
         return Decision(False, "denied on the terminal")
+
+
+def terminal_gate(config: Any, agent: Any, assume_yes: bool) -> Any:
+    """The agent's permission policy, asking on this terminal; --yes answers asks, never denials."""
+    from orchestrator.config import workspace_root
+    from orchestrator.permissions import PolicyEngine, PolicyGate
+
+    engine = PolicyEngine(agent.permissions, workspace=workspace_root(config))
+    return PolicyGate(TerminalApprover(assume_yes), list, engine)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -60,7 +69,7 @@ async def _run(args: argparse.Namespace) -> int:
                 prompt=args.prompt,
                 catalog=mesh.catalog(allowed=agent.allowed_tools),
                 runner=ToolRunner(mesh),
-                gate=TerminalGate(args.yes),
+                gate=terminal_gate(config, agent, args.yes),
                 budgets=agent.budgets,
                 max_tokens=agent.model.max_tokens,
                 progress=progress,

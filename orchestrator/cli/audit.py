@@ -7,22 +7,19 @@ this command, or an HTTP service), so they work while ``nexo run`` is down.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json, setup_logging
+from orchestrator.cli.direct import Action, with_server
 
 if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection
     from shared.protocol.audit import Entry
 
 AUDIT_SERVER = "audit"
-CONNECT_TIMEOUT_S = 30.0
-GIVE_UP_AFTER_FAILURES = 3
 READ_TIMEOUT_S = 30.0
 VERIFY_TIMEOUT_S = 600.0
 """A full walk of a large ledger recomputes every hash."""
@@ -32,46 +29,13 @@ AUDIT_CONFIG_HINT = (
     "audit: {transport: stdio, command: python, args: [-m, servers.audit]}"
 )
 
-Action = Callable[["ServerConnection"], Awaitable[int]]
-
 
 async def with_audit(config: Any, action: Action) -> int:
     """Connect to the audit server named in ``config`` and run ``action``; errors become exit 1."""
-    from mcp import MCPError
-
-    from orchestrator.daemon import child_env
-    from orchestrator.mesh import Mesh, ServerUnavailable
-
-    server = config.servers.get(AUDIT_SERVER)
-    if server is None:
-        return fail(f"the config has no {AUDIT_SERVER!r} server; {AUDIT_CONFIG_HINT}")
     # A read command must not trim: retention runs in the daemon's own audit server.
-    env = {**child_env(config), "NEXO_AUDIT_TRIM_INTERVAL_S": "0"}
-    async with Mesh({AUDIT_SERVER: server}, config.supervision, base_env=env) as mesh:
-        connection = mesh[AUDIT_SERVER]
-        if not await _ready(connection):
-            return fail(
-                f"the audit server ({server.describe()}) is not reachable: "
-                f"{connection.last_error or 'no answer'}; check servers.audit in the config"
-            )
-        try:
-            return await action(connection)
-        except MCPError as exc:
-            return fail(f"audit: {exc.message}")
-        except ServerUnavailable as exc:
-            return fail(str(exc))
-
-
-async def _ready(connection: ServerConnection) -> bool:
-    """Connected within the timeout; False as soon as the server has failed to start a few times,
-    so a broken command or URL is reported in seconds rather than after the whole timeout."""
-    from orchestrator.mesh import ServerUnavailable
-
-    with anyio.move_on_after(CONNECT_TIMEOUT_S):
-        while connection.client is None and connection.breaker.failures < GIVE_UP_AFTER_FAILURES:
-            with contextlib.suppress(ServerUnavailable):
-                await connection.wait_ready(0.1)
-    return connection.client is not None
+    return await with_server(
+        config, AUDIT_SERVER, action, hint=AUDIT_CONFIG_HINT, env={"NEXO_AUDIT_TRIM_INTERVAL_S": "0"}
+    )
 
 
 def run_with_audit(args: argparse.Namespace, action: Action) -> int:

@@ -10,7 +10,7 @@ import argparse
 import sys
 import uuid
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 from anyio.abc import SocketStream
@@ -160,6 +160,8 @@ def command_chat(args: argparse.Namespace) -> int:
             config.agent(args.agent)
         except ConfigError as exc:
             return fail(str(exc))
+    for warning in _warnings(config):
+        print(f"WARNING: {warning}", file=sys.stderr)
     try:
         return anyio.run(
             lambda: chat(
@@ -175,3 +177,18 @@ def command_chat(args: argparse.Namespace) -> int:
         return fail(str(exc))
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def _warnings(config: Any) -> list[str]:
+    """The running daemon's standing warnings (dangerous mode), shown each time a chat opens."""
+    from orchestrator.control import ask_status, control_path
+
+    async def status() -> dict[str, Any]:
+        return await ask_status(control_path(config.state_path), timeout=5)
+
+    try:
+        answer = anyio.run(status)
+    except (OSError, TimeoutError, ValueError):
+        return []
+    warnings = answer.get("warnings", [])
+    return [str(w) for w in warnings] if isinstance(warnings, list) else []

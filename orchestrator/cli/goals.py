@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.cli.audit import READ_TIMEOUT_S, Action, run_with_audit
+from orchestrator.cli.audit import READ_TIMEOUT_S, run_with_audit
 from orchestrator.cli.common import EXIT_OK, fail, print_json
+from orchestrator.cli.direct import Action
 
 if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection

@@ -68,8 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_dlq_parser(sub)
 
+    from orchestrator.cli.pair import add_pair_parser
+
+    add_pair_parser(sub)
+
+    from orchestrator.cli.cron import add_cron_parsers
+
+    add_cron_parsers(sub)
+
+    from orchestrator.cli.doctor import add_doctor_parsers
+
+    add_doctor_parsers(sub)
+
     serve = sub.add_parser("serve", help="run one built-in server alone (stdio, or HTTP with --http)")
-    serve.add_argument("name", help="audit, console, memory, sample, time, webhook")
+    serve.add_argument("name", help="audit, console, cron, memory, pairing, sample, time, webhook, workspace")
     serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP (token: NEXO_SERVER_TOKEN)")
 
     status = sub.add_parser(
@@ -113,6 +125,26 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.audit import command_audit
 
         return command_audit(args)
+    if args.command == "cron":
+        from orchestrator.cli.cron import command_cron
+
+        return command_cron(args)
+    if args.command == "autonomy":
+        from orchestrator.cli.cron import command_autonomy
+
+        return command_autonomy(args)
+    if args.command == "doctor":
+        from orchestrator.cli.doctor import command_doctor
+
+        return command_doctor(args)
+    if args.command == "setup":
+        from orchestrator.cli.doctor import command_setup_doctor
+
+        return command_setup_doctor(args)
+    if args.command == "pair":
+        from orchestrator.cli.pair import command_pair
+
+        return command_pair(args)
     if args.command == "dlq":
         from orchestrator.cli.dlq import command_dlq
 

@@ -11,10 +11,13 @@ from orchestrator.cli.common import fail
 BUILT_IN = {
     "audit": "servers.audit",
     "console": "channel_servers.console",
+    "cron": "servers.cron",
     "memory": "servers.memory",
+    "pairing": "servers.pairing",
     "sample": "channel_servers.sample",
     "time": "servers.time",
     "webhook": "channel_servers.webhook",
+    "workspace": "servers.workspace",
 }
 
 

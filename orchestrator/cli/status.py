@@ -31,7 +31,12 @@ def command_status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(status)
     else:
+        for warning in status.get("warnings", []):
+            print(f"WARNING: {warning}")
         print(f"nexo pid {status['pid']}  up {status['uptime_s']}s  config {status['config']}")
+        autonomy = status.get("autonomy") or {}
+        if autonomy and not autonomy.get("enabled"):
+            print(f"autonomy: paused ({autonomy.get('paused_by')})")
         print(f"{'SERVER':<12} {'TRANSPORT':<9} {'STATE':<9} {'TOOLS':>5}  LAST ERROR")
         for server in status["servers"]:
             error = server["last_error"] or "-"

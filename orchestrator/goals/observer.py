@@ -23,12 +23,17 @@ class LedgerObserver:
         goal: TrackedGoal,
         source: str,
         metrics: Metrics | None = None,
+        *,
+        model: str | None = None,
+        unattended: bool = False,
     ) -> None:
         self.sink = sink
         self.tracker = tracker
         self.goal = goal
         self.source = source
         self.metrics = metrics
+        self.model = model
+        self.unattended = unattended
 
     async def on_turn(
         self, index: int, outcome: str, decision: str, usage: Usage, tool_calls: int, duration_s: float
@@ -41,6 +46,8 @@ class LedgerObserver:
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             duration_ms=round(duration_s * 1000, 3),
+            model=self.model[:500] if self.model else None,
+            unattended=self.unattended,
         )
         self.sink.record(
             EntryDraft.of(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -12,11 +12,14 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
-from orchestrator.config import AgentConfig, NexoConfig
+from orchestrator.config import AgentConfig, NexoConfig, workspace_root
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
+from orchestrator.intake.admission import Admissions
+from orchestrator.intake.away import AwayDigest
+from orchestrator.intake.deadletters import PUSHED, Notices
 from orchestrator.intake.gate import GateResult, evaluate
-from orchestrator.intake.outbound import ReplySender, notify
-from orchestrator.intake.ratelimit import TokenBucket
+from orchestrator.intake.outbound import ReplySender
+from orchestrator.intake.ratelimit import ChannelRates
 from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import Provider
 from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
@@ -24,25 +27,24 @@ from orchestrator.loop.extract import extract_memories
 from orchestrator.loop.tools import render_result
 from orchestrator.mesh import Catalog, Mesh, ServerConnection, ServerUnavailable, describe_error
 from orchestrator.metrics import Metrics
-from orchestrator.permissions import ApprovalBroker, OperatorGate
+from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate
 from orchestrator.tools.channels import channel_tools
 from orchestrator.tools.local import GoalContext, LocalTools, local_catalog_tools
-from shared.protocol.audit import ChannelBody, EntryDraft, NoticeBody, Origin
+from shared.protocol.audit import ChannelBody, EntryDraft, Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
+from shared.protocol.cron import BINDING_META_KEY, MODEL_META_KEY
 from shared.protocol.events import (
     EVENTS_EXTENSION,
     AckParams,
     AckRequest,
     AckResult,
-    DeadLetterParams,
-    DeadLetterRequest,
-    DeadLetterResult,
     Event,
     PullParams,
     PullRequest,
     PullResult,
 )
 from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY
+from shared.protocol.pairing import Role
 
 logger = logging.getLogger("nexo.intake")
 
@@ -51,14 +53,16 @@ SESSION_QUEUE = 100
 RETRY_INITIAL_S = 1.0
 RETRY_MAX_S = 60.0
 FINISH_TIMEOUT_S = 2.0
-PUSHED = -1
-"""The sequence number of a pushed message: it came with no durable copy to acknowledge."""
+
+
+Inbound = tuple[str, Event, Role]
+"""A queued message: its channel server, the event, and the sender's role from pairing."""
 
 
 @dataclass
 class _Session:
     key: str
-    inbox: MemoryObjectSendStream[tuple[str, Event]]
+    inbox: MemoryObjectSendStream[Inbound]
     provider_notice_sent: bool = False
 
 
@@ -86,18 +90,88 @@ class Intake:
         self.sink = sink or AuditSink(None)
         self.metrics = metrics
         # Channel turns come from the operator's own console for now; pairing will label contacts.
-        self.runner = ToolRunner(mesh, {AGENT_META_KEY: agent.id, PROVENANCE_META_KEY: "owner"})
+        self.model_label = f"{agent.model.provider}/{getattr(provider, 'model', '') or 'unknown'}"
+        # Who acts (servers key their data by it); each goal adds how far its input is trusted.
+        self.runner = ToolRunner(
+            mesh,
+            {
+                AGENT_META_KEY: agent.id,
+                PROVENANCE_META_KEY: "owner",
+                BINDING_META_KEY: agent.id,
+                MODEL_META_KEY: self.model_label,
+            },
+        )
         memory = mesh.get(agent.memory.server)
         self.sessions = SessionHistory(agent.id, agent.history_turns, memory)
         self.local = LocalTools(channel_tools(self))
-        self.gate = OperatorGate(broker, self._relays)
+        workspace = workspace_root(config)
+        self.gate = PolicyGate(
+            broker,
+            self._relays,
+            PolicyEngine(agent.permissions, workspace=workspace),
+            notify=self._notify_operator,
+        )
+        self.binding_gates = {
+            channel: PolicyGate(
+                broker, self._relays, PolicyEngine(policy, workspace=workspace), notify=self._notify_operator
+            )
+            for channel, policy in agent.bindings.items()
+        }
+        self.notices = Notices(config, mesh, agent.id, self.sink)
+        self.admissions = Admissions(
+            config,
+            mesh,
+            broker,
+            agent=agent.id,
+            sink=self.sink,
+            relays=self._relays,
+            tell_operator=lambda text, key: self.notices.tell_operator(text, key=key),
+        )
+        self.rates = ChannelRates(config, metrics)
+        self.away = AwayDigest(
+            mesh.get(config.audit.server), config.operator.channel, config.autonomy.return_digest_after_s
+        )
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[tuple[str, str]] = set()
         self._push_only: dict[str, bool] = {}
-        self._buckets: dict[str, TokenBucket] = {}
         self._pushes = 0
         self._tg: TaskGroup | None = None
+        self._quiet = anyio.Event()
+        self._quiet.set()
+        self.last_message_at = time.monotonic()
         self.handled = 0
+
+    def gate_for(self, channel: str | None) -> PolicyGate:
+        """The permission gate of goals started from ``channel`` (its binding policy, if any)."""
+        return self.binding_gates.get(channel or "", self.gate)
+
+    async def _notify_operator(self, text: str) -> None:
+        await self.notices.tell_operator(f"[notify] {text}", key=f"notify:{time.time_ns()}")
+
+    @property
+    def busy(self) -> bool:
+        """A user message is waiting or being answered (unattended work yields to it)."""
+        return bool(self._in_flight)
+
+    async def wait_quiet(self) -> None:
+        """Until no user message is waiting or being answered."""
+        while self._in_flight:
+            await self._quiet.wait()
+
+    def idle_for_s(self) -> float:
+        """Seconds since the last user message arrived."""
+        return time.monotonic() - self.last_message_at
+
+    def _begin(self, marker: tuple[str, str]) -> None:
+        self._in_flight.add(marker)
+        self.last_message_at = time.monotonic()
+        if self._quiet.is_set():
+            self._quiet = anyio.Event()
+
+    def _end(self, marker: tuple[str, str]) -> None:
+        self._in_flight.discard(marker)
+        if not self._in_flight:
+            self._quiet.set()
 
     def _relays(self) -> list[ServerConnection]:
         return [
@@ -116,10 +190,18 @@ class Intake:
         return {(name, self.config.channel(name).outbound_tool_name) for name in self.agent.channels}
 
     async def run(self) -> None:
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            for name in self.agent.channels:
-                tg.start_soon(self._pump, self.mesh[name], name=f"pump:{name}")
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                self.admissions.bind(tg)
+                with anyio.move_on_after(20):
+                    await self.away.seed()
+                for name in self.agent.channels:
+                    tg.start_soon(self._pump, self.mesh[name], name=f"pump:{name}")
+        finally:
+            for session in self._sessions.values():
+                session.inbox.close()
+            self._sessions.clear()
 
     # -- pulling -----------------------------------------------------------------------------
 
@@ -193,9 +275,8 @@ class Intake:
             if event.kind == "permission_verdict":
                 verdict = PermissionVerdictParams.model_validate(event.payload)
                 sender = event.payload.get("sender")
-                approvers = self.config.channel(connection.name).approvers
-                if approvers is not None and sender not in approvers:
-                    self._refuse_verdict(connection.name, verdict.request_id, sender)
+                if not await self._may_answer(connection.name, sender):
+                    self.notices.refuse_verdict(connection.name, verdict.request_id, sender)
                 else:
                     self.broker.resolve(verdict.request_id, verdict.behavior, f"channel:{connection.name}")
                 await self._ack(connection, event)
@@ -206,68 +287,49 @@ class Intake:
                 )
             params = ChannelParams.model_validate(event.payload)
         except ValueError as exc:
-            await self._dead_letter(connection, event, describe_error(exc), 1)
+            await self.notices.dead_letter(connection, event, describe_error(exc), 1)
             return
-        if not await self._within_rate(connection, event, params):
+        admission = await self.admissions.admit(connection, params, event_key=event.dedupe_key)
+        if admission.verdict == "dead_letter":
+            await self.notices.dead_letter(connection, event, admission.reason, 1)
             return
-        self._in_flight.add(marker)
+        if admission.verdict == "handled":
+            await self._ack(connection, event)
+            return
+        if not await self.rates.admit(connection.name, event.seq, self._refuser(connection, event, params)):
+            return
+        self._begin(marker)
         key = session_key(connection.name, params.meta, self.agent.session_scope)
         session = self._session(key)
-        await session.inbox.send((connection.name, event))
+        await session.inbox.send((connection.name, event, admission.role or "contact"))
 
-    def _refuse_verdict(self, server: str, request_id: str, sender: object) -> None:
-        message = f"approval answer for {request_id} from {sender!r} on {server} refused: not an approver"
-        logger.warning(message, extra={"server": server, "agent": self.agent.id})
-        self.sink.record(
-            EntryDraft.of(
-                NoticeBody(level="warning", message=message[:4000]),
-                source=f"channel:{server}",
-                agent=self.agent.id,
-                subject=f"refused answer {request_id}",
-            )
-        )
+    async def _may_answer(self, server: str, sender: object) -> bool:
+        """Approval answers count from the channel's approvers, or by default from its owners."""
+        approvers = self.config.channel(server).approvers
+        if approvers is not None:
+            return sender in approvers
+        return await self.admissions.is_owner(server, sender)
 
-    async def _within_rate(self, connection: ServerConnection, event: Event, params: ChannelParams) -> bool:
-        """Take a token for the message: wait for one (queue) or refuse it visibly (refuse)."""
-        options = self.config.channel(connection.name)
-        if options.rate_per_minute is None:
-            return True
-        bucket = self._buckets.get(connection.name)
-        if bucket is None:
-            bucket = self._buckets[connection.name] = TokenBucket(options.rate_per_minute, options.burst)
-        if bucket.take():
-            return True
-        if self.metrics is not None:
-            self.metrics.rate_limited.labels(connection.name, options.overflow).inc()
-        if options.overflow == "refuse":
-            logger.warning("rate limit of %s: message %d refused", connection.name, event.seq)
-            sender = ReplySender(connection, options.outbound_tool_name)
+    def _refuser(
+        self, connection: ServerConnection, event: Event, params: ChannelParams
+    ) -> Callable[[float, float], Awaitable[None]]:
+        async def refuse(rate: float, wait_s: float) -> None:
+            sender = ReplySender(connection, self.config.channel(connection.name).outbound_tool_name)
             text = (
-                f"[rate limited] {connection.name} takes {options.rate_per_minute:g} messages a minute; "
-                f"this one was not handled. Send it again in {bucket.wait_s():.0f} s."
+                f"[rate limited] {connection.name} takes {rate:g} messages a minute; "
+                f"this one was not handled. Send it again in {wait_s:.0f} s."
             )
             await self._send(
                 sender, params, text, f"ratelimit:{connection.name}:{event.dedupe_key}", notice=True
             )
             await self._ack(connection, event)
-            return False
-        wait = bucket.wait_s()
-        logger.warning(
-            "rate limit of %s reached: message %d waits %.1f s (messages stay queued in the channel)",
-            connection.name,
-            event.seq,
-            wait,
-        )
-        # A timer, not a poll: the bucket says exactly when the next token is there.
-        await anyio.sleep(wait)
-        while not bucket.take():  # noqa: ASYNC110 -- refill is time-based; there is no event to wait on
-            await anyio.sleep(bucket.wait_s())
-        return True
+
+        return refuse
 
     def _session(self, key: str) -> _Session:
         session = self._sessions.get(key)
         if session is None:
-            send, receive = anyio.create_memory_object_stream[tuple[str, Event]](SESSION_QUEUE)
+            send, receive = anyio.create_memory_object_stream[Inbound](SESSION_QUEUE)
             session = _Session(key=key, inbox=send)
             self._sessions[key] = session
             assert self._tg is not None
@@ -290,23 +352,23 @@ class Intake:
 
     # -- answering ---------------------------------------------------------------------------
 
-    async def _worker(
-        self, session: _Session, inbox: anyio.abc.ObjectReceiveStream[tuple[str, Event]]
-    ) -> None:
+    async def _worker(self, session: _Session, inbox: anyio.abc.ObjectReceiveStream[Inbound]) -> None:
         async with inbox:
-            async for server, event in inbox:
+            async for server, event, role in inbox:
                 try:
-                    await self._handle(session, self.mesh[server], event)
+                    await self._handle(session, self.mesh[server], event, role)
                 finally:
-                    self._in_flight.discard((server, event.dedupe_key))
+                    self._end((server, event.dedupe_key))
 
-    async def _handle(self, session: _Session, connection: ServerConnection, event: Event) -> None:
+    async def _handle(
+        self, session: _Session, connection: ServerConnection, event: Event, role: Role
+    ) -> None:
         """Answer, retrying a failure with backoff; one that keeps failing becomes a dead letter."""
         options = self.config.channel(connection.name)
         delay = options.retry_backoff_s
         for attempt in range(1, options.max_attempts + 1):
             try:
-                await self._answer(session, connection, event)
+                await self._answer(session, connection, event, role)
                 return
             except Exception as exc:  # noqa: BLE001 -- any failure of one message must not stop its channel
                 error = describe_error(exc)
@@ -322,57 +384,23 @@ class Intake:
             if attempt < options.max_attempts:
                 await anyio.sleep(delay)
                 delay *= 2
-        await self._dead_letter(connection, event, error, options.max_attempts)
+        await self.notices.dead_letter(connection, event, error, options.max_attempts)
 
-    async def _dead_letter(
-        self, connection: ServerConnection, event: Event, error: str, attempts: int
+    async def _answer(
+        self, session: _Session, connection: ServerConnection, event: Event, role: Role
     ) -> None:
-        reason = f"failed {attempts} times; last error: {error}"
-        if event.seq != PUSHED:
-            try:
-                await connection.request(
-                    DeadLetterRequest(params=DeadLetterParams(seq=event.seq, reason=reason)),
-                    DeadLetterResult,
-                    timeout=10,
-                )
-            except Exception as exc:  # noqa: BLE001 -- it stays unacknowledged and comes back later
-                logger.error("could not set aside %s:%d: %s", connection.name, event.seq, exc)
-                return
-        where = f"{connection.name}:{event.seq}"
-        logger.error(
-            "dead letter %s: %s", where, reason, extra={"server": connection.name, "agent": self.agent.id}
-        )
-        self.sink.record(
-            EntryDraft.of(
-                NoticeBody(
-                    level="error", message=f"dead letter {where}: {reason}"[:4000], limit="max_attempts"
-                ),
-                source=f"channel:{connection.name}",
-                agent=self.agent.id,
-                subject=f"dead letter {where}",
-            )
-        )
-        await self._tell_operator(
-            f"[dead letter] a message from {connection.name} (event {event.seq}) failed {attempts} times and "
-            f"was set aside: {error[:300]}. See `nexo dlq list`; `nexo dlq replay {where}` tries it again.",
-            key=f"dlq:{where}:{event.dedupe_key}",
-        )
-
-    async def _tell_operator(self, text: str, *, key: str) -> None:
-        """A notice to the operator's channel, once per key (the outbox drops a repeat)."""
-        operator = self.config.operator
-        try:
-            with anyio.fail_after(30):
-                await notify(self.mesh, self.config, operator.channel, operator.chat_id, text, key=key)
-        except Exception as exc:  # noqa: BLE001 -- the log and the ledger still have it
-            logger.warning("could not tell the operator (%s): %s", operator.channel, exc)
-
-    async def _answer(self, session: _Session, connection: ServerConnection, event: Event) -> None:
         params = ChannelParams.model_validate(event.payload)
-        prompt = render_channel(connection.name, params.content, params.meta)
+        # The role comes from pairing, never from the channel: a sender_role in meta is overwritten.
+        prompt = render_channel(connection.name, params.content, {**params.meta, "sender_role": role})
         sender = ReplySender(connection, self.config.channel(connection.name).outbound_tool_name)
         source = f"channel:{connection.name}"
         chat_id = params.meta.get("chat_id") or "-"
+        if role == "owner":
+            digest = await self.away.before_answer()
+            if digest is not None:
+                await self._send(
+                    sender, params, digest, f"digest:{connection.name}:{event.dedupe_key}", notice=True
+                )
         self.marker(source, "in", chat_id, "received", params.meta.get("message_id"), len(params.content))
         goal = await self.goals.start(
             agent=self.agent.id,
@@ -384,7 +412,7 @@ class Intake:
         try:
             with goal.scope:
                 await self.goals.wait_admitted(goal)
-                result = await self._run(session, sender, params, prompt, event, goal, source)
+                result = await self._run(session, sender, params, prompt, event, goal, source, role)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(FINISH_TIMEOUT_S):
                 if result is not None:
@@ -423,6 +451,7 @@ class Intake:
         event: Event,
         goal: TrackedGoal,
         source: str,
+        role: Role,
     ) -> GoalResult:
         """Run the goal, waiting out a provider outage (the chat is told once)."""
         delay = RETRY_INITIAL_S
@@ -435,8 +464,9 @@ class Intake:
                 runner=self.runner.for_goal(
                     self.local,
                     GoalContext(self.agent.id, goal.id, sender.connection.name, dict(params.meta)),
+                    meta={PROVENANCE_META_KEY: "owner" if role == "owner" else "paired_contact"},
                 ),
-                gate=self.gate,
+                gate=self.gate_for(sender.connection.name),
                 budgets=self.agent.budgets,
                 history=await self.sessions.history(session.key),
                 max_tokens=self.agent.model.max_tokens,

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from orchestrator.config import NexoConfig
+from orchestrator.metrics import Metrics
+
+logger = logging.getLogger("nexo.intake")
 
 
 class TokenBucket:
@@ -36,3 +44,45 @@ class TokenBucket:
         """Seconds until the next token (0 when one is available now)."""
         self._refill()
         return 0.0 if self._tokens >= 1 else (1 - self._tokens) / self.rate_per_s
+
+
+Refuse = Callable[[float, float], Awaitable[None]]
+"""Told the channel's rate and the seconds until the next token; answers the sender and acknowledges."""
+
+
+class ChannelRates:
+    """One bucket per channel server, shaped by its ``channel_options``; a hit waits or refuses."""
+
+    def __init__(self, config: NexoConfig, metrics: Metrics | None = None) -> None:
+        self._config = config
+        self._metrics = metrics
+        self._buckets: dict[str, TokenBucket] = {}
+
+    async def admit(self, server: str, seq: int, refuse: Refuse) -> bool:
+        """Take a token for message ``seq``: wait for one (queue) or refuse it visibly (refuse)."""
+        options = self._config.channel(server)
+        if options.rate_per_minute is None:
+            return True
+        bucket = self._buckets.get(server)
+        if bucket is None:
+            bucket = self._buckets[server] = TokenBucket(options.rate_per_minute, options.burst)
+        if bucket.take():
+            return True
+        if self._metrics is not None:
+            self._metrics.rate_limited.labels(server, options.overflow).inc()
+        if options.overflow == "refuse":
+            logger.warning("rate limit of %s: message %d refused", server, seq)
+            await refuse(options.rate_per_minute, bucket.wait_s())
+            return False
+        wait = bucket.wait_s()
+        logger.warning(
+            "rate limit of %s reached: message %d waits %.1f s (messages stay queued in the channel)",
+            server,
+            seq,
+            wait,
+        )
+        # A timer, not a poll: the bucket says exactly when the next token is there.
+        await anyio.sleep(wait)
+        while not bucket.take():  # noqa: ASYNC110 -- refill is time-based; there is no event to wait on
+            await anyio.sleep(bucket.wait_s())
+        return True

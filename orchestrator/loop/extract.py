@@ -12,9 +12,12 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from orchestrator.config import Budgets
 from orchestrator.llm import LLMError, Provider, Usage, UserMessage
+
+if TYPE_CHECKING:
+    from orchestrator.config import Budgets
 
 logger = logging.getLogger("nexo.extract")
 

@@ -8,11 +8,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 
-from orchestrator.config import Budgets
 from orchestrator.llm import (
     AssistantMessage,
     LLMError,
@@ -27,6 +26,9 @@ from orchestrator.llm import (
 )
 from orchestrator.loop.tools import Gate, ToolOutcome, ToolRunner
 from orchestrator.mesh import Catalog
+
+if TYPE_CHECKING:
+    from orchestrator.config import Budgets
 
 logger = logging.getLogger("nexo.loop")
 
@@ -110,6 +112,18 @@ class _NoObserver:
         return None
 
 
+class CallGuard(Protocol):
+    """Hard limits outside the goal's own budgets (spend per day, per heartbeat, per cron entry)."""
+
+    def before_call(self) -> str | None:
+        """The limit that stops the goal before its next model call, or None to go on."""
+        ...
+
+    def after_call(self, usage: Usage) -> None:
+        """What the call just made cost."""
+        ...
+
+
 async def _quiet(_: str) -> None:
     return None
 
@@ -122,6 +136,7 @@ class _Run:
     observer: Observer
     clock: Callable[[], float]
     failures: int = 0
+    guard: CallGuard | None = None
 
 
 async def run_goal(
@@ -138,6 +153,7 @@ async def run_goal(
     progress: Progress = _quiet,
     observer: Observer | None = None,
     clock: Callable[[], float] = time.monotonic,
+    guard: CallGuard | None = None,
 ) -> GoalResult:
     """Run one goal to an explicit outcome. Provider outages come back as PROVIDER_UNAVAILABLE."""
     messages: list[Message] = [*history, UserMessage(prompt)]
@@ -147,6 +163,7 @@ async def run_goal(
         result=GoalResult(outcome=Outcome.DONE),
         observer=observer or _NoObserver(),
         clock=clock,
+        guard=guard,
     )
     tools = [ToolSpec(t.qualified, t.description, t.input_schema) for t in catalog]
     result = run.result
@@ -190,6 +207,10 @@ async def _turns(
         if result.usage.total >= budgets.max_tokens:
             result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, "tokens"
             return
+        stop = run.guard.before_call() if run.guard is not None else None
+        if stop is not None:
+            result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, stop
+            return
         turn_start = clock()
         result.turns += 1
         await progress(f"turn {result.turns}: asking {provider.describe()}")
@@ -197,6 +218,8 @@ async def _turns(
             system=system, messages=messages, tools=tools, max_tokens=max_tokens
         )
         result.usage = result.usage + completion.usage
+        if run.guard is not None:
+            run.guard.after_call(completion.usage)
         messages.append(AssistantMessage(completion.text, completion.tool_calls))
         if not completion.tool_calls:
             result.outcome, result.text = Outcome.DONE, completion.text or ""

@@ -68,9 +68,12 @@ class ToolRunner:
         self._local = local
         self._context = context
 
-    def for_goal(self, local: LocalTools, context: GoalContext) -> ToolRunner:
-        """The same runner, also running the orchestrator's own tools for one goal."""
-        return ToolRunner(self._mesh, self._meta, local=local, context=context)
+    def for_goal(
+        self, local: LocalTools, context: GoalContext, *, meta: Mapping[str, Any] | None = None
+    ) -> ToolRunner:
+        """The same runner, also running the orchestrator's own tools for one goal (``meta`` adds to
+        or overrides the call ``_meta``, e.g. the provenance of the goal's input)."""
+        return ToolRunner(self._mesh, {**self._meta, **(meta or {})}, local=local, context=context)
 
     async def run(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> ToolOutcome:
         if not tool.server:

@@ -72,7 +72,12 @@ class TurnBody(Body):
     tool_calls: int = Field(0, ge=0)
     input_tokens: int = Field(0, ge=0)
     output_tokens: int = Field(0, ge=0)
+    """Tokens so far in the goal (cumulative over its turns)."""
     duration_ms: float | None = Field(None, ge=0)
+    model: Short | None = None
+    """``provider/model`` that answered (spend budgets are rebuilt from these after a restart)."""
+    unattended: bool = False
+    """True for turns nobody is watching: heartbeat, proactive ticks, cron fires."""
 
 
 class ToolCallBody(Body):
@@ -126,6 +131,9 @@ class CronFireBody(Body):
     fire_id: Short
     scheduled_for: Short
     late_s: float = Field(0.0, ge=0)
+    status: Word = "fired"
+    """fired, done, failed, skipped (autonomy paused or a limit), missed (downtime, overlap, parked)."""
+    detail: Text = ""
 
 
 class MemoryPromotionBody(Body):

@@ -8,7 +8,7 @@ Its "platform" is local, so a test can drive it:
 
 - ``CLAUDE_CHANNEL_INBOX``: a Unix socket it listens on. Each line written there is one inbound
   message: a JSON object ``{"content": "...", "meta": {...}}``, or plain text (then the meta is
-  ``{"chat_id": "local", "user": "local"}``).
+  ``{"chat_id": "local", "user": "local", "user_id": "local"}``).
 - ``CLAUDE_CHANNEL_REPLIES``: a file; each reply is appended as one JSON line ``{"chat_id", "text"}``.
 
 Run it as ``python -m tests.fakes.claude_channel``.
@@ -88,7 +88,7 @@ def parse_line(line: str) -> ChannelParams:
         data = None
     if isinstance(data, dict) and "content" in data:
         return ChannelParams.model_validate({"meta": {}, **data})
-    return ChannelParams(content=line, meta={"chat_id": "local", "user": "local"})
+    return ChannelParams(content=line, meta={"chat_id": "local", "user": "local", "user_id": "local"})
 
 
 async def _read_lines(state: State, stream: SocketStream) -> None:

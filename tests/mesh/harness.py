@@ -39,6 +39,10 @@ def free_port() -> int:
         return port
 
 
+TEST_OWNERS = ("operator", "local")
+"""Sender ids of the console and of the fake Claude Code channel: admitted as the owner."""
+
+
 def python_server(module: str, **extra: Any) -> dict[str, Any]:
     return {"transport": "stdio", "command": sys.executable, "args": ["-m", module], **extra}
 
@@ -75,6 +79,10 @@ def write_config(
         "supervision": {"initial_backoff_s": 0.05, "max_backoff_s": 0.5},
         **(extra or {}),
     }
+    # The test channels' own users are the operator, as `pairing.allow_from` says for a real setup.
+    options = config.setdefault("channel_options", {})
+    for name in (agent or {}).get("channels", ["console"]):
+        options.setdefault(name, {}).setdefault("pairing", {"allow_from": list(TEST_OWNERS)})
     path.write_text(yaml.safe_dump(config))
     return path
 

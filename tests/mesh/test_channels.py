@@ -153,10 +153,14 @@ async def test_a_claude_code_channel_server_works_unmodified(tmp_path: Path) -> 
             stream = await anyio.connect_unix(inbox)
             async with stream:
                 await stream.send(
-                    b'{"content": "hello from claude", "meta": {"chat_id": "c9", "user": "u1"}}\n'
+                    b'{"content": "hello from claude", '
+                    b'"meta": {"chat_id": "c9", "user": "u1", "user_id": "local"}}\n'
                 )
             await anyio.to_thread.run_sync(lambda: orch.wait_for_line("answered g-"))
-    assert seen == ['<channel source="cc" chat_id="c9" user="u1">hello from claude</channel>']
+    assert seen == [
+        '<channel source="cc" chat_id="c9" sender_role="owner" user="u1" user_id="local">'
+        "hello from claude</channel>"
+    ]
     assert [json.loads(line) for line in replies.read_text().splitlines()] == [
         {"chat_id": "c9", "text": "hi from nexo"}
     ]

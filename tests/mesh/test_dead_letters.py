@@ -97,7 +97,9 @@ async def test_a_reply_that_keeps_failing_is_retried_then_set_aside_and_the_oper
             async with operator(tmp_path / "state") as session:
                 stream = await anyio.connect_unix(inbox)
                 async with stream:
-                    await stream.send(b'{"content": "hello", "meta": {"chat_id": "c1"}}\n')
+                    await stream.send(
+                        b'{"content": "hello", "meta": {"chat_id": "c1", "user_id": "local"}}\n'
+                    )
                 notice = await next_frame(session, Reply)
             log = orch.log()
         assert len(llm.requests) == 2

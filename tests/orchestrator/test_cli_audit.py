@@ -16,7 +16,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.cli.audit import CONNECT_TIMEOUT_S, add_audit_parser, command_audit, summarize
+from orchestrator.cli.audit import add_audit_parser, command_audit, summarize
+from orchestrator.cli.direct import CONNECT_TIMEOUT_S
 from orchestrator.cli.goals import add_goal_subparsers, command_goals, snapshot
 from servers.audit.goals import GoalRegistry
 from shared.protocol.audit import Budget, Goal, Origin

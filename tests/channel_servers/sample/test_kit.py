@@ -96,7 +96,7 @@ async def test_each_inbox_line_is_pushed_as_a_claude_channel_notification(tmp_pa
         messages = await listener.wait(2)
     assert messages == [
         ChannelParams(content="hi", meta={"chat_id": "42", "user": "ana"}),
-        ChannelParams(content="plain text", meta={"chat_id": "local", "user": "local"}),
+        ChannelParams(content="plain text", meta={"chat_id": "local", "user": "local", "user_id": "local"}),
     ]
 
 
@@ -104,7 +104,9 @@ async def test_a_malformed_inbox_line_is_skipped(tmp_path: Path) -> None:
     async with fake(tmp_path) as (_, listener, inbox, _):
         await write_lines(inbox, json.dumps({"content": 5}), "after")
         messages = await listener.wait(1)
-    assert messages == [ChannelParams(content="after", meta={"chat_id": "local", "user": "local"})]
+    assert messages == [
+        ChannelParams(content="after", meta={"chat_id": "local", "user": "local", "user_id": "local"})
+    ]
 
 
 async def test_the_reply_tool_records_each_reply(tmp_path: Path) -> None:
@@ -144,7 +146,9 @@ async def test_the_fake_runs_over_stdio_as_a_third_party_process(tmp_path: Path)
             messages = await listener.wait(1)
             await client.call_tool("reply", {"chat_id": "local", "text": "back"})
     assert experimental == {"claude/channel": {}}
-    assert messages == [ChannelParams(content="over stdio", meta={"chat_id": "local", "user": "local"})]
+    assert messages == [
+        ChannelParams(content="over stdio", meta={"chat_id": "local", "user": "local", "user_id": "local"})
+    ]
     assert json.loads(replies.read_text()) == {"chat_id": "local", "text": "back"}
 
 

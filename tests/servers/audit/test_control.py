@@ -117,6 +117,8 @@ async def test_a_batch_is_appended_in_order_and_tail_reads_it_back(settings: Aud
             "input_tokens": 0,
             "output_tokens": 0,
             "duration_ms": None,
+            "model": None,
+            "unattended": False,
         },
         prev_hash=tail.entries[0].prev_hash,
         hash=appended.entries[0].hash,

@@ -1,0 +1,256 @@
+"""Who may reach the model: every inbound message passes the pairing server before any turn.
+
+An unknown sender causes no model turn and no memory write: the message is answered with a pairing
+code (policy ``pairing``), or nothing at all, recorded in the ledger and acknowledged. Pairing state
+changes only out of band (`nexo pair ...`, or the operator's one-tap answer on their own channel);
+nothing a model or a message says can change it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from anyio.abc import TaskGroup
+
+from orchestrator.config import ChannelPairing, NexoConfig
+from orchestrator.goals import AuditSink
+from orchestrator.intake.outbound import ReplySender
+from orchestrator.mesh import CatalogTool, Mesh, ServerConnection, ServerUnavailable
+from orchestrator.permissions import ApprovalBroker
+from shared.protocol.audit import EntryDraft, PairingBody
+from shared.protocol.channel import ChannelParams
+from shared.protocol.pairing import (
+    ApproveParams,
+    ApproveRequest,
+    ApproveResult,
+    CheckParams,
+    CheckRequest,
+    CheckResult,
+    InvalidSender,
+    Policy,
+    Role,
+    normalize_sender,
+)
+
+logger = logging.getLogger("nexo.pairing")
+
+PLATFORMS = frozenset({"telegram", "slack", "whatsapp", "email", "discord"})
+"""Platforms whose ids the pairing server normalises by their own rules (others: generic)."""
+SENDER_KEYS = ("user_id", "sender_id", "from_id")
+"""Meta keys that carry a sender's stable platform id, in order. Display names never count."""
+GROUP_CHAT_TYPES = frozenset({"group", "supergroup", "channel", "room", "thread", "guild", "mpim"})
+CHECK_TIMEOUT_S = 10.0
+PAIR_TOOL = CatalogTool(
+    server="",
+    name="pair_sender",
+    qualified="nexo__pair_sender",
+    description="Pair a new sender with the agent (asked by nexo itself, never by a model).",
+    input_schema={"type": "object"},
+    read_only=False,
+    destructive=False,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What to do with one inbound message."""
+
+    verdict: Literal["allow", "handled", "dead_letter"]
+    role: Role | None = None
+    reason: str = ""
+
+
+def sender_of(meta: Mapping[str, str]) -> str | None:
+    for key in SENDER_KEYS:
+        value = meta.get(key)
+        if value:
+            return value
+    return None
+
+
+def scope_of(meta: Mapping[str, str]) -> Literal["dm", "group"]:
+    chat_type = meta.get("chat_type", "").lower()
+    return "group" if chat_type in GROUP_CHAT_TYPES or meta.get("is_group") == "true" else "dm"
+
+
+def platform_of(server: str, options: ChannelPairing) -> str:
+    if options.platform:
+        return options.platform
+    return server if server in PLATFORMS else "generic"
+
+
+class Admissions:
+    """The pairing gate of one agent's intake."""
+
+    def __init__(
+        self,
+        config: NexoConfig,
+        mesh: Mesh,
+        broker: ApprovalBroker,
+        *,
+        agent: str,
+        sink: AuditSink,
+        relays: Callable[[], list[ServerConnection]],
+        tell_operator: Callable[[str, str], Coroutine[Any, Any, None]],
+    ) -> None:
+        self._config = config
+        self._mesh = mesh
+        self._broker = broker
+        self._agent = agent
+        self._sink = sink
+        self._relays = relays
+        self._tell_operator = tell_operator
+        self._tg: TaskGroup | None = None
+        self.checks = 0
+
+    def bind(self, tg: TaskGroup) -> None:
+        """Where one-tap approval prompts wait for the operator's answer."""
+        self._tg = tg
+
+    @property
+    def server(self) -> ServerConnection | None:
+        return self._mesh.get(self._config.pairing.server)
+
+    async def check(self, channel: str, meta: Mapping[str, str]) -> CheckResult:
+        """The pairing server's verdict on the sender of ``meta``; without one, only allow_from passes."""
+        self.checks += 1
+        options = self._config.channel(channel).pairing
+        sender = sender_of(meta)
+        if sender is None:
+            return CheckResult(verdict="drop", reason="invalid_sender")
+        scope = scope_of(meta)
+        platform = platform_of(channel, options)
+        pairing = self.server
+        if pairing is None:
+            return _local_check(platform, sender, scope, options)
+        params = CheckParams(
+            channel=channel,
+            account=meta.get("account") or options.account,
+            platform=platform,
+            sender=sender,
+            display_name=meta.get("user") or meta.get("sender_name"),
+            scope=scope,
+            chat_id=meta.get("chat_id"),
+            mentioned=meta.get("mentioned") == "true",
+            policy=Policy(
+                dm=options.policy, group=options.group_policy, require_mention=options.require_mention
+            ),
+            allow_from=options.allow_from,
+        )
+        while True:
+            try:
+                return await pairing.request(
+                    CheckRequest(params=params), CheckResult, timeout=CHECK_TIMEOUT_S
+                )
+            except ServerUnavailable as exc:
+                # Fail closed without losing anything: the message waits in its channel's log.
+                logger.warning("pairing server unavailable, %s waits: %s", channel, exc)
+                await pairing.wait_ready(timeout=3600)
+
+    async def admit(
+        self, connection: ServerConnection, params: ChannelParams, *, event_key: str
+    ) -> Admission:
+        result = await self.check(connection.name, params.meta)
+        if result.verdict == "allow":
+            return Admission("allow", role=result.role or "contact", reason=result.reason)
+        sender = sender_of(params.meta) or "-"
+        self._record(connection.name, "refused" if result.verdict == "drop" else "challenged", sender, result)
+        if result.verdict == "drop" and result.reason == "storage_error":
+            # Failing closed must not lose a paired contact's message: the operator can replay it.
+            return Admission("dead_letter", reason="the pairing server could not read its storage")
+        if result.reply:
+            sender_api = ReplySender(connection, self._config.channel(connection.name).outbound_tool_name)
+            await sender_api.send(
+                params.meta, result.reply, idempotency_key=f"pairing:{event_key}", notice=True
+            )
+        if result.new_pending and result.pending_id:
+            self._ask_operator(connection.name, sender, params.meta, result)
+        return Admission("handled", reason=result.reason)
+
+    async def is_owner(self, channel: str, sender: object) -> bool:
+        """Whether an approval answer from ``sender`` on ``channel`` comes from an owner."""
+        if not isinstance(sender, str) or not sender:
+            return False
+        result = await self.check(channel, {"user_id": sender, "chat_type": "direct"})
+        return result.verdict == "allow" and result.role == "owner"
+
+    def _record(self, channel: str, action: str, sender: str, result: CheckResult) -> None:
+        self._sink.record(
+            EntryDraft.of(
+                PairingBody(action=action, channel=channel, sender=sender[:200], detail=result.reason),
+                source=f"channel:{channel}",
+                agent=self._agent,
+                subject=f"{action} {channel}:{sender}"[:500],
+            )
+        )
+
+    def _ask_operator(self, channel: str, sender: str, meta: Mapping[str, str], result: CheckResult) -> None:
+        """One prompt on the operator's own channel; the requester never sees it."""
+        name = meta.get("user") or meta.get("sender_name") or "no name given"
+        text = (
+            f"[pairing] {channel} sender {sender} ({name}) asks to talk to the agent; code {result.code}. "
+            f"Approve with `nexo pair approve {result.code}`"
+        )
+        relays = [r for r in self._relays() if r.name == self._config.operator.channel]
+        if self._tg is None or not relays:
+            self._spawn_notice(text + ".", f"pairing-ask:{result.pending_id}")
+            return
+        assert result.pending_id is not None
+        self._tg.start_soon(self._one_tap, channel, sender, name, result.pending_id, relays)
+
+    def _spawn_notice(self, text: str, key: str) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(self._tell_operator, text, key)
+
+    async def _one_tap(
+        self, channel: str, sender: str, name: str, pending_id: str, relays: list[ServerConnection]
+    ) -> None:
+        arguments = {"channel": channel, "sender": sender, "name": name}
+        decision = await self._broker.ask(PAIR_TOOL, arguments, f"pair:{pending_id}", relays)
+        if not decision.allowed:
+            logger.info("pairing of %s:%s not approved: %s", channel, sender, decision.reason)
+            return
+        pairing = self.server
+        if pairing is None:
+            return
+        try:
+            approved = await pairing.request(
+                ApproveRequest(params=ApproveParams(pending_id=pending_id, by=decision.reason[:200])),
+                ApproveResult,
+                timeout=CHECK_TIMEOUT_S,
+            )
+        except Exception as exc:  # noqa: BLE001 -- the operator can still approve with the CLI
+            logger.warning("pairing approval of %s failed: %s", pending_id, exc)
+            await self._tell_operator(
+                f"[pairing] approving {channel}:{sender} failed: {exc}", f"pairing-failed:{pending_id}"
+            )
+            return
+        self._sink.record(
+            EntryDraft.of(
+                PairingBody(action="paired", channel=channel, sender=sender[:200], detail="one-tap"),
+                source=f"channel:{channel}",
+                agent=self._agent,
+                subject=f"paired {channel}:{approved.record.sender}"[:500],
+            )
+        )
+
+
+def _local_check(
+    platform: str, sender: str, scope: Literal["dm", "group"], options: ChannelPairing
+) -> CheckResult:
+    """No pairing server configured: the config's allow_from is the whole allowlist."""
+    if scope == "group" or options.policy == "disabled":
+        return CheckResult(verdict="drop", reason="group_disabled" if scope == "group" else "dm_disabled")
+    try:
+        normal = normalize_sender(platform, sender)
+        allowed = {normalize_sender(platform, entry) for entry in options.allow_from}
+    except InvalidSender:
+        return CheckResult(verdict="drop", reason="invalid_sender")
+    if normal in allowed:
+        return CheckResult(verdict="allow", role="owner", reason="allow_from")
+    if options.policy == "open":
+        return CheckResult(verdict="allow", role="contact", reason="open_policy")
+    return CheckResult(verdict="drop", reason="unknown_sender")

@@ -1,0 +1,95 @@
+"""Messages that cannot be handled: set aside in their server's log, recorded, and told to the operator."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import anyio
+
+from orchestrator.config import NexoConfig
+from orchestrator.goals import AuditSink
+from orchestrator.intake.outbound import notify
+from orchestrator.mesh import Mesh, ServerConnection
+from shared.protocol.audit import EntryDraft, NoticeBody
+from shared.protocol.events import DeadLetterParams, DeadLetterRequest, DeadLetterResult, Event
+
+logger = logging.getLogger("nexo.intake")
+
+PUSHED = -1
+"""The sequence number of a pushed message: it came with no durable copy to acknowledge."""
+OPERATOR_NOTICE_TIMEOUT_S = 30.0
+
+
+class Notices:
+    """What the intake records in the ledger and tells the operator on its own."""
+
+    def __init__(self, config: NexoConfig, mesh: Mesh, agent: str, sink: AuditSink) -> None:
+        self._config = config
+        self._mesh = mesh
+        self._agent = agent
+        self._sink = sink
+
+    def record(
+        self,
+        level: Literal["info", "warning", "error"],
+        message: str,
+        *,
+        source: str,
+        subject: str,
+        limit: str | None = None,
+    ) -> None:
+        self._sink.record(
+            EntryDraft.of(
+                NoticeBody(level=level, message=message[:4000], limit=limit),
+                source=source,
+                agent=self._agent,
+                subject=subject[:500],
+            )
+        )
+
+    async def tell_operator(self, text: str, *, key: str) -> None:
+        """A notice to the operator's channel, once per key (the outbox drops a repeat)."""
+        operator = self._config.operator
+        try:
+            with anyio.fail_after(OPERATOR_NOTICE_TIMEOUT_S):
+                await notify(self._mesh, self._config, operator.channel, operator.chat_id, text, key=key)
+        except Exception as exc:  # noqa: BLE001 -- the log and the ledger still have it
+            logger.warning("could not tell the operator (%s): %s", operator.channel, exc)
+
+    def refuse_verdict(self, server: str, request_id: str, sender: object) -> None:
+        message = f"approval answer for {request_id} from {sender!r} on {server} refused: not an approver"
+        logger.warning(message, extra={"server": server, "agent": self._agent})
+        self.record("warning", message, source=f"channel:{server}", subject=f"refused answer {request_id}")
+
+    async def dead_letter(
+        self, connection: ServerConnection, event: Event, error: str, attempts: int
+    ) -> None:
+        """Move the event out of the pull (it stays for `nexo dlq`), record it, tell the operator."""
+        reason = f"failed {attempts} times; last error: {error}"
+        if event.seq != PUSHED:
+            try:
+                await connection.request(
+                    DeadLetterRequest(params=DeadLetterParams(seq=event.seq, reason=reason)),
+                    DeadLetterResult,
+                    timeout=10,
+                )
+            except Exception as exc:  # noqa: BLE001 -- it stays unacknowledged and comes back later
+                logger.error("could not set aside %s:%d: %s", connection.name, event.seq, exc)
+                return
+        where = f"{connection.name}:{event.seq}"
+        logger.error(
+            "dead letter %s: %s", where, reason, extra={"server": connection.name, "agent": self._agent}
+        )
+        self.record(
+            "error",
+            f"dead letter {where}: {reason}",
+            source=f"channel:{connection.name}",
+            subject=f"dead letter {where}",
+            limit="max_attempts",
+        )
+        await self.tell_operator(
+            f"[dead letter] a message from {connection.name} (event {event.seq}) failed {attempts} times and "
+            f"was set aside: {error[:300]}. See `nexo dlq list`; `nexo dlq replay {where}` tries it again.",
+            key=f"dlq:{where}:{event.dedupe_key}",
+        )

@@ -1,0 +1,105 @@
+"""`nexo doctor capabilities` and `nexo setup doctor` as real processes: exit codes 0/1/2 and JSON.
+
+The setup doctor starts the real pairing server and a real channel server (the socket-driven inbox
+of tests/fakes), so what it reports about pairings and tools comes from them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mesh.harness import nexo, python_server, write_config
+
+pytestmark = [pytest.mark.scenario]
+
+NO_LLM = "http://127.0.0.1:9/v1"
+
+
+def _config(
+    tmp_path: Path, name: str = "agents.yaml", *, inbox: dict[str, Any] | None = None, **agent: Any
+) -> Path:
+    return write_config(
+        tmp_path / name,
+        state_dir=tmp_path / "state",
+        llm_base_url=NO_LLM,
+        servers={
+            "inbox": python_server(
+                "tests.fakes.inbox_channel",
+                env={
+                    "NEXO_INBOX_SOCKET": str(tmp_path / "inbox.sock"),
+                    "NEXO_INBOX_REPLIES": str(tmp_path / "replies.jsonl"),
+                },
+            ),
+            "pairing": python_server("servers.pairing"),
+        },
+        agent={"channels": ["inbox"], **agent},
+        extra={
+            "operator": {"channel": "inbox", "chat_id": "op"},
+            "channel_options": {
+                "inbox": {"pairing": {"policy": "pairing", "allow_from": []}, **(inbox or {})}
+            },
+        },
+    )
+
+
+def _doctor(config: Path, *command: str) -> tuple[int, dict[str, Any]]:
+    result = nexo(*command, "--config", str(config), "--json", timeout=60)
+    assert result.returncode in (0, 1, 2), result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return result.returncode, document
+
+
+def _rows(document: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(f["level"], f["check"], f["subject"]) for f in document["findings"]]
+
+
+def test_capabilities_exits_0_when_nothing_is_armed_and_2_on_warnings(tmp_path: Path) -> None:
+    calm = _config(tmp_path)
+    assert _doctor(calm, "doctor", "capabilities") == (0, {"findings": [], "errors": 0, "warnings": 0})
+    plain = nexo("doctor", "capabilities", "--config", str(calm))
+    assert (plain.returncode, plain.stdout) == (0, "nothing risky is armed\n")
+
+    armed = _config(
+        tmp_path, "armed.yaml", inbox={"pairing": {"policy": "open"}}, permissions={"dangerous_mode": True}
+    )
+    code, document = _doctor(armed, "doctor", "capabilities")
+    assert code == 2
+    assert _rows(document) == [
+        ("warning", "dangerous_mode", "agents.nexo"),
+        ("warning", "pairing.open", "inbox"),
+    ]
+    assert (document["errors"], document["warnings"]) == (0, 2)
+    plain = nexo("doctor", "capabilities", "--config", str(armed))
+    assert plain.returncode == 2
+    assert plain.stdout.splitlines()[0].startswith("WARNING dangerous_mode")
+
+
+def test_setup_doctor_sees_seeded_pairings_and_the_channel_tools(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    code, document = _doctor(config, "setup", "doctor")
+    assert (code, _rows(document)) == (2, [("warning", "pairing.coverage", "inbox:default")])
+
+    seeded = nexo("pair", "seed", "inbox", "default", "alice-1", "--owner", "--config", str(config))
+    assert seeded.returncode == 0, seeded.stderr
+    assert _doctor(config, "setup", "doctor") == (0, {"findings": [], "errors": 0, "warnings": 0})
+
+    left = nexo("pair", "seed", "old", "default", "bob", "--config", str(config))
+    assert left.returncode == 0, left.stderr
+    code, document = _doctor(config, "setup", "doctor")
+    assert (code, _rows(document)) == (2, [("warning", "pairing.stale", "old:default")])
+    assert document["findings"][0]["detail"] == "bob is paired on a channel no agent is bound to"
+
+    # The outbound tool is checked against what the channel server really offers.
+    wrong = _config(tmp_path, "wrong.yaml", inbox={"outbound_tool_name": "post"})
+    code, document = _doctor(wrong, "setup", "doctor")
+    assert code == 1
+    assert _rows(document) == [
+        ("error", "pairing.reply", "inbox:default"),
+        ("warning", "pairing.stale", "old:default"),
+    ]
+    assert "send_message" in document["findings"][0]["fix"]
+    assert (document["errors"], document["warnings"]) == (1, 1)

@@ -1,0 +1,262 @@
+"""Autonomy in a real orchestrator (in this process) with real servers and a fake model: budgets over
+a simulated day, idle ticks that say nothing, the per-hour cap told once, preemption, the kill switch."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from orchestrator.config import load
+from orchestrator.daemon import Orchestrator
+from orchestrator.proactive.runtime import Autonomy
+from orchestrator.proactive.ticks import ProactiveSchedule
+from orchestrator.tools.local import GoalContext, LocalTool
+from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step, tokens_for
+from tests.fakes.llm import Reply as ModelReply
+from tests.mesh.harness import python_server, write_config
+
+pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
+
+DAY_START = datetime(2026, 11, 21, 0, 0, tzinfo=UTC)
+
+
+@dataclass
+class Clock:
+    now: datetime = DAY_START
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _config(tmp_path: Path, llm_url: str, agent: dict[str, Any], autonomy: dict[str, Any]) -> Path:
+    return write_config(
+        tmp_path / "agents.yaml",
+        state_dir=tmp_path / "state",
+        llm_base_url=llm_url,
+        servers={
+            "inbox": python_server(
+                "tests.fakes.inbox_channel",
+                env={
+                    "NEXO_INBOX_SOCKET": str(tmp_path / "inbox.sock"),
+                    "NEXO_INBOX_REPLIES": str(tmp_path / "replies.jsonl"),
+                },
+            ),
+            "audit": python_server("servers.audit"),
+        },
+        agent={"channels": ["inbox"], **agent},
+        extra={"operator": {"channel": "inbox", "chat_id": "op"}, "autonomy": autonomy},
+    )
+
+
+def _sent(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "replies.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@asynccontextmanager
+async def running(config_path: Path, clock: Clock) -> AsyncIterator[Orchestrator]:
+    """The daemon in this process, its autonomy on ``clock``; the loops themselves are not started."""
+    config = load(config_path)
+    orch = Orchestrator(config, config_label=str(config_path))
+    orch.autonomy = Autonomy(config, orch.mesh, orch.sink, clock=clock, rng=random.Random(3))
+    ready = anyio.Event()
+    finished = anyio.Event()
+
+    async def on_ready(_: Orchestrator) -> None:
+        ready.set()
+        await finished.wait()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: orch.run(on_ready=on_ready))
+        with anyio.fail_after(60):
+            await ready.wait()
+        try:
+            yield orch
+        finally:
+            with anyio.CancelScope(shield=True):
+                await orch.sink.flush(5)
+            finished.set()
+
+
+def _input_tokens(requests: list[RecordedRequest]) -> int:
+    return sum(tokens_for(r.input_chars) for r in requests)
+
+
+async def test_an_idle_day_of_ticks_stays_within_budget_and_says_nothing(
+    tmp_path: Path,
+) -> None:
+    budget = 4_000
+    with FakeLLM(default=ModelReply("[idle]")) as llm:
+        config = _config(
+            tmp_path,
+            llm.openai_base_url,
+            agent={
+                "heartbeat": {"enabled": True, "interval_s": 1800},
+                "proactive": {"enabled": True, "tick_interval_secs": 900, "max_idle_secs": 7200},
+            },
+            autonomy={"budgets": {"per_day": {"tokens": budget}}, "limits": {"min_cycle_gap_s": 300}},
+        )
+        clock = Clock()
+        async with running(config, clock) as orch:
+            intake = orch.intakes[0]
+            autonomy = orch.autonomy
+            autonomy.intakes = {intake.agent.id: intake}
+            schedule = ProactiveSchedule(intake.agent.proactive, rng=random.Random(5))
+            heartbeats = [DAY_START + timedelta(seconds=1800 * n) for n in range(1, 48)]
+            proactive, at, idle = [], DAY_START, False
+            while True:
+                at += timedelta(seconds=schedule.next_delay(idle=idle))
+                if at >= DAY_START + timedelta(days=1):
+                    break
+                proactive.append(at)
+                idle = True
+            outcomes: list[str] = []
+            plan = sorted([(t, "heartbeat") for t in heartbeats] + [(t, "proactive") for t in proactive])
+            for moment, reason in plan:
+                clock.now = moment
+                prompt = intake.agent.heartbeat.prompt if reason == "heartbeat" else None
+                report = await autonomy.tick(
+                    intake, "heartbeat" if reason == "heartbeat" else "proactive", prompt
+                )
+                outcomes.append("skipped" if report is None else report.ended)
+            spent = autonomy.spend.day_spent()
+        sent = _sent(tmp_path)
+    assert outcomes.count("idle") >= 10
+    assert "budget" in outcomes  # the budget, not the schedule, ended the day's work
+    assert spent.tokens <= budget
+    assert spent.input_tokens == _input_tokens(llm.requests)
+    assert [m for m in sent if "[limit]" not in m.get("text", "")] == []  # idle ticks tell nobody
+    assert len([m for m in sent if "[limit]" in m.get("text", "")]) == 1  # the budget hit, once
+
+
+def _busy_model(request: RecordedRequest) -> Step:
+    """A model that never stops acting: every answer is another tool call."""
+    return Step(tool_calls=(CallTool("channel_list", {}),))
+
+
+async def test_the_hourly_action_cap_pauses_work_and_tells_the_operator_once(tmp_path: Path) -> None:
+    with FakeLLM(default=_busy_model) as llm:
+        config = _config(
+            tmp_path,
+            llm.openai_base_url,
+            agent={"budgets": {"max_turns": 30, "max_consecutive_tool_failures": 50}},
+            autonomy={
+                "limits": {"max_actions_per_cycle": 20, "max_actions_per_hour": 25, "min_cycle_gap_s": 60}
+            },
+        )
+        clock = Clock()
+        async with running(config, clock) as orch:
+            intake = orch.intakes[0]
+            autonomy = orch.autonomy
+            autonomy.intakes = {intake.agent.id: intake}
+            reports = []
+            for minute in (0, 2, 4, 6):
+                clock.now = DAY_START + timedelta(minutes=minute)
+                reports.append(await autonomy.tick(intake, "proactive", None))
+        sent = _sent(tmp_path)
+    assert all(r is not None and r.ended == "limit" for r in reports)
+    axes = [r.limit.axis for r in reports if r is not None and r.limit is not None]
+    assert axes == ["actions_per_cycle", "actions_per_hour", "actions_per_hour", "actions_per_hour"]
+    ran = sum(1 for r in llm.requests if r.body["messages"][-1]["role"] == "tool")
+    assert ran == 25  # every allowed action ran; none after the cap
+    limits = [m["text"] for m in sent if m.get("text", "").startswith("[limit]")]
+    assert len(limits) == 2  # one notice per limit, however often it is hit
+
+
+async def test_user_messages_come_first_a_cycle_waits_and_yields_to_them(tmp_path: Path) -> None:
+    prompts: list[str] = []
+
+    def model(request: RecordedRequest) -> ModelReply | Step:
+        prompts.append(request.last_user_text or "")
+        if request.body["messages"][-1]["role"] == "tool":
+            return Step(tool_calls=(CallTool("probe", {}),))
+        return Step(tool_calls=(CallTool("probe", {}),))
+
+    with FakeLLM(default=model) as llm:
+        config = _config(tmp_path, llm.openai_base_url, agent={}, autonomy={})
+        clock = Clock()
+        async with running(config, clock) as orch:
+            intake = orch.intakes[0]
+            autonomy = orch.autonomy
+            autonomy.intakes = {intake.agent.id: intake}
+            calls: list[int] = []
+
+            async def probe(_: GoalContext, __: Any) -> str:
+                calls.append(1)
+                intake._begin(("inbox", "user-message"))  # a user message arrives mid-cycle
+                return "ok"
+
+            intake.local.tools["probe"] = LocalTool(
+                "probe", "probe", {"type": "object"}, probe, read_only=True
+            )
+            # A user message in flight: the cycle does not start until it is answered.
+            intake._begin(("inbox", "earlier"))
+            reports: list[Any] = []
+            async with anyio.create_task_group() as tg:
+
+                async def cycle() -> None:
+                    reports.append(await autonomy.tick(intake, "proactive", None))
+
+                tg.start_soon(cycle)
+                await anyio.wait_all_tasks_blocked()
+                assert prompts == []  # waiting for the user's message to be handled
+                intake._end(("inbox", "earlier"))
+            # Mid-cycle, the probe tool made a user message arrive: the next model call did not happen.
+            intake._end(("inbox", "user-message"))
+    assert len(calls) == 1
+    assert len(prompts) == 1
+    assert reports[0].ended == "preempted"
+
+
+async def test_after_a_long_silence_the_operator_first_gets_a_digest(tmp_path: Path) -> None:
+    with FakeLLM(default=ModelReply("answer")) as llm:
+        config = _config(tmp_path, llm.openai_base_url, agent={}, autonomy={"return_digest_after_s": 43200})
+        async with running(config, Clock()) as orch:
+            intake = orch.intakes[0]
+            now = [datetime.now(UTC)]
+            intake.away._clock = lambda: now[0]
+            answered = anyio.Event()
+
+            async def say(n: int, text: str) -> None:
+                stream = await anyio.connect_unix(tmp_path / "inbox.sock")
+                meta = {"chat_id": "op", "message_id": f"m{n}", "user_id": "operator"}
+                async with stream:
+                    await stream.send(
+                        json.dumps({"id": f"m{n}", "content": text, "meta": meta}).encode() + b"\n"
+                    )
+
+            async def until(count: int) -> None:
+                with anyio.fail_after(30):
+                    while intake.handled < count:
+                        await answered.wait()
+
+            original = orch.goals.finish
+
+            async def finish(*args: Any, **kwargs: Any) -> None:
+                await original(*args, **kwargs)
+                answered.set()
+
+            orch.goals.finish = finish  # type: ignore[method-assign]
+            await say(1, "good evening")
+            await until(1)
+            await orch.autonomy.limit_notice(
+                "nexo", "day_tokens", "proactive: today's budget is spent", source="proactive"
+            )
+            await orch.sink.flush(5)
+            now[0] += timedelta(hours=13)
+            await say(2, "morning! anything new?")
+            await until(2)
+    texts = [m.get("text", "") for m in _sent(tmp_path)]
+    assert texts[0] == "answer"
+    assert texts[-2].startswith("While you were away")
+    assert "budget" in texts[-2]
+    assert texts[-1] == "answer"
