@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -16,39 +15,31 @@ from orchestrator.config import AgentConfig, NexoConfig, workspace_root
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
 from orchestrator.intake.admission import Admissions
 from orchestrator.intake.away import AwayDigest
-from orchestrator.intake.deadletters import PUSHED, Notices
-from orchestrator.intake.gate import GateResult, evaluate
-from orchestrator.intake.outbound import ReplySender
+from orchestrator.intake.gate import GateResult
+from orchestrator.intake.notices import Notices
+from orchestrator.intake.outbound import ReplySender, send_patiently
+from orchestrator.intake.pump import ChannelPumps
 from orchestrator.intake.ratelimit import ChannelRates
 from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import Provider
 from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
-from orchestrator.loop.extract import extract_memories
-from orchestrator.loop.tools import render_result
-from orchestrator.mesh import Catalog, Mesh, ServerConnection, ServerUnavailable, describe_error
+from orchestrator.loop.extract import remember_from_turn
+from orchestrator.mesh import Catalog, Mesh, ServerConnection, describe_error
 from orchestrator.metrics import Metrics
 from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate
 from orchestrator.tools.channels import channel_tools
 from orchestrator.tools.local import GoalContext, LocalTools, local_catalog_tools
-from shared.protocol.audit import ChannelBody, EntryDraft, Origin
+from shared.protocol.audit import Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
 from shared.protocol.cron import BINDING_META_KEY, MODEL_META_KEY
 from shared.protocol.events import (
-    EVENTS_EXTENSION,
-    AckParams,
-    AckRequest,
-    AckResult,
     Event,
-    PullParams,
-    PullRequest,
-    PullResult,
 )
 from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY
 from shared.protocol.pairing import Role
 
 logger = logging.getLogger("nexo.intake")
 
-PULL_WAIT_MS = 20_000
 SESSION_QUEUE = 100
 RETRY_INITIAL_S = 1.0
 RETRY_MAX_S = 60.0
@@ -117,7 +108,8 @@ class Intake:
             )
             for channel, policy in agent.bindings.items()
         }
-        self.notices = Notices(config, mesh, agent.id, self.sink)
+        self.notices = Notices(config, mesh, agent.id, self.sink, metrics)
+        self.traffic = self.notices.traffic
         self.admissions = Admissions(
             config,
             mesh,
@@ -128,13 +120,12 @@ class Intake:
             tell_operator=lambda text, key: self.notices.tell_operator(text, key=key),
         )
         self.rates = ChannelRates(config, metrics)
+        self.pumps = ChannelPumps(config, agent, mesh, self._dispatch)
         self.away = AwayDigest(
             mesh.get(config.audit.server), config.operator.channel, config.autonomy.return_digest_after_s
         )
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[tuple[str, str]] = set()
-        self._push_only: dict[str, bool] = {}
-        self._pushes = 0
         self._tg: TaskGroup | None = None
         self._quiet = anyio.Event()
         self._quiet.set()
@@ -197,7 +188,7 @@ class Intake:
                 with anyio.move_on_after(20):
                     await self.away.seed()
                 for name in self.agent.channels:
-                    tg.start_soon(self._pump, self.mesh[name], name=f"pump:{name}")
+                    tg.start_soon(self.pumps.run, self.mesh[name], name=f"pump:{name}")
         finally:
             for session in self._sessions.values():
                 session.inbox.close()
@@ -206,65 +197,11 @@ class Intake:
     # -- pulling -----------------------------------------------------------------------------
 
     def channel_gate(self, connection: ServerConnection) -> GateResult:
-        client = connection.client
-        return evaluate(
-            self.config,
-            self.agent,
-            connection.name,
-            connection.capability_names() if client is not None else None,
-            client.server_info.name if client is not None and client.server_info is not None else None,
-        )
-
-    def _registered(self, connection: ServerConnection) -> bool:
-        """Apply the gate to a (re)connected server; a skip is logged once per connection."""
-        result = self.channel_gate(connection)
-        if result.verdict != "register":
-            logger.warning(
-                "channel %s", result.line(), extra={"server": connection.name, "agent": self.agent.id}
-            )
-        return result.verdict == "register"
-
-    async def _pump(self, connection: ServerConnection) -> None:
-        after, client, registered = 0, None, False
-        while True:
-            try:
-                current = await connection.wait_ready(timeout=3600)
-                if current is not client:
-                    after, client = 0, current  # a restarted server hands out its unacked events again
-                    registered = self._registered(connection)
-                    self._push_only[connection.name] = registered and not connection.has_capability(
-                        EVENTS_EXTENSION
-                    )
-                if not registered or self._push_only[connection.name]:
-                    # Skipped, or a Claude Code channel (no pull): wait for the next connection.
-                    await connection.wait_closed()
-                    continue
-                batch = await connection.request(
-                    PullRequest(params=PullParams(after=after, limit=50, wait_ms=PULL_WAIT_MS)),
-                    PullResult,
-                    timeout=PULL_WAIT_MS / 1000,
-                )
-            except ServerUnavailable as exc:
-                logger.info("pump %s waiting: %s", connection.name, exc)
-                continue
-            for event in batch.events:
-                after = max(after, event.seq)
-                await self._dispatch(connection, event)
+        return self.pumps.gate(connection)
 
     async def pushed(self, server: str, params: ChannelParams) -> None:
         """A message a Claude Code channel pushed: its only copy, with no id to acknowledge."""
-        if not self._push_only.get(server):
-            return  # a nexo channel: the notification is only a hint, the pull delivers the event
-        self._pushes += 1
-        key = params.meta.get("message_id") or f"{time.time_ns()}-{self._pushes}"
-        event = Event(
-            seq=PUSHED,
-            kind="message",
-            dedupe_key=f"push:{key}",
-            payload=params.model_dump(mode="json"),
-            created_at=time.time(),
-        )
-        await self._dispatch(self.mesh[server], event)
+        await self.pumps.pushed(server, params)
 
     async def _dispatch(self, connection: ServerConnection, event: Event) -> None:
         marker = (connection.name, event.dedupe_key)
@@ -337,18 +274,7 @@ class Intake:
         return session
 
     async def _ack(self, connection: ServerConnection, event: Event) -> None:
-        if event.seq == PUSHED:
-            return
-        while True:
-            try:
-                await connection.request(
-                    AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=10
-                )
-                return
-            except ServerUnavailable as exc:
-                # The event stays in the server's log and comes back; the outbox key stops a second reply.
-                logger.warning("ack of %s:%d deferred: %s", connection.name, event.seq, exc)
-                await connection.wait_ready(timeout=3600)
+        await self.pumps.ack(connection, event)
 
     # -- answering ---------------------------------------------------------------------------
 
@@ -401,7 +327,7 @@ class Intake:
                 await self._send(
                     sender, params, digest, f"digest:{connection.name}:{event.dedupe_key}", notice=True
                 )
-        self.marker(source, "in", chat_id, "received", params.meta.get("message_id"), len(params.content))
+        self.traffic(source, "in", chat_id, "received", params.meta.get("message_id"), len(params.content))
         goal = await self.goals.start(
             agent=self.agent.id,
             kind="interactive",
@@ -434,11 +360,18 @@ class Intake:
             len(text),
             extra={"agent": self.agent.id, "goal": goal.id, "server": connection.name},
         )
-        self.marker(source, "out", chat_id, "sent", None, len(text))
+        self.traffic(source, "out", chat_id, "sent", None, len(text))
         turn_id = f"{connection.name}:{event.dedupe_key}"
         await self.sessions.record(session.key, prompt, text, turn_id=turn_id)
         if result is not None and self.agent.memory.extract and result.outcome is Outcome.DONE:
-            await self._extract(params.content, text, result)
+            await remember_from_turn(
+                self.mesh.get(self.agent.memory.server),
+                self.agent,
+                self.provider,
+                params.content,
+                text,
+                result,
+            )
         await self._ack(connection, event)
         self.handled += 1
 
@@ -490,69 +423,10 @@ class Intake:
             await anyio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
 
-    def marker(
-        self,
-        source: str,
-        direction: Literal["in", "out"],
-        chat_id: str,
-        status: str,
-        message_id: str | None,
-        chars: int,
-    ) -> None:
-        body = ChannelBody(
-            direction=direction, chat_id=chat_id[:200], status=status, message_id=message_id, chars=chars
-        )
-        self.sink.record(
-            EntryDraft.of(body, source=source, agent=self.agent.id, subject=f"{direction} {chat_id}"[:500])
-        )
-        if self.metrics is not None:
-            self.metrics.messages.labels(source.removeprefix("channel:"), direction).inc()
-
-    async def _extract(self, user_text: str, answer: str, result: GoalResult) -> None:
-        memory = self.mesh.get(self.agent.memory.server)
-        if memory is None:
-            return
-        meta = {AGENT_META_KEY: self.agent.id, PROVENANCE_META_KEY: "agent"}
-
-        async def remember(content: str, tags: Sequence[str]) -> None:
-            outcome = await memory.call_tool(
-                "memory_remember", {"content": content, "tags": list(tags), "kind": "fact"}, meta=meta
-            )
-            if outcome.is_error:
-                raise RuntimeError(render_result(outcome))
-
-        extraction = await extract_memories(
-            provider=self.provider,
-            user_text=user_text,
-            answer=answer,
-            budgets=self.agent.budgets,
-            used=result.usage,
-            remember=remember,
-            max_items=self.agent.memory.extract_max_items,
-        )
-        result.usage = result.usage + extraction.usage
-        if extraction.skipped:
-            logger.info("memory extraction skipped: %s", extraction.skipped)
-        elif extraction.stored:
-            logger.info("memory extraction stored %d memories", len(extraction.stored))
-
     async def _send(
         self, sender: ReplySender, params: ChannelParams, text: str, key: str, *, notice: bool = False
     ) -> None:
-        delay = RETRY_INITIAL_S
-        while True:
-            try:
-                await sender.send(params.meta, text, idempotency_key=key, notice=notice)
-                return
-            except ServerUnavailable as exc:
-                logger.warning(
-                    "reply via %s deferred: %s",
-                    sender.connection.name,
-                    exc,
-                    extra={"server": sender.connection.name, "agent": self.agent.id},
-                )
-            await anyio.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX_S)
+        await send_patiently(sender, params.meta, text, key=key, notice=notice, agent=self.agent.id)
 
 
 def _explain(result: GoalResult) -> str:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
+
 from orchestrator.config import NexoConfig
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
+
+logger = logging.getLogger("nexo.intake")
 
 
 class ReplySender:
@@ -65,3 +70,27 @@ async def notify(
         raise ServerUnavailable(f"no channel server {server!r} is configured")
     sender = ReplySender(connection, config.channel(server).outbound_tool_name)
     await sender.send({"chat_id": chat_id}, text, idempotency_key=key, notice=notice)
+
+
+RETRY_INITIAL_S = 1.0
+RETRY_MAX_S = 60.0
+
+
+async def send_patiently(
+    sender: ReplySender, meta: Mapping[str, str], text: str, *, key: str, notice: bool, agent: str
+) -> None:
+    """Send, waiting out an unavailable channel server with backoff (the outbox key stops doubles)."""
+    delay = RETRY_INITIAL_S
+    while True:
+        try:
+            await sender.send(meta, text, idempotency_key=key, notice=notice)
+            return
+        except ServerUnavailable as exc:
+            logger.warning(
+                "reply via %s deferred: %s",
+                sender.connection.name,
+                exc,
+                extra={"server": sender.connection.name, "agent": agent},
+            )
+        await anyio.sleep(delay)
+        delay = min(delay * 2, RETRY_MAX_S)

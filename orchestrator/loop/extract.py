@@ -15,9 +15,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from orchestrator.llm import LLMError, Provider, Usage, UserMessage
+from orchestrator.loop.tools import render_result
+from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY
 
 if TYPE_CHECKING:
-    from orchestrator.config import Budgets
+    from orchestrator.config import AgentConfig, Budgets
+    from orchestrator.loop.goal import GoalResult
+    from orchestrator.mesh import ServerConnection
 
 logger = logging.getLogger("nexo.extract")
 
@@ -108,3 +112,39 @@ async def extract_memories(
             continue
         result.stored.append(content)
     return result
+
+
+async def remember_from_turn(
+    memory: ServerConnection | None,
+    agent: AgentConfig,
+    provider: Provider,
+    user_text: str,
+    answer: str,
+    result: GoalResult,
+) -> None:
+    """Store what a finished turn taught, through the memory server, as the agent's own words."""
+    if memory is None:
+        return
+    meta = {AGENT_META_KEY: agent.id, PROVENANCE_META_KEY: "agent"}
+
+    async def remember(content: str, tags: Sequence[str]) -> None:
+        outcome = await memory.call_tool(
+            "memory_remember", {"content": content, "tags": list(tags), "kind": "fact"}, meta=meta
+        )
+        if outcome.is_error:
+            raise RuntimeError(render_result(outcome))
+
+    extraction = await extract_memories(
+        provider=provider,
+        user_text=user_text,
+        answer=answer,
+        budgets=agent.budgets,
+        used=result.usage,
+        remember=remember,
+        max_items=agent.memory.extract_max_items,
+    )
+    result.usage = result.usage + extraction.usage
+    if extraction.skipped:
+        logger.info("memory extraction skipped: %s", extraction.skipped)
+    elif extraction.stored:
+        logger.info("memory extraction stored %d memories", len(extraction.stored))

@@ -94,12 +94,12 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
             raise LocalToolError(f"arguments must be an object such as {{'chat_id': '...'}}; got {extra!r}")
         key = _key(context, "channel_send", server, content, extra)
         detail = await sender(server).call({**extra, "text": content, "idempotency_key": key})
-        intake.marker(f"channel:{server}", "out", str(extra.get("chat_id", "-")), "sent", None, len(content))
+        intake.traffic(f"channel:{server}", "out", str(extra.get("chat_id", "-")), "sent", None, len(content))
         return f"sent through {server}: {detail}"
 
     async def say(server: str, chat_id: str, content: str, key: str, status: str, *, notice: bool) -> None:
         await notify(mesh, config, server, chat_id, content, key=key, notice=notice)
-        intake.marker(f"channel:{server}", "out", chat_id or "-", status, None, len(content))
+        intake.traffic(f"channel:{server}", "out", chat_id or "-", status, None, len(content))
 
     async def notify_channel(context: GoalContext, arguments: Mapping[str, Any]) -> str:
         server = bound_server(arguments)

@@ -1,4 +1,5 @@
-"""Messages that cannot be handled: set aside in their server's log, recorded, and told to the operator."""
+"""What the intake records and says on its own: traffic markers, notices, dead letters (messages set
+aside in their server's log after repeated failures), and notices to the operator."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from orchestrator.config import NexoConfig
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import Mesh, ServerConnection
-from shared.protocol.audit import EntryDraft, NoticeBody
+from orchestrator.metrics import Metrics
+from shared.protocol.audit import ChannelBody, EntryDraft, NoticeBody
 from shared.protocol.events import DeadLetterParams, DeadLetterRequest, DeadLetterResult, Event
 
 logger = logging.getLogger("nexo.intake")
@@ -24,11 +26,14 @@ OPERATOR_NOTICE_TIMEOUT_S = 30.0
 class Notices:
     """What the intake records in the ledger and tells the operator on its own."""
 
-    def __init__(self, config: NexoConfig, mesh: Mesh, agent: str, sink: AuditSink) -> None:
+    def __init__(
+        self, config: NexoConfig, mesh: Mesh, agent: str, sink: AuditSink, metrics: Metrics | None = None
+    ) -> None:
         self._config = config
         self._mesh = mesh
         self._agent = agent
         self._sink = sink
+        self._metrics = metrics
 
     def record(
         self,
@@ -56,6 +61,25 @@ class Notices:
                 await notify(self._mesh, self._config, operator.channel, operator.chat_id, text, key=key)
         except Exception as exc:  # noqa: BLE001 -- the log and the ledger still have it
             logger.warning("could not tell the operator (%s): %s", operator.channel, exc)
+
+    def traffic(
+        self,
+        source: str,
+        direction: Literal["in", "out"],
+        chat_id: str,
+        status: str,
+        message_id: str | None,
+        chars: int,
+    ) -> None:
+        """A channel traffic marker: never the message text."""
+        body = ChannelBody(
+            direction=direction, chat_id=chat_id[:200], status=status, message_id=message_id, chars=chars
+        )
+        self._sink.record(
+            EntryDraft.of(body, source=source, agent=self._agent, subject=f"{direction} {chat_id}"[:500])
+        )
+        if self._metrics is not None:
+            self._metrics.messages.labels(source.removeprefix("channel:"), direction).inc()
 
     def refuse_verdict(self, server: str, request_id: str, sender: object) -> None:
         message = f"approval answer for {request_id} from {sender!r} on {server} refused: not an approver"

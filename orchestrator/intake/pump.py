@@ -1,0 +1,117 @@
+"""One pump per bound channel server: apply the channel gate on each (re)connection, long-poll the
+server's durable events, hand each to the intake, and acknowledge what the intake handled. Claude
+Code channels (no event log) are taken from their pushed notifications instead."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from orchestrator.config import AgentConfig, NexoConfig
+from orchestrator.intake.gate import GateResult, evaluate
+from orchestrator.intake.notices import PUSHED
+from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
+from shared.protocol.channel import ChannelParams
+from shared.protocol.events import (
+    EVENTS_EXTENSION,
+    AckParams,
+    AckRequest,
+    AckResult,
+    Event,
+    PullParams,
+    PullRequest,
+    PullResult,
+)
+
+logger = logging.getLogger("nexo.intake")
+
+PULL_WAIT_MS = 20_000
+PULL_BATCH = 50
+
+Dispatch = Callable[[ServerConnection, Event], Awaitable[None]]
+
+
+class ChannelPumps:
+    def __init__(self, config: NexoConfig, agent: AgentConfig, mesh: Mesh, dispatch: Dispatch) -> None:
+        self.config = config
+        self.agent = agent
+        self.mesh = mesh
+        self._dispatch = dispatch
+        self._push_only: dict[str, bool] = {}
+        self._pushes = 0
+
+    def gate(self, connection: ServerConnection) -> GateResult:
+        client = connection.client
+        return evaluate(
+            self.config,
+            self.agent,
+            connection.name,
+            connection.capability_names() if client is not None else None,
+            client.server_info.name if client is not None and client.server_info is not None else None,
+        )
+
+    def _registered(self, connection: ServerConnection) -> bool:
+        """Apply the gate to a (re)connected server; a skip is logged once per connection."""
+        result = self.gate(connection)
+        if result.verdict != "register":
+            logger.warning(
+                "channel %s", result.line(), extra={"server": connection.name, "agent": self.agent.id}
+            )
+        return result.verdict == "register"
+
+    async def run(self, connection: ServerConnection) -> None:
+        after, client, registered = 0, None, False
+        while True:
+            try:
+                current = await connection.wait_ready(timeout=3600)
+                if current is not client:
+                    after, client = 0, current  # a restarted server hands out its unacked events again
+                    registered = self._registered(connection)
+                    self._push_only[connection.name] = registered and not connection.has_capability(
+                        EVENTS_EXTENSION
+                    )
+                if not registered or self._push_only[connection.name]:
+                    # Skipped, or a Claude Code channel (no pull): wait for the next connection.
+                    await connection.wait_closed()
+                    continue
+                batch = await connection.request(
+                    PullRequest(params=PullParams(after=after, limit=PULL_BATCH, wait_ms=PULL_WAIT_MS)),
+                    PullResult,
+                    timeout=PULL_WAIT_MS / 1000,
+                )
+            except ServerUnavailable as exc:
+                logger.info("pump %s waiting: %s", connection.name, exc)
+                continue
+            for event in batch.events:
+                after = max(after, event.seq)
+                await self._dispatch(connection, event)
+
+    async def pushed(self, server: str, params: ChannelParams) -> None:
+        """A message a Claude Code channel pushed: its only copy, with no id to acknowledge."""
+        if not self._push_only.get(server):
+            return  # a nexo channel: the notification is only a hint, the pull delivers the event
+        self._pushes += 1
+        key = params.meta.get("message_id") or f"{time.time_ns()}-{self._pushes}"
+        event = Event(
+            seq=PUSHED,
+            kind="message",
+            dedupe_key=f"push:{key}",
+            payload=params.model_dump(mode="json"),
+            created_at=time.time(),
+        )
+        await self._dispatch(self.mesh[server], event)
+
+    async def ack(self, connection: ServerConnection, event: Event) -> None:
+        if event.seq == PUSHED:
+            return
+        while True:
+            try:
+                await connection.request(
+                    AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=10
+                )
+                return
+            except ServerUnavailable as exc:
+                # The event stays in the server's log and comes back; the outbox key stops a second reply.
+                logger.warning("ack of %s:%d deferred: %s", connection.name, event.seq, exc)
+                await connection.wait_ready(timeout=3600)
