@@ -1,56 +1,39 @@
 """The scheduler: sleeps until the next due fire, fires it exactly once, and handles missed slots.
 
 Firing a slot is one transaction (the fire row, unique on (entry, slot), and the entry's next slot),
-then an append to the event log whose dedupe key names the entry, slot and attempt, then the row is
-marked delivered. A fire row still ``pending`` gets its event appended again on the next tick (at
-start, the first one): a process killed at any instant neither loses a fire nor makes two.
-
-A slot that comes due more than ``misfire_tolerance_s`` late (the server was down, the wall clock
-jumped forward, the process was stopped) goes through the entry's misfire policy instead. The next
-slot only ever moves forward, so a backward clock step or a repeated local hour cannot fire a slot
-twice.
+then its event goes to the event log (``delivery``): a process killed at any instant neither loses a
+fire nor makes two. A slot that comes due more than ``misfire_tolerance_s`` late goes through the
+entry's misfire policy instead (``misfire``). The next slot only ever moves forward, so a backward
+clock step or a repeated local hour cannot fire a slot twice.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 
-from servers.cron.errors import EntryNotFound, FireNotFound, StateRefused
+from servers.cron.delivery import BATCH, Delivery, Seam, TickReport, missed_payload, no_seam
+from servers.cron.errors import StateRefused
 from servers.cron.jitter import JitterKnobs, due_at, expired_by_age
+from servers.cron.misfire import Overdue, misfired, overdue_slots, plan_misfire
+from servers.cron.outcomes import report_outcome
+from servers.cron.rows import new_fire
 from servers.cron.settings import CronSettings
-from servers.cron.store import Clock, CronEventLog, CronStore, EntryRow, FireRow, Writer, iso
-from shared.db import Transaction
-from shared.protocol.cron import (
-    FINISHED_STATES,
-    FIRE_EVENT,
-    MAX_LISTED_SLOTS,
-    MISSED_EVENT,
-    FirePayload,
-    MissedPayload,
-)
+from servers.cron.store import Clock, CronEventLog, CronStore, EntryRow, FireRow, Writer
+from shared.protocol.cron import FINISHED_STATES
+
+__all__ = ["Scheduler", "Seam", "TickReport", "Wait", "no_seam", "sleep_or_wake"]
 
 logger = logging.getLogger("nexo.cron")
 
 Wait = Callable[[anyio.Event, float], Awaitable[None]]
 """(woken, seconds): return when ``woken`` is set or the seconds have passed."""
-Seam = Callable[[str], Awaitable[None]]
-"""Called at named points of a fire (tests stop the process there): ``fire:commit`` inside the
-transaction that records fires, ``fire:committed`` after it, ``fire:appending`` inside the one that
-appends their events, ``missed:appending`` inside the one that appends missed events."""
 
-BATCH = 200
-"""Entries fired in one transaction; fire rows delivered per look at the outbox."""
-SLOT_CHUNK = 1_000
 MAINTENANCE_EVERY = timedelta(seconds=60)
 FULL_LOG_RECHECK_S = 5.0
 """How soon fires held back by a full event log are tried again."""
@@ -60,113 +43,6 @@ ONE_MICROSECOND = timedelta(microseconds=1)
 async def sleep_or_wake(woken: anyio.Event, timeout: float) -> None:
     with anyio.move_on_after(timeout):
         await woken.wait()
-
-
-async def no_seam(point: str) -> None:
-    return None
-
-
-def fire_dedupe_key(entry_id: str, slot: datetime, attempt: int) -> str:
-    return f"fire:{entry_id}:{iso(slot)}:{attempt}"
-
-
-def fire_payload(fire: FireRow, entry: EntryRow) -> FirePayload:
-    return FirePayload(
-        fire_id=fire.id,
-        entry_id=entry.id,
-        kind=entry.kind,
-        binding=entry.binding,
-        agent=entry.agent,
-        provider=entry.provider,
-        model=entry.model,
-        text=entry.text,
-        channel=entry.channel,
-        recipient=entry.recipient,
-        schedule=entry.spec,
-        timezone=entry.timezone,
-        slot=iso(fire.slot),
-        due_at=iso(fire.due_at),
-        attempt=fire.attempt,
-        manual=fire.manual,
-        reason=fire.reason,
-    )
-
-
-def missed_payload(
-    entry: EntryRow, slots: Sequence[datetime], count: int, reason: str, *, parked: bool = False
-) -> MissedPayload:
-    return MissedPayload(
-        entry_id=entry.id,
-        binding=entry.binding,
-        agent=entry.agent,
-        kind=entry.kind,
-        reason=reason,
-        slots=[iso(slot) for slot in slots[-MAX_LISTED_SLOTS:]],
-        count=count,
-        parked=parked,
-    )
-
-
-def new_fire(
-    fire_id: int,
-    entry: EntryRow,
-    slot: datetime,
-    due: datetime,
-    now: datetime,
-    *,
-    reason: str = "schedule",
-    attempt: int = 1,
-    manual: bool = False,
-) -> FireRow:
-    """The row just recorded, as ``pending``, without reading it back."""
-    return FireRow(
-        id=fire_id,
-        entry_id=entry.id,
-        slot=slot,
-        due_at=due,
-        status="pending",
-        attempt=attempt,
-        manual=manual,
-        reason=reason,
-        error=None,
-        created_at=now,
-        finished_at=None,
-        retry_at=None,
-    )
-
-
-def effective_misfire(entry: EntryRow) -> str:
-    """Config-owned entries are never parked: they skip what they missed."""
-    return "skip" if entry.permanent and entry.misfire == "park" else entry.misfire
-
-
-@dataclass
-class Overdue:
-    """The slots of one entry whose due time has passed, from its next slot on."""
-
-    count: int
-    recent: list[tuple[datetime, datetime]]
-    """The newest (slot, due) pairs, oldest first, at most ``max_missed_rows``."""
-    next_slot: datetime | None
-    next_due: datetime | None
-
-
-@dataclass
-class TickReport:
-    now: datetime
-    fired: list[int] = field(default_factory=list)
-    """Fire rows recorded and handed to the event log this tick (scheduled, catch-up and retries)."""
-    redelivered: int = 0
-    """Fires recorded before this tick whose events were appended now (after a crash or a full log)."""
-    missed: int = 0
-    skipped_overlap: int = 0
-    parked: list[str] = field(default_factory=list)
-    expired: list[str] = field(default_factory=list)
-    purged: int = 0
-    backlog: bool = False
-    """The event log was full: some fires wait in the database."""
-    next_wake: datetime | None = None
-    """The earliest due or retry time left after this tick."""
 
 
 class Scheduler:
@@ -186,6 +62,7 @@ class Scheduler:
     ) -> None:
         self.store = store
         self.events = events
+        self.delivery = Delivery(store, events, settings, seam)
         self.settings = settings
         self.knobs = knobs
         self.clock = clock
@@ -195,14 +72,16 @@ class Scheduler:
         self._woken = anyio.Event()
         self._last_maintenance: datetime | None = None
         self._tolerance = timedelta(seconds=settings.misfire_tolerance_s)
-        self._undelivered = True
-        """Fire rows or missed events may wait for their events (unknown at start)."""
 
     # -- the loop --------------------------------------------------------------------------------
 
     def wake(self) -> None:
         """Look at the schedule again now (an entry was created, resumed or rescheduled)."""
         self._woken.set()
+
+    async def flush(self, report: TickReport) -> None:
+        """Deliver fire rows still pending and missed events still in the outbox."""
+        await self.delivery.flush(report)
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Tick, sleep until the next due time (at most ``max_sleep_s``) or a wake, repeat."""
@@ -267,106 +146,7 @@ class Scheduler:
 
     async def overdue(self, entry: EntryRow, now: datetime) -> Overdue:
         """Every slot from the entry's next one whose due time is at or before ``now``."""
-        recent: deque[tuple[datetime, datetime]] = deque(maxlen=self.settings.max_missed_rows)
-        count = 0
-        batch = [] if entry.next_slot is None else [entry.next_slot]
-        while batch:
-            for slot in batch:
-                due = self.due(entry, slot)
-                if due > now:
-                    return Overdue(count, list(recent), slot, due)
-                count += 1
-                recent.append((slot, due))
-            if not entry.recurring:
-                break
-            last = batch[-1]
-            batch = entry.schedule.slots_between(last, now, SLOT_CHUNK)
-            if not batch:
-                nxt = entry.schedule.next_after(last)
-                batch = [] if nxt is None else [nxt]
-            await anyio.lowlevel.checkpoint()
-        return Overdue(count, list(recent), None, None)
-
-    # -- delivery --------------------------------------------------------------------------------
-
-    @asynccontextmanager
-    async def _recording(self) -> AsyncIterator[None]:
-        """Around a commit of fire rows or missed events and their delivery: if the delivery does
-        not finish, the next tick looks for what is left."""
-        try:
-            yield
-        except BaseException:
-            self._undelivered = True
-            raise
-
-    async def deliver(self, fires: Sequence[tuple[FireRow, EntryRow]], report: TickReport) -> list[int]:
-        """Append the fires' events (idempotent on their dedupe keys) and mark the rows delivered,
-        in one transaction. Returns the ids delivered: fewer than given when the log is full."""
-        if not fires:
-            return []
-        ids = [fire.id for fire, _ in fires]
-        items = [
-            (
-                fire_dedupe_key(entry.id, fire.slot, fire.attempt),
-                fire_payload(fire, entry).model_dump(mode="json"),
-            )
-            for fire, entry in fires
-        ]
-
-        async def delivered(tx: Transaction, count: int) -> None:
-            await Writer(tx).mark_delivered(ids[:count])
-            await self._seam("fire:appending")
-
-        count = await self.events.append_batch(FIRE_EVENT, items, then=delivered)
-        if count < len(fires):
-            self._held_back(report, len(fires) - count, "fires")
-        return ids[:count]
-
-    def _held_back(self, report: TickReport, count: int, what: str) -> None:
-        report.backlog = self._undelivered = True
-        logger.warning(
-            "%d cron %s wait in the database: %d events wait for the orchestrator (is `nexo run` "
-            "running?); raise NEXO_CRON_MAX_PENDING_EVENTS to queue more",
-            count,
-            what,
-            self.settings.max_pending_events,
-        )
-
-    async def flush(self, report: TickReport) -> None:
-        """Deliver fire rows still pending and missed events still in the outbox."""
-        if not self._undelivered:
-            return
-        self._undelivered = False
-        async with self._recording():
-            while not report.backlog:
-                pending = await self.store.pending_fires(BATCH)
-                pairs = [
-                    (fire, entry) for fire in pending if (entry := await self.store.entry(fire.entry_id))
-                ]
-                report.redelivered += len(await self.deliver(pairs, report))
-                if len(pending) < BATCH:
-                    break
-            await self.flush_outbox(report)
-
-    async def flush_outbox(self, report: TickReport) -> None:
-        while not report.backlog:
-            batch = await self.store.outbox(BATCH)
-            if batch:
-                await self._send_missed(batch, report)
-            if len(batch) < BATCH:
-                return
-
-    async def _send_missed(self, batch: Sequence[tuple[int, dict[str, Any]]], report: TickReport) -> None:
-        ids = [outbox_id for outbox_id, _ in batch]
-
-        async def sent(tx: Transaction, count: int) -> None:
-            await Writer(tx).drop_outbox(ids[:count])
-            await self._seam("missed:appending")
-
-        items = [(f"missed:{outbox_id}", payload) for outbox_id, payload in batch]
-        count = await self.events.append_batch(MISSED_EVENT, items, then=sent)
-        if count < len(batch):
-            self._held_back(report, len(batch) - count, "missed events")
+        return await overdue_slots(entry, now, self.due, self.settings.max_missed_rows)
 
     # -- firing ----------------------------------------------------------------------------------
 
@@ -374,26 +154,20 @@ class Scheduler:
         now = report.now
         while True:
             due = await self.store.due_entries(now, BATCH)
-            on_time = [entry for entry in due if not self._misfired(entry, now)]
+            on_time = [entry for entry in due if not misfired(entry, now, self._tolerance)]
             again = await self._fire_on_time(on_time, report) if on_time else False
             for entry in due:
-                if self._misfired(entry, now):
+                if misfired(entry, now, self._tolerance):
                     await self._misfire(entry, report)
             if len(due) < BATCH and not again:
                 return
-
-    def _misfired(self, entry: EntryRow, now: datetime) -> bool:
-        assert entry.next_slot is not None
-        assert entry.next_due is not None
-        # A one-shot moved early by its jitter is not late before its slot.
-        return now - max(entry.next_due, entry.next_slot) > self._tolerance
 
     async def _fire_on_time(self, entries: Sequence[EntryRow], report: TickReport) -> bool:
         """Fire each entry's next slot in one transaction; True when a new next slot is due already."""
         now = report.now
         fired: list[tuple[FireRow, EntryRow]] = []
         again = False
-        async with self._recording():
+        async with self.delivery.recording():
             async with self.store.writing() as w:
                 for entry in entries:
                     assert entry.next_slot is not None
@@ -413,8 +187,8 @@ class Scheduler:
                         fired.append((new_fire(fire_id, entry, slot, due, now), entry))
                 await self._seam("fire:commit")
             await self._seam("fire:committed")
-            report.fired.extend(await self.deliver(fired, report))
-            await self.flush_outbox(report)
+            report.fired.extend(await self.delivery.deliver(fired, report))
+            await self.delivery.flush_outbox(report)
         return again
 
     async def _busy(self, w: Writer, entry: EntryRow, now: datetime) -> bool:
@@ -434,35 +208,21 @@ class Scheduler:
     async def _misfire(self, entry: EntryRow, report: TickReport) -> None:
         """Apply the entry's misfire policy to every slot that came due too long ago."""
         now = report.now
-        overdue = await self.overdue(entry, now)
-        policy = effective_misfire(entry)
-        to_fire: list[tuple[datetime, datetime]] = []
-        if policy == "catch_up_once":
-            to_fire = overdue.recent[-1:]
-        elif policy == "all":
-            oldest = now - timedelta(seconds=entry.grace_s)
-            to_fire = [(slot, due) for slot, due in overdue.recent if slot >= oldest]
-        missed = overdue.recent[: len(overdue.recent) - len(to_fire)]
-        missed_count = overdue.count - len(to_fire)
-        next_slot, next_due = overdue.next_slot, overdue.next_due
-        changes: dict[str, Any] = {}
-        if policy == "park":
-            changes["state"] = "parked"
-            if not entry.recurring:
-                next_slot, next_due = entry.next_slot, entry.next_due  # resuming fires it late
-        elif next_slot is None and not to_fire:
-            changes.update(state="expired", finished_at=now)
+        plan = plan_misfire(entry, await self.overdue(entry, now), now)
+        to_fire = plan.to_fire
         fired: list[tuple[FireRow, EntryRow]] = []
-        async with self._recording():
+        async with self.delivery.recording():
             async with self.store.writing() as w:
-                if not await w.advance(entry.id, entry.next_slot, next_slot, next_due, **changes):
+                if not await w.advance(
+                    entry.id, entry.next_slot, plan.next_slot, plan.next_due, **plan.changes
+                ):
                     return
-                if missed:
-                    await w.insert_missed(entry.id, missed, status="missed", reason="downtime", now=now)
-                    slots = [slot for slot, _ in missed]
-                    payload = missed_payload(entry, slots, missed_count, "downtime", parked=policy == "park")
+                if plan.missed:
+                    await w.insert_missed(entry.id, plan.missed, status="missed", reason="downtime", now=now)
+                    slots = [slot for slot, _ in plan.missed]
+                    payload = missed_payload(entry, slots, plan.missed_count, "downtime", parked=plan.parks)
                     await w.add_outbox(payload.model_dump(mode="json"), now)
-                    report.missed += missed_count
+                    report.missed += plan.missed_count
                 if to_fire and await self._busy(w, entry, now):
                     await self._record_overlap(w, entry, to_fire, report)
                     to_fire = []
@@ -474,14 +234,14 @@ class Scheduler:
                         fired.append((new_fire(fire_id, entry, slot, due, now, reason="catch_up"), entry))
                 await self._seam("fire:commit")
             await self._seam("fire:committed")
-            report.fired.extend(await self.deliver(fired, report))
-            await self.flush_outbox(report)
-        if policy == "park":
+            report.fired.extend(await self.delivery.deliver(fired, report))
+            await self.delivery.flush_outbox(report)
+        if plan.parks:
             report.parked.append(entry.id)
             logger.warning(
-                "cron entry %s is parked after %d missed slot(s); resume it", entry.id, missed_count
+                "cron entry %s is parked after %d missed slot(s); resume it", entry.id, plan.missed_count
             )
-        if changes.get("state") == "expired":
+        if plan.expires:
             report.expired.append(entry.id)
 
     async def _retry_due(self, report: TickReport) -> None:
@@ -489,7 +249,7 @@ class Scheduler:
         while True:
             due = await self.store.retries_due(report.now, BATCH)
             started: list[tuple[FireRow, EntryRow]] = []
-            async with self._recording():
+            async with self.delivery.recording():
                 async with self.store.writing() as w:
                     for fire in due:
                         entry = await w.entry(fire.entry_id)
@@ -502,7 +262,7 @@ class Scheduler:
                             started.append((retry, entry))
                     await self._seam("fire:commit")
                 await self._seam("fire:committed")
-                report.fired.extend(await self.deliver(started, report))
+                report.fired.extend(await self.delivery.deliver(started, report))
             if report.backlog or len(due) < BATCH:
                 return
 
@@ -522,7 +282,7 @@ class Scheduler:
         changes: dict[str, Any] = {"state": "active"}
         if entry.recurring and overdue.count and overdue.next_slot is None:
             changes.update(state="done", finished_at=now)
-        async with self._recording():
+        async with self.delivery.recording():
             async with self.store.writing() as w:
                 moved = await w.advance(
                     entry.id, entry.next_slot, overdue.next_slot, overdue.next_due,
@@ -539,8 +299,8 @@ class Scheduler:
                     slots = [slot for slot, _ in overdue.recent]
                     payload = missed_payload(entry, slots, overdue.count, "parked")
                     await w.add_outbox(payload.model_dump(mode="json"), now)
-            await self.deliver(fired, report)
-            await self.flush_outbox(report)
+            await self.delivery.deliver(fired, report)
+            await self.delivery.flush_outbox(report)
         self.wake()
 
     async def _insert_now(
@@ -565,10 +325,10 @@ class Scheduler:
                 f"cron entry {entry.id!r} is {entry.state}; it cannot fire again. Create a new entry instead"
             )
         now = self.clock()
-        async with self._recording():
+        async with self.delivery.recording():
             async with self.store.writing() as w:
                 fire = await self._insert_now(w, entry, None, "manual", now)
-            await self.deliver([(fire, entry)], TickReport(now=now))
+            await self.delivery.deliver([(fire, entry)], TickReport(now=now))
         stored = await self.store.fire(fire.id)
         assert stored is not None
         return stored
@@ -576,41 +336,13 @@ class Scheduler:
     async def report_outcome(
         self, fire_id: int, outcome: str, *, error: str | None, attempt: int | None
     ) -> tuple[FireRow, EntryRow]:
-        """Record how a fire ended. A failed one-shot is retried with exponential backoff until
-        ``retry_max_attempts``; a repeated or stale report changes nothing."""
+        """Record how a fire ended (see ``outcomes``) and look at the schedule again."""
         now = self.clock()
-        async with self.store.writing() as w:
-            fire = await w.fire(fire_id)
-            if fire is None:
-                raise FireNotFound(
-                    f"no cron fire has id {fire_id!r}; take fire_id from the cron_fire event, "
-                    "or list recent ones with nexo/cron/fires"
-                )
-            entry = await w.entry(fire.entry_id)
-            assert entry is not None  # fires go with their entry
-            if fire.status in ("pending", "delivered") and (attempt is None or attempt == fire.attempt):
-                await self._record_outcome(w, fire, entry, outcome, error, now)
-            after, entry_after = await w.fire(fire_id), await w.entry(fire.entry_id)
+        ended = await report_outcome(
+            self.store, self.settings, fire_id, outcome, error=error, attempt=attempt, now=now
+        )
         self.wake()
-        assert after is not None
-        assert entry_after is not None
-        return after, entry_after
-
-    async def _record_outcome(
-        self, w: Writer, fire: FireRow, entry: EntryRow, outcome: str, error: str | None, now: datetime
-    ) -> None:
-        settings = self.settings
-        one_shot = not entry.recurring and not fire.manual
-        unfinished = entry.state not in FINISHED_STATES
-        if outcome == "failed" and one_shot and unfinished and fire.attempt < settings.retry_max_attempts:
-            delay = min(settings.retry_cap_s, settings.retry_base_s * 2 ** (fire.attempt - 1))
-            await w.schedule_retry(fire.id, error=error, retry_at=now + timedelta(seconds=delay))
-            return
-        await w.end_fire(fire.id, outcome, error=error, now=now)
-        if not fire.manual and unfinished and entry.next_slot is None:
-            # The entry's last slot has ended: a one-shot, or a schedule with no more slots.
-            state = "failed" if outcome == "failed" else "done"
-            await w.update_entry(entry.id, state=state, finished_at=now, next_due=None)
+        return ended
 
     async def reschedule(self) -> int:
         """Compute every unfinished entry's next due time again (after a jitter change)."""
@@ -649,14 +381,3 @@ class Scheduler:
             history_before=now - timedelta(seconds=settings.history_s),
         )
         await self.events.purge_acked(settings.history_s)
-
-
-def require_entry(entry: EntryRow | None, entry_id: str, binding: str | None) -> EntryRow:
-    """The entry, if the caller may see it (its binding, or any binding for the operator)."""
-    if entry is None or (binding is not None and entry.binding != binding):
-        raise EntryNotFound(
-            f"no cron entry {entry_id!r}"
-            + (f" in binding {binding!r}" if binding is not None else "")
-            + "; list the entries with cron_list (or nexo/cron/list) and use one of their ids"
-        )
-    return entry

@@ -1,5 +1,6 @@
 """What the cron server holds while it runs (database, event log, scheduler) and the operations on
-entries that its tools and control methods share."""
+entries that its tools and control methods share. How entries are checked, built and shown is in
+``entries``; time logic is in the scheduler."""
 
 from __future__ import annotations
 
@@ -9,15 +10,26 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import anyio
 from pydantic import ValidationError
 
+from servers.cron.entries import (
+    checked_address,
+    checked_schedule,
+    checked_text,
+    entry_model,
+    fire_model,
+    misfire_policy,
+    poller_changes,
+    poller_entry,
+    requested_schedule,
+    require_entry,
+)
 from servers.cron.errors import InvalidRequest, LimitReached, OwnedByConfig, StateRefused
 from servers.cron.jitter import JitterKnobs
-from servers.cron.schedule import Schedule, ScheduleError, parse_schedule
-from servers.cron.scheduler import Scheduler, Seam, TickReport, Wait, no_seam, require_entry, sleep_or_wake
+from servers.cron.schedule import Schedule
+from servers.cron.scheduler import Scheduler, Seam, TickReport, Wait, no_seam, sleep_or_wake
 from servers.cron.settings import CronSettings
 from servers.cron.store import (
     Clock,
@@ -25,7 +37,6 @@ from servers.cron.store import (
     CronStore,
     EntryRow,
     FireRow,
-    iso,
     new_entry_id,
     open_database,
     utc_now,
@@ -34,19 +45,17 @@ from shared.protocol.cron import (
     DEFAULT_AGENT,
     DEFAULT_BINDING,
     FINISHED_STATES,
-    MAX_TEXT,
-    MISFIRE_POLICIES,
     Entry,
     Fire,
     PollerSpec,
     poller_id,
 )
 
+__all__ = ["Caller", "CronState", "SyncOutcome", "effective_knobs", "entry_model", "fire_model", "open_state"]
+
 logger = logging.getLogger("nexo.cron")
 
 JITTER_KEY = "jitter"
-MAX_SCHEDULE_TEXT = 200
-MAX_ADDRESS = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,91 +74,6 @@ class SyncOutcome:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
-
-
-def local_time(moment: datetime | None, timezone: str) -> str | None:
-    return None if moment is None else moment.astimezone(ZoneInfo(timezone)).isoformat(timespec="seconds")
-
-
-def entry_model(entry: EntryRow, last_fire: str | None) -> Entry:
-    return Entry(
-        id=entry.id,
-        binding=entry.binding,
-        agent=entry.agent,
-        kind=entry.kind,
-        schedule=entry.spec,
-        schedule_kind=entry.schedule_kind,
-        timezone=entry.timezone,
-        recurring=entry.recurring,
-        text=entry.text,
-        channel=entry.channel,
-        recipient=entry.recipient,
-        provider=entry.provider,
-        model=entry.model,
-        misfire=entry.misfire,
-        grace_s=entry.grace_s,
-        overlap=entry.overlap,
-        permanent=entry.permanent,
-        state=entry.state,
-        next_slot=None if entry.next_slot is None else iso(entry.next_slot),
-        next_due=None if entry.next_due is None else iso(entry.next_due),
-        next_due_local=local_time(entry.next_due, entry.timezone),
-        created_at=iso(entry.created_at),
-        finished_at=None if entry.finished_at is None else iso(entry.finished_at),
-        last_fire=last_fire,
-    )
-
-
-def fire_model(fire: FireRow) -> Fire:
-    return Fire(
-        id=fire.id,
-        entry_id=fire.entry_id,
-        slot=iso(fire.slot),
-        due_at=iso(fire.due_at),
-        status=fire.status,
-        attempt=fire.attempt,
-        manual=fire.manual,
-        reason=fire.reason,
-        error=fire.error,
-        created_at=iso(fire.created_at),
-        finished_at=None if fire.finished_at is None else iso(fire.finished_at),
-        retry_at=None if fire.retry_at is None else iso(fire.retry_at),
-    )
-
-
-def _parse(text: str, timezone: str, now: datetime, what: str = "schedule") -> Schedule:
-    if len(text) > MAX_SCHEDULE_TEXT:
-        raise InvalidRequest(f"the {what} is {len(text)} characters long; keep it under {MAX_SCHEDULE_TEXT}")
-    try:
-        return parse_schedule(text, timezone=timezone, now=now)
-    except ScheduleError as exc:
-        raise InvalidRequest(str(exc)) from exc
-
-
-def _text(value: str, what: str) -> str:
-    if not value.strip():
-        raise InvalidRequest(f"the {what} is empty; say what should happen when the entry fires")
-    if len(value) > MAX_TEXT:
-        raise InvalidRequest(f"the {what} is {len(value)} characters long; keep it under {MAX_TEXT}")
-    return value
-
-
-def _address(value: str | None, what: str) -> str | None:
-    if value is not None and not 0 < len(value) <= MAX_ADDRESS:
-        raise InvalidRequest(f"{what} {value[:40]!r} must be 1-{MAX_ADDRESS} characters, or left out")
-    return value
-
-
-def _misfire(value: str | None, permanent: bool) -> str:
-    if value is None:
-        return "skip" if permanent else "park"
-    if value not in MISFIRE_POLICIES:
-        raise InvalidRequest(
-            f"misfire {value!r} is not a policy; use one of {', '.join(MISFIRE_POLICIES)} "
-            "(park waits for a resume, skip drops missed runs, catch_up_once runs the latest, "
-            "all runs each one inside the grace window)"
-        )
-    return value
 
 
 class CronState:
@@ -198,7 +122,9 @@ class CronState:
     ) -> EntryRow:
         """A new entry of ``caller``'s binding, pinned to its provider and model."""
         now = self.clock()
-        parsed = self._when(schedule, timezone or self.settings.default_timezone, now, one_shot_only)
+        parsed = requested_schedule(
+            schedule, timezone or self.settings.default_timezone, now, one_shot_only=one_shot_only
+        )
         slot = parsed.next_after(now)
         if slot is None:
             raise InvalidRequest(f"schedule {parsed.spec!r} has no slot after now; give a future time")
@@ -212,12 +138,12 @@ class CronState:
             timezone=parsed.timezone,
             anchor=parsed.anchor,
             recurring=parsed.recurring and recurring,
-            text=_text(text, "reminder text" if kind == "reminder" else "prompt"),
-            channel=_address(channel, "channel"),
-            recipient=_address(recipient, "recipient"),
+            text=checked_text(text, "reminder text" if kind == "reminder" else "prompt"),
+            channel=checked_address(channel, "channel"),
+            recipient=checked_address(recipient, "recipient"),
             provider=caller.provider,
             model=caller.model,
-            misfire=_misfire(misfire, permanent=False),
+            misfire=misfire_policy(misfire, permanent=False),
             grace_s=self.settings.default_grace_s,
             overlap="skip",
             permanent=False,
@@ -238,26 +164,6 @@ class CronState:
             await w.insert_entry(entry)
         self.scheduler.wake()
         return entry
-
-    def _when(self, text: str, timezone: str, now: datetime, one_shot_only: bool) -> Schedule:
-        if not one_shot_only:
-            return _parse(text, timezone, now)
-        try:
-            parsed = _parse(text, timezone, now, "time")
-        except InvalidRequest as refusal:
-            # A bare time or timestamp ("09:00", "2026-12-01T09:00:00Z") means once_at it.
-            if text.strip().lower().startswith("once"):
-                raise
-            try:
-                parsed = _parse(f"once_at {text.strip()}", timezone, now, "time")
-            except InvalidRequest:
-                raise refusal from None
-        if parsed.recurring:
-            raise InvalidRequest(
-                f"{text!r} repeats; a reminder fires once: use 'once_after 2h', 'once_at 09:00' or "
-                "'once_at 2026-12-01T09:00:00Z' (cron_create makes repeating entries)"
-            )
-        return parsed
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -345,7 +251,7 @@ class CronState:
         parsed: dict[str, Schedule] = {}
         for poller in pollers:
             try:
-                schedule = _parse(poller.schedule, poller.timezone, now)
+                schedule = checked_schedule(poller.schedule, poller.timezone, now)
             except InvalidRequest as exc:
                 raise InvalidRequest(f"poller {poller.name!r}: {exc}") from exc
             if not schedule.recurring:
@@ -359,13 +265,22 @@ class CronState:
             existing = {entry.id: entry for entry in await w.entries_with_prefix(poller_id(binding, ""))}
             for poller in pollers:
                 entry_id = poller_id(binding, poller.name)
-                wanted = self._poller_entry(entry_id, binding, agent, poller, parsed[poller.name], now)
+                wanted = poller_entry(
+                    entry_id,
+                    binding,
+                    agent,
+                    poller,
+                    parsed[poller.name],
+                    now,
+                    grace_s=self.settings.default_grace_s,
+                    due=self.scheduler.due,
+                )
                 old = existing.pop(entry_id, None)
                 if old is None:
                     await w.insert_entry(wanted)
                     outcome.created.append(entry_id)
                     continue
-                changes = self._poller_changes(old, wanted)
+                changes = poller_changes(old, wanted)
                 if changes:
                     await w.update_entry(entry_id, **changes)
                     outcome.updated.append(entry_id)
@@ -376,57 +291,6 @@ class CronState:
                 outcome.deleted.append(entry_id)
         self.scheduler.wake()
         return outcome
-
-    def _poller_entry(
-        self, entry_id: str, binding: str, agent: str, poller: PollerSpec, schedule: Schedule, now: datetime
-    ) -> EntryRow:
-        slot = schedule.next_after(now)
-        entry = EntryRow(
-            id=entry_id,
-            binding=binding,
-            agent=agent,
-            kind="agent_turn",
-            schedule_kind=schedule.kind,
-            spec=schedule.spec,
-            timezone=schedule.timezone,
-            anchor=schedule.anchor,
-            recurring=True,
-            text=poller.prompt,
-            channel=poller.channel,
-            recipient=poller.recipient,
-            provider=None,
-            model=None,
-            misfire=_misfire(poller.misfire, permanent=True),
-            grace_s=self.settings.default_grace_s,
-            overlap="skip",
-            permanent=True,
-            state="active",
-            next_slot=slot,
-            next_due=None,
-            created_at=now,
-            finished_at=None,
-        )
-        return replace(entry, next_due=None if slot is None else self.scheduler.due(entry, slot))
-
-    @staticmethod
-    def _poller_changes(old: EntryRow, wanted: EntryRow) -> dict[str, Any]:
-        changes: dict[str, Any] = {
-            name: getattr(wanted, name)
-            for name in ("agent", "text", "channel", "recipient", "misfire")
-            if getattr(old, name) != getattr(wanted, name)
-        }
-        if (old.spec, old.timezone) != (wanted.spec, wanted.timezone) or old.state in FINISHED_STATES:
-            changes.update(
-                schedule_kind=wanted.schedule_kind,
-                spec=wanted.spec,
-                timezone=wanted.timezone,
-                anchor=wanted.anchor,
-                next_slot=wanted.next_slot,
-                next_due=wanted.next_due,
-            )
-            if old.state in FINISHED_STATES:
-                changes.update(state="active", finished_at=None)
-        return changes
 
 
 def effective_knobs(settings: CronSettings, overrides: Mapping[str, Any]) -> JitterKnobs:
