@@ -114,6 +114,7 @@ def _memories(state: Path) -> int:
         return int(db.execute("SELECT count(*) FROM memories").fetchone()[0])
 
 
+@pytest.mark.timeout(420)  # 10,000 events through the real servers: about 90 s on 2 cores
 async def test_ten_thousand_crafted_events_cause_no_turn_no_memory_write_and_no_bypass(
     tmp_path: Path,
 ) -> None:
@@ -159,6 +160,7 @@ def _injector(request: RecordedRequest) -> ModelReply | Step:
     )
 
 
+@pytest.mark.timeout(300)
 async def test_five_hundred_injections_from_a_contact_change_no_pairing_state(tmp_path: Path) -> None:
     payloads = injections()
     assert len(payloads) == 500
