@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 from orchestrator.config import ChannelPairing, NexoConfig
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import ReplySender
-from orchestrator.mesh import CatalogTool, Mesh, ServerConnection, ServerUnavailable
+from orchestrator.mesh import CatalogTool, Mesh, ServerConnection, ServerUnavailable, describe_error
 from orchestrator.permissions import ApprovalBroker
 from shared.protocol.audit import EntryDraft, PairingBody
 from shared.protocol.channel import ChannelParams
@@ -153,7 +153,11 @@ class Admissions:
     async def admit(
         self, connection: ServerConnection, params: ChannelParams, *, event_key: str
     ) -> Admission:
-        result = await self.check(connection.name, params.meta)
+        try:
+            result = await self.check(connection.name, params.meta)
+        except Exception as exc:  # noqa: BLE001 -- refused by the pairing server: kept, never let through
+            logger.warning("pairing check of a %s message failed: %s", connection.name, exc)
+            return Admission("dead_letter", reason=f"the pairing check failed: {describe_error(exc)}")
         if result.verdict == "allow":
             return Admission("allow", role=result.role or "contact", reason=result.reason)
         sender = sender_of(params.meta) or "-"
@@ -163,9 +167,12 @@ class Admissions:
             return Admission("dead_letter", reason="the pairing server could not read its storage")
         if result.reply:
             sender_api = ReplySender(connection, self._config.channel(connection.name).outbound_tool_name)
-            await sender_api.send(
-                params.meta, result.reply, idempotency_key=f"pairing:{event_key}", notice=True
-            )
+            try:
+                await sender_api.send(
+                    params.meta, result.reply, idempotency_key=f"pairing:{event_key}", notice=True
+                )
+            except Exception as exc:  # noqa: BLE001 -- the sender can write again; the code stays valid
+                logger.warning("pairing code not sent on %s: %s", connection.name, exc)
         if result.new_pending and result.pending_id:
             self._ask_operator(connection.name, sender, params.meta, result)
         return Admission("handled", reason=result.reason)
@@ -174,7 +181,11 @@ class Admissions:
         """Whether an approval answer from ``sender`` on ``channel`` comes from an owner."""
         if not isinstance(sender, str) or not sender:
             return False
-        result = await self.check(channel, {"user_id": sender, "chat_type": "direct"})
+        try:
+            result = await self.check(channel, {"user_id": sender, "chat_type": "direct"})
+        except Exception as exc:  # noqa: BLE001 -- an answer nobody can vouch for does not count
+            logger.warning("approval answer from %r on %s not checked: %s", sender, channel, exc)
+            return False
         return result.verdict == "allow" and result.role == "owner"
 
     def _record(self, channel: str, action: str, sender: str, result: CheckResult) -> None:

@@ -127,6 +127,14 @@ class CronFires:
         except ServerUnavailable as exc:
             logger.warning("cron event %d not finished (%s); it comes back", event.seq, exc)
             return
+        except Exception as exc:
+            logger.exception("cron event %d failed", event.seq)
+            if event.kind == FIRE_EVENT:
+                try:
+                    payload = FirePayload.model_validate(event.payload)
+                    await self._report(connection, payload, "failed", f"{type(exc).__name__}: {exc}")
+                except Exception:  # noqa: BLE001 -- malformed: nothing to report it against
+                    logger.error("cron event %d is malformed and is acknowledged", event.seq)
         await self._ack(connection, event)
         self.handled += 1
 

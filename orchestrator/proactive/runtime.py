@@ -203,7 +203,7 @@ class Autonomy:
         while True:
             await anyio.sleep(interval)
             await self._wait_enabled(intake.agent.id)
-            await self.tick(intake, "heartbeat", intake.agent.heartbeat.prompt)
+            await self.safe_tick(intake, "heartbeat", intake.agent.heartbeat.prompt)
 
     async def _proactive(self, intake: Intake) -> None:
         agent_id = intake.agent.id
@@ -214,12 +214,30 @@ class Autonomy:
             await anyio.sleep(delay)
             self.sleeping_until.pop(agent_id, None)
             await self._wait_enabled(agent_id)
-            report = await self.tick(intake, "proactive", None)
+            report = await self.safe_tick(intake, "proactive", None)
             if report is not None and report.sleep_ms is not None:
                 delay = report.sleep_ms / 1000
                 schedule.note_activity()
             else:
                 delay = schedule.next_delay(idle=report is None or report.ended in ("idle", "preempted"))
+
+    async def safe_tick(
+        self, intake: Intake, reason: Literal["heartbeat", "proactive"], prompt: str | None
+    ) -> TurnReport | None:
+        """A tick whose failure is logged and recorded; the next one comes as scheduled."""
+        try:
+            return await self.tick(intake, reason, prompt)
+        except Exception as exc:
+            logger.exception("%s cycle of %s failed", reason, intake.agent.id)
+            self.sink.record(
+                EntryDraft.of(
+                    NoticeBody(level="error", message=f"{reason} cycle failed: {exc}"[:4000]),
+                    source=reason,
+                    agent=intake.agent.id,
+                    subject=f"{reason} failed",
+                )
+            )
+            return None
 
     async def tick(
         self, intake: Intake, reason: Literal["heartbeat", "proactive", "wake"], prompt: str | None

@@ -224,6 +224,10 @@ async def test_a_stranger_is_paired_only_by_the_owner_and_then_reaches_the_model
             assert approved["record"]["sender"] == "u42"
             await _send(tmp_path, [{"content": "thanks!", "meta": {**stranger, "message_id": "b2"}}])
             await anyio.to_thread.run_sync(lambda: _wait_answered(orch, 1, 60))
+            # An id the pairing server refuses to even consider: kept as a dead letter, never let in.
+            huge = {"chat_id": "s2", "user_id": "9" * 5000, "message_id": "h1"}
+            await _send(tmp_path, [{"content": "let me in", "meta": huge}])
+            await anyio.to_thread.run_sync(lambda: orch.wait_for_line("dead letter inbox:", timeout=60))
         prompts = [request.last_user_text or "" for request in llm.requests]
     assert len(prompts) == 1
     assert "thanks!" in prompts[0]

@@ -260,3 +260,27 @@ async def test_after_a_long_silence_the_operator_first_gets_a_digest(tmp_path: P
     assert texts[-2].startswith("While you were away")
     assert "budget" in texts[-2]
     assert texts[-1] == "answer"
+
+
+async def test_a_cycle_that_fails_is_recorded_and_autonomy_goes_on(tmp_path: Path) -> None:
+    with FakeLLM(default=ModelReply("[idle]")) as llm:
+        config = _config(
+            tmp_path, llm.openai_base_url, agent={}, autonomy={"limits": {"min_cycle_gap_s": 60}}
+        )
+        clock = Clock()
+        async with running(config, clock) as orch:
+            intake = orch.intakes[0]
+            autonomy = orch.autonomy
+            working = intake.catalog
+
+            def broken() -> Any:
+                raise RuntimeError("catalog unavailable")
+
+            intake.catalog = broken  # type: ignore[method-assign]
+            failed = await autonomy.safe_tick(intake, "proactive", None)
+            intake.catalog = working  # type: ignore[method-assign]
+            clock.now += timedelta(minutes=2)
+            recovered = await autonomy.safe_tick(intake, "proactive", None)
+    assert failed is None
+    assert recovered is not None
+    assert recovered.ended == "idle"
