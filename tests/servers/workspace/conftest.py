@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,9 +18,26 @@ from mcp.client import Client
 from servers.workspace.server import build_server
 from servers.workspace.settings import WorkspaceSettings
 
-needs_bwrap = pytest.mark.skipif(
-    shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install bubblewrap)"
-)
+
+def _bwrap_unusable() -> str | None:
+    """Why bubblewrap cannot sandbox here (not installed, or no namespaces allowed), or None."""
+    program = shutil.which("bwrap")
+    if program is None:
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    probe = subprocess.run(
+        [program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if probe.returncode != 0:
+        return f"bubblewrap cannot create namespaces on this machine: {probe.stderr.strip()[:200]}"
+    return None
+
+
+_UNUSABLE = _bwrap_unusable()
+needs_bwrap = pytest.mark.skipif(_UNUSABLE is not None, reason=_UNUSABLE or "")
 
 
 @pytest.fixture
