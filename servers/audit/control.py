@@ -6,14 +6,12 @@ are not tools, so no model (ours or another MCP client's) ever sees them in a to
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
 
 from servers.audit.errors import GoalNotFound, InvalidRequest, TransitionRefused, WriterStopped
 from servers.audit.state import AuditState
@@ -56,12 +54,7 @@ from shared.protocol.audit import (
     VerifyRequest,
     VerifyResult,
 )
-
-Handler = Callable[[AuditState, Any], Awaitable[types.Result]]
-
-
-def _method(request: type[types.Request[Any, Any]]) -> str:
-    return str(request.model_fields["method"].default)
+from shared.protocol.control import Route, bind_routes, method_names
 
 
 async def _append(state: AuditState, params: AppendParams) -> AppendResult:
@@ -142,7 +135,7 @@ async def _mark_notified(state: AuditState, params: GoalMarkNotifiedParams) -> G
     return GoalMarkNotifiedResult(marked=await state.goals.mark_notified(params.ids))
 
 
-ROUTES: tuple[tuple[type[types.Request[Any, Any]], type[BaseModel], Handler], ...] = (
+ROUTES: tuple[Route, ...] = (
     (AppendRequest, AppendParams, _append),
     (VerifyRequest, VerifyParams, _verify),
     (HeadRequest, HeadParams, _head),
@@ -155,7 +148,7 @@ ROUTES: tuple[tuple[type[types.Request[Any, Any]], type[BaseModel], Handler], ..
     (GoalBootRequest, GoalBootParams, _boot),
     (GoalMarkNotifiedRequest, GoalMarkNotifiedParams, _mark_notified),
 )
-METHODS: tuple[str, ...] = tuple(_method(request) for request, _, _ in ROUTES)
+METHODS: tuple[str, ...] = method_names(ROUTES)
 
 
 def as_mcp_error(exc: Exception) -> MCPError | None:
@@ -180,19 +173,4 @@ class AuditExtension(Extension):
         return {"methods": list(METHODS), "max_append": MAX_APPEND}
 
     def methods(self) -> Sequence[MethodBinding]:
-        return tuple(
-            MethodBinding(_method(request), params, _bound(handler)) for request, params, handler in ROUTES
-        )
-
-
-def _bound(handler: Handler) -> Callable[[ServerRequestContext[Any, Any], Any], Awaitable[types.Result]]:
-    async def call(ctx: ServerRequestContext[Any, Any], params: Any) -> types.Result:
-        try:
-            return await handler(ctx.lifespan_context, params)
-        except Exception as exc:
-            error = as_mcp_error(exc)
-            if error is None:
-                raise
-            raise error from exc
-
-    return call
+        return bind_routes(ROUTES, as_mcp_error)

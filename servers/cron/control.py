@@ -6,18 +6,17 @@ fire ended and change the jitter knobs. They are not tools, so no model ever see
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
 
 from servers.cron.errors import EntryNotFound, FireNotFound, InvalidRequest, StateRefused
 from servers.cron.state import CronState, fire_model
+from shared.protocol.control import Route, bind_routes, method_names
 from shared.protocol.cron import (
     CRON_EXTENSION,
     ENTRY_NOT_FOUND,
@@ -49,12 +48,6 @@ from shared.protocol.cron import (
     SyncPollersRequest,
     SyncPollersResult,
 )
-
-Handler = Callable[[CronState, Any], Awaitable[types.Result]]
-
-
-def _method(request: type[types.Request[Any, Any]]) -> str:
-    return str(request.model_fields["method"].default)
 
 
 async def _list(state: CronState, params: ListParams) -> ListResult:
@@ -110,7 +103,7 @@ async def _sync_pollers(state: CronState, params: SyncPollersParams) -> SyncPoll
     )
 
 
-ROUTES: tuple[tuple[type[types.Request[Any, Any]], type[BaseModel], Handler], ...] = (
+ROUTES: tuple[Route, ...] = (
     (ListRequest, ListParams, _list),
     (PauseRequest, EntryIdParams, _pause),
     (ResumeRequest, EntryIdParams, _resume),
@@ -121,7 +114,7 @@ ROUTES: tuple[tuple[type[types.Request[Any, Any]], type[BaseModel], Handler], ..
     (ConfigureRequest, ConfigureParams, _configure),
     (SyncPollersRequest, SyncPollersParams, _sync_pollers),
 )
-METHODS: tuple[str, ...] = tuple(_method(request) for request, _, _ in ROUTES)
+METHODS: tuple[str, ...] = method_names(ROUTES)
 
 
 def as_mcp_error(exc: Exception) -> MCPError | None:
@@ -150,19 +143,4 @@ class CronExtension(Extension):
         return extension_settings()
 
     def methods(self) -> Sequence[MethodBinding]:
-        return tuple(
-            MethodBinding(_method(request), params, _bound(handler)) for request, params, handler in ROUTES
-        )
-
-
-def _bound(handler: Handler) -> Callable[[ServerRequestContext[Any, Any], Any], Awaitable[types.Result]]:
-    async def call(ctx: ServerRequestContext[Any, Any], params: Any) -> types.Result:
-        try:
-            return await handler(ctx.lifespan_context, params)
-        except Exception as exc:
-            error = as_mcp_error(exc)
-            if error is None:
-                raise
-            raise error from exc
-
-    return call
+        return bind_routes(ROUTES, as_mcp_error)

@@ -7,17 +7,16 @@ see or call them: nothing a sender writes can change who is paired.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
 
 from servers.pairing.errors import CodeRefused, InvalidRequest, LockedOut, PendingNotFound
 from servers.pairing.store import PairingStore
+from shared.protocol.control import Route, bind_routes, method_names
 from shared.protocol.pairing import (
     CODE_ALPHABET,
     CODE_INVALID,
@@ -44,12 +43,6 @@ from shared.protocol.pairing import (
     SeedRequest,
     SeedResult,
 )
-
-Handler = Callable[[PairingStore, Any], Awaitable[types.Result]]
-
-
-def _method(request: type[types.Request[Any, Any]]) -> str:
-    return str(request.model_fields["method"].default)
 
 
 async def _check(store: PairingStore, params: CheckParams) -> CheckResult:
@@ -99,7 +92,7 @@ async def _list(store: PairingStore, params: ListParams) -> ListResult:
     return ListResult(records=records, pending=pending, lockout=lockout)
 
 
-ROUTES: tuple[tuple[type[types.Request[Any, Any]], type[BaseModel], Handler], ...] = (
+ROUTES: tuple[Route, ...] = (
     (CheckRequest, CheckParams, _check),
     (ApproveRequest, ApproveParams, _approve),
     (DenyRequest, DenyParams, _deny),
@@ -107,7 +100,7 @@ ROUTES: tuple[tuple[type[types.Request[Any, Any]], type[BaseModel], Handler], ..
     (SeedRequest, SeedParams, _seed),
     (ListRequest, ListParams, _list),
 )
-METHODS: tuple[str, ...] = tuple(_method(request) for request, _, _ in ROUTES)
+METHODS: tuple[str, ...] = method_names(ROUTES)
 
 
 def as_mcp_error(exc: Exception) -> MCPError | None:
@@ -132,19 +125,4 @@ class PairingExtension(Extension):
         return {"methods": list(METHODS), "code_length": CODE_LENGTH, "code_alphabet": CODE_ALPHABET}
 
     def methods(self) -> Sequence[MethodBinding]:
-        return tuple(
-            MethodBinding(_method(request), params, _bound(handler)) for request, params, handler in ROUTES
-        )
-
-
-def _bound(handler: Handler) -> Callable[[ServerRequestContext[Any, Any], Any], Awaitable[types.Result]]:
-    async def call(ctx: ServerRequestContext[Any, Any], params: Any) -> types.Result:
-        try:
-            return await handler(ctx.lifespan_context, params)
-        except Exception as exc:
-            error = as_mcp_error(exc)
-            if error is None:
-                raise
-            raise error from exc
-
-    return call
+        return bind_routes(ROUTES, as_mcp_error)
