@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
+from orchestrator.intake.outbound import notify
 from orchestrator.mesh import ServerConnection, ServerUnavailable
 from shared.protocol.audit import (
     CronFireBody,
@@ -223,8 +224,6 @@ class CronFires:
         channel = payload.channel or self.autonomy.config.operator.channel
         chat = payload.recipient or self.autonomy.config.operator.chat_id
         try:
-            from orchestrator.intake.outbound import notify
-
             with anyio.fail_after(REQUEST_TIMEOUT_S):
                 await notify(
                     self.autonomy.mesh,

@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify
-from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
+from orchestrator.mesh import Mesh, ServerConnection
 from orchestrator.proactive.budgets import Scopes, SpendRow, SpendTracker
 from orchestrator.proactive.cron import CronFires
 from orchestrator.proactive.limits import ActionLimiter, LimitHit
@@ -148,7 +148,7 @@ class Autonomy:
             turns = await audit.request(
                 TailRequest(params=TailParams(kind="turn", limit=1000)), TailResult, timeout=30
             )
-        except (ServerUnavailable, Exception) as exc:  # noqa: BLE001 -- a fresh start is the safe fallback
+        except Exception as exc:  # noqa: BLE001 -- a fresh start is the safe fallback
             logger.warning("autonomy state not restored from the ledger: %s", exc)
             return
         for entry in reversed(switches.entries):
@@ -210,7 +210,7 @@ class Autonomy:
         schedule = ProactiveSchedule(intake.agent.proactive, rng=self.rng)
         delay = schedule.next_delay(idle=False)
         while True:
-            self.sleeping_until[agent_id] = self.clock() + _seconds(delay)
+            self.sleeping_until[agent_id] = self.clock() + timedelta(seconds=delay)
             await anyio.sleep(delay)
             self.sleeping_until.pop(agent_id, None)
             await self._wait_enabled(agent_id)
@@ -346,9 +346,3 @@ class Autonomy:
             goal_id=goal_id,
             origin=Origin(source=source),
         )
-
-
-def _seconds(delay: float) -> Any:
-    from datetime import timedelta
-
-    return timedelta(seconds=delay)

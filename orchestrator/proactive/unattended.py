@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
+
 from orchestrator.goals import LedgerObserver
 from orchestrator.llm import Usage
 from orchestrator.loop import GoalResult, Outcome, run_goal
@@ -21,7 +23,7 @@ from orchestrator.mesh import CatalogTool
 from orchestrator.proactive.budgets import BudgetHit, PriceMissing, Scopes, SpendTracker
 from orchestrator.proactive.limits import Cycle, LimitHit
 from orchestrator.proactive.sleep import SLEEP_INPUT_SCHEMA, SLEEP_TOOL_NAME, choose_sleep, parse_sleep
-from orchestrator.proactive.ticks import is_idle_answer
+from orchestrator.proactive.ticks import IDLE_MARKER, is_idle_answer
 from orchestrator.tools.local import GoalContext, LocalTool, LocalToolError, LocalTools, local_catalog_tools
 from shared.protocol.audit import Origin
 from shared.protocol.memory import PROVENANCE_META_KEY
@@ -110,7 +112,7 @@ def _sleep_tool(holder: dict[str, int]) -> LocalTool:
             raise LocalToolError(str(exc)) from exc
         choice = choose_sleep(request.duration_ms)
         holder["ms"] = choice.duration_ms
-        return f"{choice.note} End this turn now; answer {'[idle]'} if there is nothing else to say."
+        return f"{choice.note} End this turn now; answer {IDLE_MARKER} if there is nothing else to say."
 
     return LocalTool(
         name=SLEEP_TOOL_NAME,
@@ -212,8 +214,6 @@ async def run_unattended(
 
 
 async def _finish(intake: Intake, goal: Any, result: GoalResult | None) -> None:
-    import anyio
-
     with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
         if result is not None:
             await intake.goals.finish(goal, result)
