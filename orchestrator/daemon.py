@@ -63,6 +63,7 @@ class Orchestrator:
         self.goals = GoalTracker(audit, metrics=self.metrics)
         self.background = Background(config, self.mesh, self.goals, self.sink, {})
         self.autonomy = Autonomy(config, self.mesh, self.sink)
+        self._running: anyio.CancelScope | None = None
 
     def status(self) -> dict[str, Any]:
         return {
@@ -178,7 +179,8 @@ class Orchestrator:
         state = self.config.state_path
         with InstanceLock(state, config=self.config_label):
             async with self.mesh, anyio.create_task_group() as tg:
-                tg.start_soon(self._signals, tg.cancel_scope)
+                self._running = tg.cancel_scope
+                tg.start_soon(self._signals)
                 tg.start_soon(self.sink.run, name="audit-sink")
                 tg.start_soon(self.goals.run, name="goal-progress")
                 self.background.attach(tg)
@@ -257,13 +259,18 @@ class Orchestrator:
             for provider in self.providers.values():
                 await provider.aclose()
 
-    async def _signals(self, scope: anyio.CancelScope) -> None:
+    async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 logger.info("received %s: shutting down", signal.Signals(signum).name)
-                await self.drain()
-                scope.cancel()
+                await self.shutdown()
                 return
+
+    async def shutdown(self) -> None:
+        """What SIGTERM does: drain, then stop every task; the servers close after them."""
+        await self.drain()
+        if self._running is not None:
+            self._running.cancel()
 
     async def drain(self) -> None:
         """Before the channels close: tell each chat with a goal in flight, then flush the ledger."""

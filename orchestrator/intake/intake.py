@@ -44,6 +44,8 @@ SESSION_QUEUE = 100
 RETRY_INITIAL_S = 1.0
 RETRY_MAX_S = 60.0
 FINISH_TIMEOUT_S = 2.0
+# Bound on the transcript write, and on one ack attempt, once a reply went out.
+RECORD_TIMEOUT_S = 15.0
 
 
 Inbound = tuple[str, Event, Role]
@@ -361,9 +363,20 @@ class Intake:
             extra={"agent": self.agent.id, "goal": goal.id, "server": connection.name},
         )
         self.traffic(source, "out", chat_id, "sent", None, len(text))
-        turn_id = f"{connection.name}:{event.dedupe_key}"
-        await self.sessions.record(session.key, prompt, text, turn_id=turn_id)
+        # The reply is out: a shutdown now must neither lose the transcript nor answer the message
+        # again after a restart, so the transcript write and one ack attempt finish (bounded) first.
+        acked = False
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(RECORD_TIMEOUT_S):
+                turn_id = f"{connection.name}:{event.dedupe_key}"
+                await self.sessions.record(session.key, prompt, text, turn_id=turn_id)
+            with anyio.move_on_after(RECORD_TIMEOUT_S):
+                acked = await self.pumps.try_ack(connection, event)
+        if not acked:
+            await self._ack(connection, event)
+        self.handled += 1
         if result is not None and self.agent.memory.extract and result.outcome is Outcome.DONE:
+            # Best effort after the ack: a shutdown here costs one extraction, never a second answer.
             await remember_from_turn(
                 self.mesh.get(self.agent.memory.server),
                 self.agent,
@@ -372,8 +385,6 @@ class Intake:
                 text,
                 result,
             )
-        await self._ack(connection, event)
-        self.handled += 1
 
     async def _run(
         self,

@@ -102,16 +102,19 @@ class ChannelPumps:
         )
         await self._dispatch(self.mesh[server], event)
 
-    async def ack(self, connection: ServerConnection, event: Event) -> None:
+    async def try_ack(self, connection: ServerConnection, event: Event) -> bool:
+        """One bounded attempt; False when the server is unavailable (the event stays in its log)."""
         if event.seq == PUSHED:
-            return
-        while True:
-            try:
-                await connection.request(
-                    AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=10
-                )
-                return
-            except ServerUnavailable as exc:
-                # The event stays in the server's log and comes back; the outbox key stops a second reply.
-                logger.warning("ack of %s:%d deferred: %s", connection.name, event.seq, exc)
-                await connection.wait_ready(timeout=3600)
+            return True
+        try:
+            await connection.request(AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=10)
+        except ServerUnavailable as exc:
+            # The event stays in the server's log and comes back; the outbox key stops a second reply.
+            logger.warning("ack of %s:%d deferred: %s", connection.name, event.seq, exc)
+            return False
+        return True
+
+    async def ack(self, connection: ServerConnection, event: Event) -> None:
+        """Acknowledge, waiting for the server to come back as long as it takes."""
+        while not await self.try_ack(connection, event):
+            await connection.wait_ready(timeout=3600)

@@ -98,7 +98,13 @@ class SessionHistory:
         conversation = self._get(key)
         conversation.history.extend([UserMessage(user), AssistantMessage(answer)])
         del conversation.history[: max(0, len(conversation.history) - self.limit)]
-        if self.memory is None or conversation.session_id is None:
+        if self.memory is None:
+            return
+        if not conversation.loaded:
+            # The memory server was unreachable when this chat began: try again, so the exchange
+            # is stored once it is back instead of living only in this process.
+            await self._load(key, conversation)
+        if conversation.session_id is None:
             return
         entries = [
             TranscriptEntry(role="user", content=user, turn_id=turn_id, dedupe_key=f"{turn_id}:user"),
