@@ -13,6 +13,7 @@ import pytest
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import Orchestrator, nexo, python_server, running, write_config
+from tests.mesh.inbox import inbox_server, reply_texts, say
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 
@@ -23,13 +24,7 @@ def _config(tmp_path: Path, llm_url: str) -> Path:
         state_dir=tmp_path / "state",
         llm_base_url=llm_url,
         servers={
-            "inbox": python_server(
-                "tests.fakes.inbox_channel",
-                env={
-                    "NEXO_INBOX_SOCKET": str(tmp_path / "inbox.sock"),
-                    "NEXO_INBOX_REPLIES": str(tmp_path / "replies.jsonl"),
-                },
-            ),
+            "inbox": inbox_server(tmp_path),
             "audit": python_server("servers.audit"),
             "cron": python_server("servers.cron"),
         },
@@ -56,13 +51,6 @@ def _json(*args: str) -> Any:
     return json.loads(result.stdout)
 
 
-def _sent(tmp_path: Path) -> list[str]:
-    path = tmp_path / "replies.jsonl"
-    return (
-        [json.loads(line).get("text", "") for line in path.read_text().splitlines()] if path.exists() else []
-    )
-
-
 def _model(request: RecordedRequest) -> ModelReply | Step:
     text = request.last_user_text or ""
     if request.body["messages"][-1]["role"] == "tool":
@@ -86,17 +74,6 @@ def _model(request: RecordedRequest) -> ModelReply | Step:
     return ModelReply("ok")
 
 
-async def _say(tmp_path: Path, text: str, n: int) -> None:
-    stream = await anyio.connect_unix(tmp_path / "inbox.sock")
-    async with stream:
-        event = {
-            "id": f"m{n}",
-            "content": text,
-            "meta": {"chat_id": "op", "message_id": f"m{n}", "user_id": "operator"},
-        }
-        await stream.send(json.dumps(event).encode() + b"\n")
-
-
 def _wait(orch: Orchestrator, text: str, start: int = 0) -> int:
     return orch.wait_for_line(text, timeout=60, start=start)
 
@@ -107,7 +84,7 @@ async def test_a_scheduled_prompt_fires_once_and_its_answer_reaches_the_chat(tmp
         cfg = ("--config", str(config))
         with running(config, timeout=120) as orch:
             orch.wait_for_line("server cron ready")
-            await _say(tmp_path, "every morning at 6:30 check the backups", 1)
+            await say(tmp_path, "m1", "every morning at 6:30 check the backups")
             await anyio.to_thread.run_sync(lambda: _wait(orch, "answered g-"))
             entries = _json("cron", "list", *cfg)["entries"]
             by_kind = {entry["kind"]: entry for entry in entries}
@@ -127,7 +104,7 @@ async def test_a_scheduled_prompt_fires_once_and_its_answer_reaches_the_chat(tmp
             fires = _json("cron", "list", *cfg)["entries"]
         turns_of_fire = [r for r in llm.requests if "[scheduled" in (r.last_user_text or "")]
     assert len(turns_of_fire) == 1
-    assert [t for t in _sent(tmp_path) if t == "backups: all 3 fine"] == ["backups: all 3 fine"]
+    assert [t for t in reply_texts(tmp_path) if t == "backups: all 3 fine"] == ["backups: all 3 fine"]
     audit = _json("audit", "tail", "--kind", "cron_fire", *cfg)
     assert [(e["body"]["fire_id"], e["body"]["status"]) for e in audit] == [(str(fire_id), "done")]
     assert next(e for e in fires if e["id"] == prompt["id"])["last_fire"] == "done"

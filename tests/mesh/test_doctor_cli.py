@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.mesh.harness import nexo, python_server, write_config
+from tests.mesh.inbox import inbox_server
 
 pytestmark = [pytest.mark.scenario]
 
@@ -27,13 +28,7 @@ def _config(
         state_dir=tmp_path / "state",
         llm_base_url=NO_LLM,
         servers={
-            "inbox": python_server(
-                "tests.fakes.inbox_channel",
-                env={
-                    "NEXO_INBOX_SOCKET": str(tmp_path / "inbox.sock"),
-                    "NEXO_INBOX_REPLIES": str(tmp_path / "replies.jsonl"),
-                },
-            ),
+            "inbox": inbox_server(tmp_path),
             "pairing": python_server("servers.pairing"),
         },
         agent={"channels": ["inbox"], **agent},

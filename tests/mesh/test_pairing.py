@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import Orchestrator, nexo, python_server, running, write_config
+from tests.mesh.inbox import inbox_server, replies, send
 from tests.mesh.pairing_corpus import CONTACT, CORPUS_SIZE, OWNER, corpus, injections
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
@@ -31,14 +31,7 @@ def _config(tmp_path: Path, llm_url: str, **pairing: Any) -> Path:
         state_dir=state,
         llm_base_url=llm_url,
         servers={
-            "inbox": python_server(
-                "tests.fakes.inbox_channel",
-                env={
-                    "NEXO_INBOX_SOCKET": str(tmp_path / "inbox.sock"),
-                    "NEXO_INBOX_REPLIES": str(tmp_path / "replies.jsonl"),
-                    "NEXO_INBOX_MAX_PENDING": "20000",
-                },
-            ),
+            "inbox": inbox_server(tmp_path, NEXO_INBOX_MAX_PENDING="20000"),
             "pairing": python_server("servers.pairing"),
             "audit": python_server("servers.audit"),
             "memory": python_server("servers.memory"),
@@ -62,26 +55,6 @@ def _pair(config: Path, *args: str) -> dict[str, Any]:
     assert result.returncode == 0, result.stderr
     parsed: dict[str, Any] = json.loads(result.stdout)
     return parsed
-
-
-def _replies(tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "replies.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-async def _send(tmp_path: Path, events: Iterable[dict[str, Any]]) -> None:
-    stream = await anyio.connect_unix(tmp_path / "inbox.sock")
-    async with stream:
-        batch: list[bytes] = []
-        for n, event in enumerate(events):
-            batch.append(
-                json.dumps({"id": event["meta"].get("message_id", f"x{n}"), **event}).encode() + b"\n"
-            )
-            if len(batch) == 500:
-                await stream.send(b"".join(batch))
-                batch.clear()
-        if batch:
-            await stream.send(b"".join(batch))
 
 
 def _sentinel(text: str = "owner checks in") -> dict[str, Any]:
@@ -125,7 +98,7 @@ async def test_ten_thousand_crafted_events_cause_no_turn_no_memory_write_and_no_
         _pair(config, "seed", "inbox", "default", CONTACT)
         with running(config, timeout=120) as orch:
             orch.wait_for_line("server inbox ready")
-            await _send(tmp_path, [event for _, event in events] + [_sentinel()])
+            await send(tmp_path, [event for _, event in events] + [_sentinel()])
             # The pump takes events in order: the owner's message last means every crafted one was decided.
             await anyio.to_thread.run_sync(lambda: _wait_answered(orch, 1, 300))
         prompts = [request.last_user_text or "" for request in llm.requests]
@@ -139,7 +112,7 @@ async def test_ten_thousand_crafted_events_cause_no_turn_no_memory_write_and_no_
     assert [(r["sender"], r["role"]) for r in listed["records"]] == [(CONTACT, "contact")]
     assert len(listed["pending"]) <= 3
     assert all(p["sender"].startswith("u") and p["sender"] not in (OWNER, CONTACT) for p in listed["pending"])
-    texts = [reply["text"] for reply in _replies(tmp_path) if "text" in reply]
+    texts = [reply["text"] for reply in replies(tmp_path) if "text" in reply]
     codes = [text for text in texts if "nexo pair approve" in text]
     assert texts == [*codes, "ok"]
     assert len(codes) <= 3 * 2  # three pending senders at most, two replies each
@@ -178,7 +151,7 @@ async def test_five_hundred_injections_from_a_contact_change_no_pairing_state(tm
                 }
                 for n, payload in enumerate(payloads)
             ]
-            await _send(tmp_path, events)
+            await send(tmp_path, events)
             await anyio.to_thread.run_sync(lambda: _wait_answered(orch, 500, 300))
         contact_turns = [
             r
@@ -200,12 +173,12 @@ async def test_a_stranger_is_paired_only_by_the_owner_and_then_reaches_the_model
         with running(config, timeout=120) as orch:
             orch.wait_for_line("server inbox ready")
             stranger = {"chat_id": "s1", "user_id": "u42", "user": "Bob"}
-            await _send(tmp_path, [{"content": "hi, I'm Bob", "meta": {**stranger, "message_id": "b1"}}])
+            await send(tmp_path, [{"content": "hi, I'm Bob", "meta": {**stranger, "message_id": "b1"}}])
             await anyio.to_thread.run_sync(lambda: orch.wait_for_line("approval", timeout=60))
-            prompt = next(r["prompt"] for r in _replies(tmp_path) if "prompt" in r)
-            code_reply = next(r["text"] for r in _replies(tmp_path) if "text" in r and r["chat_id"] == "s1")
+            prompt = next(r["prompt"] for r in replies(tmp_path) if "prompt" in r)
+            code_reply = next(r["text"] for r in replies(tmp_path) if "text" in r and r["chat_id"] == "s1")
             # A contact answering the operator's prompt does not count.
-            await _send(
+            await send(
                 tmp_path,
                 [
                     {
@@ -222,11 +195,11 @@ async def test_a_stranger_is_paired_only_by_the_owner_and_then_reaches_the_model
             code = found.group(1)
             approved = _pair(config, "approve", code)
             assert approved["record"]["sender"] == "u42"
-            await _send(tmp_path, [{"content": "thanks!", "meta": {**stranger, "message_id": "b2"}}])
+            await send(tmp_path, [{"content": "thanks!", "meta": {**stranger, "message_id": "b2"}}])
             await anyio.to_thread.run_sync(lambda: _wait_answered(orch, 1, 60))
             # An id the pairing server refuses to even consider: kept as a dead letter, never let in.
             huge = {"chat_id": "s2", "user_id": "9" * 5000, "message_id": "h1"}
-            await _send(tmp_path, [{"content": "let me in", "meta": huge}])
+            await send(tmp_path, [{"content": "let me in", "meta": huge}])
             await anyio.to_thread.run_sync(lambda: orch.wait_for_line("dead letter inbox:", timeout=60))
         prompts = [request.last_user_text or "" for request in llm.requests]
     assert len(prompts) == 1

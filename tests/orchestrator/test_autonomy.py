@@ -3,7 +3,6 @@ a simulated day, idle ticks that say nothing, the per-hour cap told once, preemp
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,6 +22,7 @@ from orchestrator.tools.local import GoalContext, LocalTool
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step, tokens_for
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import python_server, write_config
+from tests.mesh.inbox import inbox_server, replies, say
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 
@@ -43,23 +43,12 @@ def _config(tmp_path: Path, llm_url: str, agent: dict[str, Any], autonomy: dict[
         state_dir=tmp_path / "state",
         llm_base_url=llm_url,
         servers={
-            "inbox": python_server(
-                "tests.fakes.inbox_channel",
-                env={
-                    "NEXO_INBOX_SOCKET": str(tmp_path / "inbox.sock"),
-                    "NEXO_INBOX_REPLIES": str(tmp_path / "replies.jsonl"),
-                },
-            ),
+            "inbox": inbox_server(tmp_path),
             "audit": python_server("servers.audit"),
         },
         agent={"channels": ["inbox"], **agent},
         extra={"operator": {"channel": "inbox", "chat_id": "op"}, "autonomy": autonomy},
     )
-
-
-def _sent(tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "replies.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @asynccontextmanager
@@ -129,7 +118,7 @@ async def test_an_idle_day_of_ticks_stays_within_budget_and_says_nothing(
                 )
                 outcomes.append("skipped" if report is None else report.ended)
             spent = autonomy.spend.day_spent()
-        sent = _sent(tmp_path)
+        sent = replies(tmp_path)
     assert outcomes.count("idle") >= 10
     assert "budget" in outcomes  # the budget, not the schedule, ended the day's work
     assert spent.tokens <= budget
@@ -162,7 +151,7 @@ async def test_the_hourly_action_cap_pauses_work_and_tells_the_operator_once(tmp
             for minute in (0, 2, 4, 6):
                 clock.now = DAY_START + timedelta(minutes=minute)
                 reports.append(await autonomy.tick(intake, "proactive", None))
-        sent = _sent(tmp_path)
+        sent = replies(tmp_path)
     assert all(r is not None and r.ended == "limit" for r in reports)
     axes = [r.limit.axis for r in reports if r is not None and r.limit is not None]
     assert axes == ["actions_per_cycle", "actions_per_hour", "actions_per_hour", "actions_per_hour"]
@@ -226,14 +215,6 @@ async def test_after_a_long_silence_the_operator_first_gets_a_digest(tmp_path: P
             intake.away._clock = lambda: now[0]
             answered = anyio.Event()
 
-            async def say(n: int, text: str) -> None:
-                stream = await anyio.connect_unix(tmp_path / "inbox.sock")
-                meta = {"chat_id": "op", "message_id": f"m{n}", "user_id": "operator"}
-                async with stream:
-                    await stream.send(
-                        json.dumps({"id": f"m{n}", "content": text, "meta": meta}).encode() + b"\n"
-                    )
-
             async def until(count: int) -> None:
                 with anyio.fail_after(30):
                     while intake.handled < count:
@@ -246,16 +227,16 @@ async def test_after_a_long_silence_the_operator_first_gets_a_digest(tmp_path: P
                 answered.set()
 
             orch.goals.finish = finish  # type: ignore[method-assign]
-            await say(1, "good evening")
+            await say(tmp_path, "m1", "good evening")
             await until(1)
             await orch.autonomy.limit_notice(
                 "nexo", "day_tokens", "proactive: today's budget is spent", source="proactive"
             )
             await orch.sink.flush(5)
             now[0] += timedelta(hours=13)
-            await say(2, "morning! anything new?")
+            await say(tmp_path, "m2", "morning! anything new?")
             await until(2)
-    texts = [m.get("text", "") for m in _sent(tmp_path)]
+    texts = [m.get("text", "") for m in replies(tmp_path)]
     assert texts[0] == "answer"
     assert texts[-2].startswith("While you were away")
     assert "budget" in texts[-2]

@@ -3,7 +3,6 @@ the message is acknowledged, so a restarted orchestrator neither forgets nor ans
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +17,7 @@ from orchestrator.daemon import Orchestrator
 from tests.fakes.llm import FakeLLM
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import python_server, write_config
+from tests.mesh.inbox import inbox_server, reply_texts, say
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 
@@ -27,30 +27,9 @@ def _config(tmp_path: Path, llm_url: str) -> Path:
         tmp_path / "agents.yaml",
         state_dir=tmp_path / "state",
         llm_base_url=llm_url,
-        servers={
-            "inbox": python_server(
-                "tests.fakes.inbox_channel",
-                env={
-                    "NEXO_INBOX_SOCKET": str(tmp_path / "inbox.sock"),
-                    "NEXO_INBOX_REPLIES": str(tmp_path / "replies.jsonl"),
-                },
-            ),
-            "memory": python_server("servers.memory"),
-        },
+        servers={"inbox": inbox_server(tmp_path), "memory": python_server("servers.memory")},
         agent={"channels": ["inbox"]},
     )
-
-
-async def _say(tmp_path: Path, message_id: str, text: str) -> None:
-    stream = await anyio.connect_unix(tmp_path / "inbox.sock")
-    meta = {"chat_id": "op", "message_id": message_id, "user_id": "operator"}
-    async with stream:
-        await stream.send(json.dumps({"id": message_id, "content": text, "meta": meta}).encode() + b"\n")
-
-
-def _replies(tmp_path: Path) -> list[dict[str, Any]]:
-    path = tmp_path / "replies.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @asynccontextmanager
@@ -98,11 +77,11 @@ async def test_a_shutdown_right_after_the_reply_keeps_the_transcript_and_the_ack
                 await orch.shutdown()
 
             intake._send = send_then_stop  # type: ignore[method-assign]
-            await _say(tmp_path, "m1", "remind me about the dentist")
+            await say(tmp_path, "m1", "remind me about the dentist")
             with anyio.fail_after(30):
                 await stopped.wait()
         answered = len(llm.requests)
-        assert [r["text"] for r in _replies(tmp_path)] == ["Noted, see you tomorrow."]
+        assert reply_texts(tmp_path) == ["Noted, see you tomorrow."]
         assert [role for role, _ in _transcript(state)] == ["user", "assistant"]
         assert "remind me about the dentist" in _transcript(state)[0][1]
         assert _unacked(state) == []
@@ -117,13 +96,13 @@ async def test_a_shutdown_right_after_the_reply_keeps_the_transcript_and_the_ack
                 answered_again.set()
 
             intake._send = send_and_tell  # type: ignore[method-assign]
-            await _say(tmp_path, "m2", "and the car?")
+            await say(tmp_path, "m2", "and the car?")
             with anyio.fail_after(30):
                 await answered_again.wait()
             await orch.shutdown()
             with anyio.fail_after(30):
                 await stopped.wait()
-        assert [r["text"] for r in _replies(tmp_path)] == ["Noted, see you tomorrow."] * 2
+        assert reply_texts(tmp_path) == ["Noted, see you tomorrow."] * 2
     assert len(llm.requests) == answered + 1
     follow_up = llm.requests[-1].body["messages"]
     contents = [m.get("content") for m in follow_up if isinstance(m.get("content"), str)]
