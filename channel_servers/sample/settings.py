@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from shared.channelkit import ChannelSettings
 from shared.net import is_loopback
+from shared.private import create_private_file
 
 NAME = "sample"
 
@@ -46,9 +46,6 @@ class SampleSettings(ChannelSettings):
         path = self.token_path
         if path.exists():
             return path.read_text().strip()
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        token = secrets.token_urlsafe(24)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(token + "\n")
-        return token
+        # Two processes starting at once agree on one token: the first complete file wins.
+        create_private_file(path, (secrets.token_urlsafe(24) + "\n").encode())
+        return path.read_text().strip()

@@ -6,10 +6,9 @@ operator through control methods; a model never sees them.
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from servers.pairing.settings import PairingSettings
 from servers.pairing.store import MIGRATIONS, Clock, CodeBook, Limits, PairingStore, utc_now
 from shared.db import Database
 from shared.hosting import advertise_experimental, server_main
+from shared.private import create_private_file
 from shared.protocol.pairing import PAIRING_EXTENSION
 
 KEY_BYTES = 32
@@ -30,37 +30,11 @@ KEY_BYTES = 32
 # -- resources --------------------------------------------------------------------------------
 
 
-def _private_dirs(directory: Path) -> None:
-    missing: list[Path] = []
-    while not directory.exists():
-        missing.append(directory)
-        directory = directory.parent
-    for path in reversed(missing):
-        path.mkdir(mode=0o700, exist_ok=True)
-
-
-def _create_key(path: Path) -> None:
-    # Written whole to a private temporary file, then linked into place: another process starting at
-    # the same moment either sees no key or the complete one, and the first link wins.
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(secrets.token_bytes(KEY_BYTES))
-            file.flush()
-            os.fsync(file.fileno())
-        with suppress(FileExistsError):
-            os.link(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 def load_or_create_key(path: Path) -> bytes:
     """The code key in ``path`` (created with mode 0600 in a 0700 directory when missing)."""
     try:
-        _private_dirs(path.parent)
         if not path.exists():
-            _create_key(path)
+            create_private_file(path, secrets.token_bytes(KEY_BYTES))
         mode = path.stat().st_mode & 0o777
         key = path.read_bytes()
     except OSError as exc:

@@ -17,19 +17,11 @@ import anyio
 from shared.db._drivers import as_stdlib_error, connect_with_vec
 from shared.db._errors import DatabaseError, problem
 from shared.db._migrations import Migration, migrate
+from shared.private import make_private_dirs
 
 Params: TypeAlias = Sequence[Any] | Mapping[str, Any]
 Synchronous: TypeAlias = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 _SYNCHRONOUS_MODES: tuple[Synchronous, ...] = ("OFF", "NORMAL", "FULL", "EXTRA")
-
-
-def _make_private_dirs(directory: Path) -> None:
-    missing: list[Path] = []
-    while not directory.exists():
-        missing.append(directory)
-        directory = directory.parent
-    for path in reversed(missing):
-        path.mkdir(mode=0o700, exist_ok=True)
 
 
 def _make_private_file(path: Path) -> None:
@@ -79,7 +71,7 @@ class _Connector:
 
     def _open(self) -> Any:
         try:
-            _make_private_dirs(self.path.parent)
+            make_private_dirs(self.path.parent)
             _make_private_file(self.path)
         except OSError as exc:
             raise problem(
