@@ -11,22 +11,13 @@ from collections.abc import Awaitable, Callable
 from orchestrator.config import AgentConfig, NexoConfig
 from orchestrator.intake.gate import GateResult, evaluate
 from orchestrator.intake.notices import PUSHED
-from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
+from orchestrator.mesh import Mesh, ServerConnection
+from orchestrator.mesh.events import pull_forever, try_ack
 from shared.protocol.channel import ChannelParams
-from shared.protocol.events import (
-    EVENTS_EXTENSION,
-    AckParams,
-    AckRequest,
-    AckResult,
-    Event,
-    PullParams,
-    PullRequest,
-    PullResult,
-)
+from shared.protocol.events import EVENTS_EXTENSION, Event
 
 logger = logging.getLogger("nexo.intake")
 
-PULL_WAIT_MS = 20_000
 PULL_BATCH = 50
 
 Dispatch = Callable[[ServerConnection, Event], Awaitable[None]]
@@ -61,31 +52,18 @@ class ChannelPumps:
         return result.verdict == "register"
 
     async def run(self, connection: ServerConnection) -> None:
-        after, client, registered = 0, None, False
-        while True:
-            try:
-                current = await connection.wait_ready(timeout=3600)
-                if current is not client:
-                    after, client = 0, current  # a restarted server hands out its unacked events again
-                    registered = self._registered(connection)
-                    self._push_only[connection.name] = registered and not connection.has_capability(
-                        EVENTS_EXTENSION
-                    )
-                if not registered or self._push_only[connection.name]:
-                    # Skipped, or a Claude Code channel (no pull): wait for the next connection.
-                    await connection.wait_closed()
-                    continue
-                batch = await connection.request(
-                    PullRequest(params=PullParams(after=after, limit=PULL_BATCH, wait_ms=PULL_WAIT_MS)),
-                    PullResult,
-                    timeout=PULL_WAIT_MS / 1000,
-                )
-            except ServerUnavailable as exc:
-                logger.info("pump %s waiting: %s", connection.name, exc)
-                continue
-            for event in batch.events:
-                after = max(after, event.seq)
-                await self._dispatch(connection, event)
+        async def on_connect() -> bool:
+            registered = self._registered(connection)
+            # A Claude Code channel (no pull) delivers by push only: nothing to pull until it reconnects.
+            self._push_only[connection.name] = registered and not connection.has_capability(EVENTS_EXTENSION)
+            return registered and not self._push_only[connection.name]
+
+        async def handle(event: Event) -> None:
+            await self._dispatch(connection, event)
+
+        await pull_forever(
+            connection, handle, limit=PULL_BATCH, on_connect=on_connect, label=f"pump {connection.name}"
+        )
 
     async def pushed(self, server: str, params: ChannelParams) -> None:
         """A message a Claude Code channel pushed: its only copy, with no id to acknowledge."""
@@ -104,15 +82,8 @@ class ChannelPumps:
 
     async def try_ack(self, connection: ServerConnection, event: Event) -> bool:
         """One bounded attempt; False when the server is unavailable (the event stays in its log)."""
-        if event.seq == PUSHED:
-            return True
-        try:
-            await connection.request(AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=10)
-        except ServerUnavailable as exc:
-            # The event stays in the server's log and comes back; the outbox key stops a second reply.
-            logger.warning("ack of %s:%d deferred: %s", connection.name, event.seq, exc)
-            return False
-        return True
+        # A pushed message has no id to acknowledge; the outbox key stops a second reply to a redelivery.
+        return event.seq == PUSHED or await try_ack(connection, event)
 
     async def ack(self, connection: ServerConnection, event: Event) -> None:
         """Acknowledge, waiting for the server to come back as long as it takes."""

@@ -15,6 +15,7 @@ import anyio
 
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import ServerConnection, ServerUnavailable
+from orchestrator.mesh.events import pull_forever, try_ack
 from shared.protocol.audit import (
     CronFireBody,
     EntryDraft,
@@ -36,13 +37,7 @@ from shared.protocol.cron import (
     SyncPollersResult,
 )
 from shared.protocol.events import (
-    AckParams,
-    AckRequest,
-    AckResult,
     Event,
-    PullParams,
-    PullRequest,
-    PullResult,
 )
 
 if TYPE_CHECKING:
@@ -51,8 +46,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("nexo.cron")
 
-PULL_WAIT_MS = 20_000
 REQUEST_TIMEOUT_S = 30.0
+Outcome = Literal["done", "failed", "skipped"]
 TERMINAL = frozenset({"done", "failed", "cancelled", "lost_on_restart"})
 
 
@@ -69,28 +64,22 @@ class CronFires:
         connection = self.autonomy.cron_connection()
         if connection is None:
             return
-        after, client = 0, None
-        while True:
-            try:
-                current = await connection.wait_ready(timeout=3600)
-                if current is not client:
-                    after, client = 0, current
-                    await self._sync_pollers(connection)
-                batch = await connection.request(
-                    PullRequest(
-                        params=PullParams(
-                            after=after, limit=20, wait_ms=PULL_WAIT_MS, kinds=[FIRE_EVENT, MISSED_EVENT]
-                        )
-                    ),
-                    PullResult,
-                    timeout=PULL_WAIT_MS / 1000,
-                )
-            except ServerUnavailable as exc:
-                logger.info("cron fires waiting: %s", exc)
-                continue
-            for event in batch.events:
-                after = max(after, event.seq)
-                await self._handle(connection, event)
+
+        async def on_connect() -> bool:
+            await self._sync_pollers(connection)
+            return True
+
+        async def handle(event: Event) -> None:
+            await self._handle(connection, event)
+
+        await pull_forever(
+            connection,
+            handle,
+            limit=20,
+            kinds=[FIRE_EVENT, MISSED_EVENT],
+            on_connect=on_connect,
+            label="cron fires",
+        )
 
     async def _sync_pollers(self, connection: ServerConnection) -> None:
         """The config's pollers become permanent cron entries (created, updated or removed)."""
@@ -161,15 +150,14 @@ class CronFires:
             return
         if not autonomy.is_enabled():
             logger.info("cron fire %d of %s skipped: autonomy paused", payload.fire_id, payload.entry_id)
-            self._record(
-                intake.agent.id,
-                payload.entry_id,
-                str(payload.fire_id),
-                payload.slot,
+            await self._conclude(
+                connection,
+                payload,
+                intake,
                 "skipped",
-                "autonomy paused",
+                f"autonomy paused by {autonomy.paused_by}",
+                detail="autonomy paused",
             )
-            await self._report(connection, payload, "skipped", f"autonomy paused by {autonomy.paused_by}")
             return
         if payload.kind == "reminder":
             await self._remind(connection, payload, intake)
@@ -186,43 +174,26 @@ class CronFires:
             intake, prompt, goal_id=goal_id, entry_id=payload.entry_id, source=source
         )
         await autonomy.after(intake, report, source=source)
-        if report.ended == "answered" and payload.channel:
-            await autonomy.say(
-                payload.channel,
-                payload.recipient or autonomy.config.operator.chat_id,
-                report.text,
-                key=f"cron:{payload.fire_id}:{payload.attempt}",
-            )
-        elif report.ended == "answered":
-            operator = autonomy.config.operator
-            await autonomy.say(
-                operator.channel,
-                operator.chat_id,
-                report.text,
-                key=f"cron:{payload.fire_id}:{payload.attempt}",
-            )
-        outcome: Literal["done", "failed", "skipped"]
+        if report.ended == "answered":
+            channel, chat = self._destination(payload)
+            await autonomy.say(channel, chat, report.text, key=f"cron:{payload.fire_id}:{payload.attempt}")
+        outcome: Outcome
         if report.ended in ("answered", "idle"):
             outcome, error = "done", None
         elif report.ended in ("limit", "budget", "paused", "preempted"):
             outcome, error = "skipped", report.reason
         else:
             outcome, error = "failed", report.reason
-        self._record(
-            intake.agent.id,
-            payload.entry_id,
-            str(payload.fire_id),
-            payload.slot,
-            outcome,
-            error or "",
-            goal_id,
-        )
-        await self._report(connection, payload, outcome, error)
+        await self._conclude(connection, payload, intake, outcome, error, goal_id=goal_id)
         logger.info("cron fire %d of %s: %s", payload.fire_id, payload.entry_id, outcome)
 
+    def _destination(self, payload: FirePayload) -> tuple[str, str]:
+        """The entry's channel and recipient, each defaulting to the operator's."""
+        operator = self.autonomy.config.operator
+        return payload.channel or operator.channel, payload.recipient or operator.chat_id
+
     async def _remind(self, connection: ServerConnection, payload: FirePayload, intake: Intake) -> None:
-        channel = payload.channel or self.autonomy.config.operator.channel
-        chat = payload.recipient or self.autonomy.config.operator.chat_id
+        channel, chat = self._destination(payload)
         try:
             with anyio.fail_after(REQUEST_TIMEOUT_S):
                 await notify(
@@ -235,20 +206,9 @@ class CronFires:
                     notice=False,
                 )
         except Exception as exc:  # noqa: BLE001 -- reported as failed: a one-shot retries with backoff
-            self._record(
-                intake.agent.id, payload.entry_id, str(payload.fire_id), payload.slot, "failed", str(exc)
-            )
-            await self._report(connection, payload, "failed", str(exc)[:2000])
+            await self._conclude(connection, payload, intake, "failed", str(exc))
             return
-        self._record(
-            intake.agent.id,
-            payload.entry_id,
-            str(payload.fire_id),
-            payload.slot,
-            "done",
-            f"reminder to {channel}",
-        )
-        await self._report(connection, payload, "done", None)
+        await self._conclude(connection, payload, intake, "done", None, detail=f"reminder to {channel}")
 
     async def _previous(self, goal_id: str) -> str | None:
         """The status of this fire's goal if an earlier delivery got as far as starting it."""
@@ -269,26 +229,37 @@ class CronFires:
         self, connection: ServerConnection, payload: FirePayload, intake: Intake, status: str
     ) -> None:
         if status == "done":
-            outcome: Literal["done", "failed"] = "done"
-            error = None
+            await self._conclude(connection, payload, intake, "done", None, detail="redelivered")
         else:
-            outcome, error = "failed", f"interrupted by a restart (goal {fire_goal_id(payload)} was {status})"
+            error = f"interrupted by a restart (goal {fire_goal_id(payload)} was {status})"
+            await self._conclude(connection, payload, intake, "failed", error)
+
+    async def _conclude(
+        self,
+        connection: ServerConnection,
+        payload: FirePayload,
+        intake: Intake,
+        outcome: Outcome,
+        error: str | None,
+        *,
+        detail: str | None = None,
+        goal_id: str | None = None,
+    ) -> None:
+        """A fire's end: a ``cron_fire`` row in the ledger (``detail``, else the error), then the outcome
+        reported to the cron server."""
         self._record(
             intake.agent.id,
             payload.entry_id,
             str(payload.fire_id),
             payload.slot,
             outcome,
-            error or "redelivered",
+            detail if detail is not None else error or "",
+            goal_id,
         )
         await self._report(connection, payload, outcome, error)
 
     async def _report(
-        self,
-        connection: ServerConnection,
-        payload: FirePayload,
-        outcome: Literal["done", "failed", "skipped"],
-        error: str | None,
+        self, connection: ServerConnection, payload: FirePayload, outcome: Outcome, error: str | None
     ) -> None:
         try:
             await connection.request(
@@ -309,14 +280,8 @@ class CronFires:
             logger.warning("cron fire %d outcome not recorded: %s", payload.fire_id, exc)
 
     async def _ack(self, connection: ServerConnection, event: Event) -> None:
-        try:
-            await connection.request(
-                AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=REQUEST_TIMEOUT_S
-            )
-        except ServerUnavailable as exc:
-            logger.warning(
-                "cron event %d not acknowledged (%s): handled again after a restart", event.seq, exc
-            )
+        # Not acknowledged: handed out again after a restart, where the fire's goal id settles it.
+        await try_ack(connection, event)
 
     def _record(
         self,

@@ -1,0 +1,87 @@
+"""Reading a server's durable event log (``nexo/events/pull`` and ``ack``), the one way every consumer
+does it: channel messages for the intake, cron fires for autonomy.
+
+A pull is a long poll from the last sequence number seen. After a server restart (a new client), the
+reading starts over from 0, since the server hands out every unacknowledged event again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from orchestrator.mesh.connection import ServerConnection, ServerUnavailable
+from shared.protocol.events import (
+    AckParams,
+    AckRequest,
+    AckResult,
+    Event,
+    PullParams,
+    PullRequest,
+    PullResult,
+)
+
+logger = logging.getLogger("nexo.events")
+
+PULL_WAIT_MS = 20_000
+ACK_TIMEOUT_S = 10.0
+
+OnConnect = Callable[[], Awaitable[bool]]
+"""Run once per (re)connected server; False: do not pull from this connection (wait for the next)."""
+
+
+async def _always() -> bool:
+    return True
+
+
+async def pull_forever(
+    connection: ServerConnection,
+    handle: Callable[[Event], Awaitable[None]],
+    *,
+    limit: int,
+    kinds: Sequence[str] | None = None,
+    on_connect: OnConnect = _always,
+    label: str,
+) -> None:
+    """Hand every event of ``connection`` to ``handle``, in order, for as long as the task runs."""
+    after, client, pulling = 0, None, False
+    while True:
+        try:
+            current = await connection.wait_ready(timeout=3600)
+            if current is not client:
+                after, client = 0, current
+                pulling = await on_connect()
+            if not pulling:
+                await connection.wait_closed()
+                continue
+            batch = await connection.request(
+                PullRequest(
+                    params=PullParams(
+                        after=after,
+                        limit=limit,
+                        wait_ms=PULL_WAIT_MS,
+                        kinds=list(kinds) if kinds is not None else None,
+                    )
+                ),
+                PullResult,
+                timeout=PULL_WAIT_MS / 1000,
+            )
+        except ServerUnavailable as exc:
+            logger.info("%s waiting: %s", label, exc)
+            continue
+        for event in batch.events:
+            after = max(after, event.seq)
+            await handle(event)
+
+
+async def try_ack(connection: ServerConnection, event: Event) -> bool:
+    """One bounded attempt; False when the server is unavailable (the event stays in its log and is
+    handed out again)."""
+    try:
+        await connection.request(
+            AckRequest(params=AckParams(seqs=[event.seq])), AckResult, timeout=ACK_TIMEOUT_S
+        )
+    except ServerUnavailable as exc:
+        logger.warning("%s event %d not acknowledged yet: %s", connection.name, event.seq, exc)
+        return False
+    return True
