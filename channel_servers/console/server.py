@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from channel_servers.console.hub import ChatClient, Hub, PendingApprovals
@@ -28,13 +27,12 @@ from shared.protocol.channel import (
     verdict_event,
 )
 from shared.protocol.console_wire import Approval, Error, Queued, Reply, Say, Verdict, Welcome
+from shared.protocol.policy import tool_hints
 
 SERVER_NAME = "console"
 MESSAGE_KIND = "message"
 VERDICT_KIND = "permission_verdict"
-OUTBOUND = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
+OUTBOUND = tool_hints(idempotent=True)
 
 
 @dataclass

@@ -21,7 +21,6 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 from starlette.types import ASGIApp
 
@@ -34,18 +33,14 @@ from shared.channelkit.server import LiveSessions, make_channel_server
 from shared.events import EventLog, EventLogFull
 from shared.hosting import server_main
 from shared.protocol.channel import MAX_CONTENT_CHARS, normalize_inbound
+from shared.protocol.policy import READ_ONLY_HINTS, tool_hints
 
 logger = logging.getLogger("nexo.webhook")
 
 SERVER_NAME = "webhook"
 MESSAGE_KIND = "message"
 PUSH_TIMEOUT_S = 1.0
-RECORD = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-READ_ONLY = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
+RECORD = tool_hints(idempotent=True)
 
 Listener = Callable[[ASGIApp], AbstractAsyncContextManager[str]]
 """Serves the webhook app and yields its base URL; tests pass one that serves nothing."""
@@ -204,7 +199,7 @@ def build_server(
         begun = await state.store.outbox.begin(key, chat_id, text, reply_to, status="sent", notice=notice)
         return SendResult(status="recorded", message_id=str(begun.entry.id), duplicate=not begun.created)
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY_HINTS)
     async def list_sources(*, ctx: Context[WebhookState]) -> SourcesResult:
         """The webhook sources feeding this agent: name, signature scheme, chat_id and where they post."""
         state = ctx.request_context.lifespan_context

@@ -32,9 +32,7 @@ from orchestrator.tools.local import GoalContext, LocalTools, local_catalog_tool
 from shared.protocol.audit import Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
 from shared.protocol.cron import BINDING_META_KEY, MODEL_META_KEY
-from shared.protocol.events import (
-    Event,
-)
+from shared.protocol.events import Event
 from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY
 from shared.protocol.pairing import Role
 

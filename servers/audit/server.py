@@ -12,7 +12,6 @@ from typing import Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from servers.audit.control import AuditExtension
@@ -22,10 +21,8 @@ from servers.audit.state import AuditState, open_state
 from servers.audit.store import Clock, utc_now
 from shared.hosting import advertise_experimental, server_main
 from shared.protocol.audit import AUDIT_EXTENSION, ENTRY_KINDS, Entry, canonical_json
+from shared.protocol.policy import READ_ONLY_HINTS
 
-READ_ONLY = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
 MAX_TURNS = 200
 MAX_HITS = 100
 CELL_MAX = 160
@@ -110,7 +107,7 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
     )
     advertise_experimental(server, {AUDIT_EXTENSION: extension.settings()})
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY_HINTS)
     async def agent_turns_tail(goal_id: str, n: int = 20, *, ctx: Context[AuditState]) -> str:
         """The last n turns of a goal as a markdown table: index, time, outcome, decision, source."""
         state = ctx.request_context.lifespan_context
@@ -124,7 +121,7 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
         turns = await state.ledger.tail(goal_id=goal_id, kind="turn", limit=n)
         return render_turns(goal_id, turns)
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY_HINTS)
     async def audit_search(
         query: str,
         kind: str | None = None,

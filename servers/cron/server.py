@@ -19,7 +19,6 @@ from mcp import MCPError
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from servers.cron.control import CronExtension, extension_settings
@@ -43,25 +42,14 @@ from shared.protocol.cron import (
 )
 from shared.protocol.events import EventsExtension, experimental_events_capability
 from shared.protocol.memory import AGENT_META_KEY, AGENT_PATTERN
-from shared.protocol.policy import classification_meta
+from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
 
 SERVER_NAME = "cron"
 PREVIEW = 120
-READ_ONLY = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-WRITE = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-)
-STATE_CHANGE = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-DELETE = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-)
-OUTBOUND = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
-)
+WRITE = tool_hints()
+STATE_CHANGE = tool_hints(idempotent=True)
+DELETE = tool_hints(destructive=True, idempotent=True)
+OUTBOUND = tool_hints(open_world=True)
 INSTRUCTIONS = (
     "Schedules for this agent. cron_create runs a prompt on a schedule ('*/30 * * * *', "
     "'cron 0 9 * * mon-fri', 'every 2h', 'once_after 20m', 'once_at 09:00'); reminder sends a text "
@@ -243,7 +231,7 @@ def build_server(
             )
             return view(await state.view(entry))
 
-    @server.tool(annotations=READ_ONLY, meta=classification_meta("read_only"))
+    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only"))
     async def cron_list(*, ctx: Context[CronState]) -> EntryList:
         """This agent's scheduled entries, oldest first: id, schedule, timezone, prompt preview, next
         fire time, state (parked entries missed runs while the agent was down; cron_resume them),

@@ -8,16 +8,12 @@ from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from servers.time.settings import TimeSettings
 from servers.time.zones import zone
 from shared.hosting import server_main
-
-READ_ONLY = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
+from shared.protocol.policy import READ_ONLY_HINTS
 
 
 class Now(BaseModel):
@@ -55,13 +51,13 @@ def build_server(settings: TimeSettings, *, clock: Callable[[], datetime] | None
         log_level="WARNING",
     )
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY_HINTS)
     def now(timezone_name: str | None = None) -> Now:
         """The current date and time in a time zone (default: the operator's)."""
         name = timezone_name or settings.default_timezone
         return _describe(now_utc().astimezone(zone(name)), name)
 
-    @server.tool(annotations=READ_ONLY)
+    @server.tool(annotations=READ_ONLY_HINTS)
     def convert(time_hhmm: str, source_timezone: str, target_timezone: str) -> Converted:
         """Convert a wall-clock time today (HH:MM, 24-hour) from one time zone to another."""
         try:

@@ -15,7 +15,6 @@ import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
 from servers.workspace.files import (
@@ -32,23 +31,14 @@ from servers.workspace.sandbox import Active, Sandbox, probe
 from servers.workspace.settings import SandboxMode, WorkspaceSettings
 from servers.workspace.shell import MAX_COMMAND_BYTES, ShellResult, check_command, minimal_env, run_command
 from shared.hosting import server_main
-from shared.protocol.policy import classification_meta
+from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
 
 logger = logging.getLogger("nexo.workspace")
 
-READ_ONLY = ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-OVERWRITE = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-)
+OVERWRITE = tool_hints(destructive=True, idempotent=True)
 # An edit removes the text it replaces, so it is not "additive" in the MCP sense of destructive_hint.
-EDIT = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
-)
-SHELL = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
-)
+EDIT = tool_hints(destructive=True)
+SHELL = tool_hints(destructive=True, open_world=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +115,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
     def state_of(ctx: Context[WorkspaceState]) -> WorkspaceState:
         return ctx.request_context.lifespan_context
 
-    @server.tool(annotations=READ_ONLY, meta=classification_meta("read_only", path_args=("path",)))
+    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
     def read_file(
         path: str, offset: int = 1, limit: int | None = None, *, ctx: Context[WorkspaceState]
     ) -> FileText:
@@ -205,7 +195,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         state.files.write_atomic(located, updated)
         return Edited(path=located.rel, replacements=count if replace_all else 1, bytes=len(updated))
 
-    @server.tool(annotations=READ_ONLY, meta=classification_meta("read_only", path_args=("path",)))
+    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
     def list_dir(path: str = ".", *, ctx: Context[WorkspaceState]) -> Listing:
         """The entries of one directory (not recursive), sorted by name, with kind and size in bytes.
         Symlinks are shown as such, never followed."""
@@ -226,14 +216,14 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
                 entries.append(DirEntry(name=entry.name, kind=entry.kind, size=entry.size))
         return Listing(path=located.rel, entries=entries, truncated=truncated)
 
-    @server.tool(annotations=READ_ONLY, meta=classification_meta("read_only"))
+    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only"))
     def glob(pattern: str, *, ctx: Context[WorkspaceState]) -> GlobResult:
         """Paths matching a glob relative to the workspace root, e.g. '**/*.py' or 'src/*.md'. `*` and
         `?` stay inside one directory, `**` spans any number. Symlinks are listed, never followed."""
         state = state_of(ctx)
         return glob_paths(state.files, pattern, state.settings)
 
-    @server.tool(annotations=READ_ONLY, meta=classification_meta("read_only", path_args=("path",)))
+    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
     def grep(
         pattern: str,
         path: str = ".",
@@ -287,7 +277,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             warning=state.sandbox.warning,
         )
 
-    @server.tool(annotations=READ_ONLY, meta=classification_meta("read_only"))
+    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only"))
     def workspace_info(*, ctx: Context[WorkspaceState]) -> WorkspaceInfo:
         """The workspace root, whether shell commands are sandboxed (and why), and every size limit."""
         state = state_of(ctx)

@@ -31,7 +31,6 @@ from anyio.abc import TaskStatus
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
@@ -50,15 +49,14 @@ from shared.protocol.channel import (
     parse_permission_reply,
     verdict_event,
 )
+from shared.protocol.policy import tool_hints
 
 logger = logging.getLogger("nexo.channel")
 
 MESSAGE_KIND: Final = "message"
 VERDICT_KIND: Final = "permission_verdict"
 DEFAULT_STATE_DIR = Path("~/.local/state/nexo")
-OUTBOUND = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=True
-)
+OUTBOUND = tool_hints(idempotent=True, open_world=True)
 
 Send = Callable[[str, str, str | None], Awaitable[str]]
 """(chat_id, text, reply_to) -> the platform's id of the delivered message."""

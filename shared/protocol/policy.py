@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from mcp_types import ToolAnnotations
+
 CLASSIFICATION_META_KEY = "nexo/classification"
 """The ``_meta`` key of a tool's classification."""
 
@@ -47,3 +49,20 @@ def classification_of(meta: dict[str, Any] | None) -> Classification | None:
         return None
     value = meta.get(CLASSIFICATION_META_KEY)
     return value if value in CLASSIFICATIONS else None
+
+
+def tool_hints(
+    *, read_only: bool = False, destructive: bool = False, idempotent: bool = False, open_world: bool = False
+) -> ToolAnnotations:
+    """MCP tool annotations with every hint stated: a client guesses an unset hint, and its guesses
+    (destructive, open world) are the worst case."""
+    return ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=open_world,
+    )
+
+
+READ_ONLY_HINTS = tool_hints(read_only=True, idempotent=True)
+"""A tool that changes nothing; the policy classifies it read_only even without ``_meta``."""

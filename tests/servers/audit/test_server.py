@@ -10,7 +10,6 @@ import mcp_types as types
 import pytest
 from mcp.client import Client
 
-from servers.audit.server import READ_ONLY
 from servers.audit.settings import AuditSettings
 from shared.protocol.audit import (
     AppendParams,
@@ -26,6 +25,7 @@ from shared.protocol.audit import (
     TailRequest,
     TailResult,
 )
+from shared.protocol.policy import READ_ONLY_HINTS as READ_ONLY
 from tests.servers.audit.conftest import connected, notice, opened_ledger, tool_call, turn
 
 pytestmark = pytest.mark.anyio

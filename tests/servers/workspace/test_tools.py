@@ -14,9 +14,10 @@ from mcp import StdioServerParameters
 from mcp.client import Client
 
 from servers.workspace.sandbox import UNCONFINED_WARNING
-from servers.workspace.server import EDIT, OVERWRITE, READ_ONLY, SHELL
+from servers.workspace.server import EDIT, OVERWRITE, SHELL
 from servers.workspace.settings import WorkspaceSettings
 from shared.protocol.policy import CLASSIFICATION_META_KEY, PATH_ARGS_META_KEY, SHELL_META_KEY
+from shared.protocol.policy import READ_ONLY_HINTS as READ_ONLY
 from tests.mesh.harness import REPO
 from tests.servers.workspace.conftest import call, connected, exists, names, refused
 
