@@ -1,15 +1,19 @@
 """Run any nexo MCP server over stdio or Streamable HTTP.
 
 This is the only module that touches the SDK's serving entry points, so the next SDK reshape is a
-one-file change. Over HTTP it enforces a bearer token (required off loopback), DNS-rebinding
-protection with configurable allowed hosts, and serves an unauthenticated ``/healthz``.
+one-file change. Over HTTP it enforces a bearer token on every bind, loopback included (one is
+generated into a 0600 file when none is configured), DNS-rebinding protection with configurable
+allowed hosts, and serves an unauthenticated ``/healthz``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hmac
 import logging
+import os
+import secrets
 import signal
 import socket
 import sys
@@ -28,12 +32,16 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from shared.net import is_loopback
+from shared.private import create_private_file
 
 logger = logging.getLogger("nexo.hosting")
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/healthz"
+DEFAULT_STATE_DIR = Path("~/.local/state/nexo")
+GENERATED_TOKENS_DIR = "http-tokens"
+"""Where a generated bearer token is kept: ``<NEXO_STATE_DIR>/http-tokens/<server>.token``."""
 
 
 class HostingError(Exception):
@@ -64,11 +72,12 @@ class HttpOptions:
     max_request_bytes: int = 1024 * 1024
 
     def check(self) -> None:
-        if not is_loopback(self.host) and not self.token:
+        # Loopback is no boundary: every local user and every page a local browser opens can reach it.
+        if not self.token:
             raise HostingError(
                 f"refusing to serve over HTTP on {self.host}:{self.port} without a bearer token: "
-                "set NEXO_SERVER_TOKEN (or NEXO_SERVER_TOKEN_FILE pointing at a 0600 file), "
-                "or bind to 127.0.0.1"
+                "set NEXO_SERVER_TOKEN, or NEXO_SERVER_TOKEN_FILE naming a 0600 file (created with a "
+                "new token if it does not exist)"
             )
 
     def security(self) -> TransportSecuritySettings:
@@ -169,18 +178,30 @@ def build_http_app(
         host=options.host,
     )
     mcp_app.router.routes.append(Route(HEALTH_PATH, healthz, methods=["GET"]))
-    app: ASGIApp = mcp_app
-    if options.token:
-        app = BearerAuth(mcp_app, options.token, realm=server.name)
-    return app
+    assert options.token is not None  # options.check() refused a missing one
+    return BearerAuth(mcp_app, options.token, realm=server.name)
 
 
 class ListenError(OSError):
     """A listener cannot bind; ``reason`` is the system's word for why (e.g. address in use)."""
 
     def __init__(self, host: str, port: int, cause: OSError) -> None:
+        self.host, self.port = host, port
         self.reason = cause.strerror or str(cause)
         super().__init__(cause.errno, f"cannot listen on {host}:{port} ({self.reason}); is the port in use?")
+
+    def advice(self, setting: str) -> str:
+        """One line naming the port, why it cannot be used, and what to do about it."""
+        if self.errno == errno.EADDRINUSE:
+            fix = (
+                f"another process already listens there (see it with `ss -ltnp 'sport = :{self.port}'`); "
+                f"stop it, or choose another port with {setting}"
+            )
+        elif self.errno == errno.EACCES:
+            fix = f"ports below 1024 need privileges; choose a port above 1024 with {setting}"
+        else:
+            fix = f"choose another address with {setting}"
+        return f"cannot listen on {self.host}:{self.port}: {self.reason}; {fix}"
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -252,21 +273,30 @@ async def serve_asgi(
                 await finished.wait()
 
 
+def mcp_url(host: str, port: int) -> str:
+    """The URL clients connect to (IPv6 hosts in brackets)."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{MCP_PATH}"
+
+
 async def serve_http(
     server: MCPServer[Any],
     options: HttpOptions,
     *,
     status: ServerStatus | None = None,
     on_ready: Callable[[str, int], Awaitable[None]] | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
-    """Serve until cancelled. ``on_ready`` receives the bound host and port (useful with port 0)."""
+    """Serve until cancelled. ``on_ready`` receives the bound host and port (useful with port 0).
+    ``sock`` is a socket already listening (see :func:`listen`); without one it is bound here."""
     app = build_http_app(server, options, status)
-    try:
-        sock = listen(options.host, options.port)
-    except OSError as exc:
-        raise HostingError(f"could not bind {options.host}:{options.port}; is the port in use?") from exc
+    if sock is None:
+        try:
+            sock = listen(options.host, options.port)
+        except ListenError as exc:
+            raise HostingError(exc.advice("--http HOST:PORT")) from None
     async with serve_asgi(app, sock, lifespan="on") as (host, port):
-        logger.info("serving %s over HTTP at http://%s:%s%s", server.name, host, port, MCP_PATH)
+        logger.info("serving %s over HTTP at %s", server.name, mcp_url(host, port))
         if on_ready is not None:
             await on_ready(host, port)
         await anyio.sleep_forever()
@@ -286,20 +316,41 @@ def configure_logging(level: str = "INFO") -> None:
 
 
 def run(
-    server: MCPServer[Any], *, http: HttpOptions | None = None, status: ServerStatus | None = None
+    server: MCPServer[Any],
+    *,
+    http: HttpOptions | None = None,
+    status: ServerStatus | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> None:
-    """Blocking entry point for a server's ``__main__``: stdio unless ``http`` is given."""
+    """Blocking entry point for a server's ``__main__``: stdio unless ``http`` is given.
+
+    Over HTTP the port is bound before anything else starts, so a port in use is one
+    :class:`HostingError` naming it; ``announce`` receives the URL once the server listens.
+    """
     if http is None:
         anyio.run(serve_stdio, server)
-    else:
-        http.check()
-        anyio.run(_serve_until_signalled, server, http, status)
+        return
+    http.check()
+    try:
+        sock = listen(http.host, http.port)
+    except ListenError as exc:
+        raise HostingError(exc.advice("--http HOST:PORT")) from None
+    anyio.run(_serve_until_signalled, server, http, status, sock, announce)
 
 
 async def _serve_until_signalled(
-    server: MCPServer[Any], http: HttpOptions, status: ServerStatus | None
+    server: MCPServer[Any],
+    http: HttpOptions,
+    status: ServerStatus | None,
+    sock: socket.socket,
+    announce: Callable[[str], None] | None,
 ) -> None:
     """SIGTERM or SIGINT ends the server gracefully (requests in flight finish), exit status 0."""
+
+    async def ready(host: str, port: int) -> None:
+        if announce is not None:
+            announce(mcp_url(host, port))
+
     async with anyio.create_task_group() as tg:
 
         async def stop_on_signal() -> None:
@@ -309,7 +360,7 @@ async def _serve_until_signalled(
                     return
 
         tg.start_soon(stop_on_signal)
-        await serve_http(server, http, status=status)
+        await serve_http(server, http, status=status, on_ready=ready, sock=sock)
 
 
 def _read_secret_file(path: Path) -> str:
@@ -319,16 +370,51 @@ def _read_secret_file(path: Path) -> str:
     return path.read_text().strip()
 
 
-def http_options_from_env(bind: str, env: Mapping[str, str]) -> HttpOptions:
+def default_token_path(name: str, env: Mapping[str, str]) -> Path:
+    """Where the bearer token of server ``name`` is generated when none is configured."""
+    state = Path(env.get("NEXO_STATE_DIR") or DEFAULT_STATE_DIR).expanduser()
+    return state / GENERATED_TOKENS_DIR / f"{name.rpartition('.')[2]}.token"
+
+
+def generated_token(path: Path) -> str:
+    """The token kept in ``path``, created (0600, 32 random bytes) when the file does not exist."""
+    if not path.exists():
+        try:
+            create_private_file(path, (secrets.token_urlsafe(32) + "\n").encode())
+        except OSError as exc:
+            raise HostingError(
+                f"cannot write a bearer token to {path}: {exc.strerror or exc}; set NEXO_SERVER_TOKEN, "
+                "or NEXO_SERVER_TOKEN_FILE to a file this user can write"
+            ) from exc
+    return _read_secret_file(path)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSource:
+    """Where an HTTP server's bearer token came from, for the line printed at start."""
+
+    kind: Literal["env", "file", "generated"]
+    path: Path | None = None
+
+    def describe(self) -> str:
+        if self.kind == "env":
+            return "bearer token from NEXO_SERVER_TOKEN"
+        if self.kind == "file":
+            return f"bearer token in {self.path}"
+        return f"bearer token generated into {self.path} (0600): clients send it as `Authorization: Bearer`"
+
+
+def http_options_from_env(bind: str, env: Mapping[str, str], name: str = "server") -> HttpOptions:
     """``--http HOST:PORT`` plus ``NEXO_SERVER_TOKEN`` / ``NEXO_SERVER_TOKEN_FILE`` and the allowlists.
 
     Tokens never come from the command line, where any local user could read them with ``ps``.
+    Without either variable a token is generated once into ``<NEXO_STATE_DIR>/http-tokens/`` (see
+    :func:`token_source`); a token file that does not exist yet is created the same way.
     """
     host, port = parse_bind(bind)
     token = env.get("NEXO_SERVER_TOKEN") or None
-    token_file = env.get("NEXO_SERVER_TOKEN_FILE")
-    if token is None and token_file:
-        token = _read_secret_file(Path(token_file))
+    if token is None:
+        token = generated_token(token_source(env, name).path or default_token_path(name, env))
 
     def listed(name: str) -> tuple[str, ...]:
         return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
@@ -344,6 +430,27 @@ def http_options_from_env(bind: str, env: Mapping[str, str]) -> HttpOptions:
     return options
 
 
+def token_source(env: Mapping[str, str], name: str) -> TokenSource:
+    if env.get("NEXO_SERVER_TOKEN"):
+        return TokenSource("env")
+    configured = env.get("NEXO_SERVER_TOKEN_FILE")
+    if configured:
+        return TokenSource("file", Path(configured).expanduser())
+    return TokenSource("generated", default_token_path(name, env))
+
+
+def startup_failure(exc: BaseException) -> HostingError | None:
+    """The :class:`HostingError` behind a failed start, however deep in exception groups it sits."""
+    if isinstance(exc, HostingError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = startup_failure(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def server_main(
     name: str,
     build: Callable[[], MCPServer[Any]],
@@ -352,7 +459,6 @@ def server_main(
 ) -> int:
     """The whole ``__main__`` of a server: ``python -m PACKAGE [--http HOST:PORT]``."""
     import argparse
-    import os
 
     parser = argparse.ArgumentParser(prog=f"python -m {name}", description=f"Run the {name} MCP server.")
     parser.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP instead of stdio")
@@ -362,11 +468,23 @@ def server_main(
     args = parser.parse_args(argv)
     environ = os.environ if env is None else env
     try:
-        options = http_options_from_env(args.http, environ) if args.http else None
+        options = http_options_from_env(args.http, environ, name) if args.http else None
         server = build()
     except Exception as exc:  # noqa: BLE001 -- the process boundary: report and exit 1
         print(f"{name}: {exc}", file=sys.stderr)
         return 1
     configure_logging(args.log_level or environ.get("NEXO_LOG_LEVEL", "WARNING"))
-    run(server, http=options)
+    source = token_source(environ, name)
+
+    def announce(url: str) -> None:
+        print(f"{name}: serving MCP over HTTP at {url} ({source.describe()})", file=sys.stderr, flush=True)
+
+    try:
+        run(server, http=options, announce=announce)
+    except (HostingError, BaseExceptionGroup) as exc:
+        failure = startup_failure(exc)
+        if failure is None:
+            raise
+        print(f"{name}: {failure}", file=sys.stderr)
+        return 1
     return 0

@@ -62,7 +62,9 @@ class WebChat:
     async def receive(self, channel: Channel) -> None:
         self._channel, self._token = channel, self.settings.resolve_token()
         app = Starlette(routes=[Route("/", self.page), WebSocketRoute("/ws", self.chat)])
-        await serve_asgi(app, self.settings.host, self.settings.port, on_ready=self._ready)
+        await serve_asgi(
+            app, self.settings.host, self.settings.port, on_ready=self._ready, setting="NEXO_SAMPLE_PORT"
+        )
 
     async def _ready(self, host: str, port: int) -> None:
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}/?token={self._token}"

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp
 
 from channel_servers.webhook.sources import Source, find_first
 from channel_servers.webhook.verify import Refused, body_digest
-from shared.hosting import ListenError, listen, serve_asgi
+from shared.hosting import HostingError, ListenError, listen, serve_asgi
 
 logger = logging.getLogger("nexo.webhook")
 
@@ -218,7 +218,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
 
-class ListenerError(Exception):
+class ListenerError(HostingError):
     """The webhook listener cannot bind; the message says how to fix it."""
 
 

@@ -392,12 +392,18 @@ async def serve_asgi(
     port: int,
     *,
     on_ready: Callable[[str, int], Awaitable[None]] | None = None,
+    setting: str = "the channel's port setting",
 ) -> None:
     """Serve a receive side's web app (webhooks, a page) until cancelled, then shut down gracefully.
 
-    The socket is bound first, so a port in use fails at once and ``on_ready`` gets the real port.
+    The socket is bound first, so a port in use fails at once, as one :class:`HostingError` that
+    names the port and ``setting`` (the variable that moves it), and ``on_ready`` gets the real port.
     """
-    async with hosting.serve_asgi(app, hosting.listen(host, port)) as (bound_host, bound_port):
+    try:
+        sock = hosting.listen(host, port)
+    except hosting.ListenError as exc:
+        raise hosting.HostingError(exc.advice(setting)) from None
+    async with hosting.serve_asgi(app, sock) as (bound_host, bound_port):
         if on_ready is not None:
             await on_ready(bound_host, bound_port)
         await anyio.sleep_forever()

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import numpy as np
 import numpy.typing as npt
 import pytest
 import yaml
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from orchestrator.cli.memory import ProgressBar, add_memory_parser, command_memory
 from servers.memory.reindex import recorded_model
@@ -39,6 +41,9 @@ def free_port() -> int:
         return port
 
 
+HTTP_TOKEN = "memory-cli-test-token"
+
+
 def child_env(state: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEXO_")}
     env.update({"NEXO_MEMORY_STATE_DIR": str(state), "NEXO_LOG_LEVEL": "INFO", **extra})
@@ -52,7 +57,7 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "servers.memory", "--http", f"127.0.0.1:{port}"],
-        env=child_env(state),
+        env=child_env(state, NEXO_SERVER_TOKEN=HTTP_TOKEN),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -99,6 +104,8 @@ def _restore_logging() -> Iterator[None]:
 
 
 def write_config(tmp_path: Path, server: dict[str, Any] | None, agent: str = "nexo") -> Path:
+    if server is not None and server.get("transport") == "http":
+        server = {"token": HTTP_TOKEN, **server}
     config = {
         "state_dir": str(tmp_path / "state"),
         "servers": {} if server is None else {"memory": server},
@@ -278,7 +285,11 @@ def test_stats_and_rollback(tmp_path: Path, http_url: str, capsys: pytest.Captur
     config = write_config(tmp_path, {"transport": "http", "url": http_url}, agent="notes")
 
     async def write_notes() -> str:
-        async with Client(http_url) as client:
+        headers = {"Authorization": f"Bearer {HTTP_TOKEN}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(http_url, http_client=http)) as client,
+        ):
             meta = tool_meta("notes", "owner")
             first = await client.call_tool(
                 "memory_note",

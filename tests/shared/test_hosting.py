@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -11,13 +13,18 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.server import MCPServer
+from starlette.applications import Starlette
 
+from shared.channelkit import serve_asgi
 from shared.hosting import (
     HostingError,
     HttpOptions,
     http_options_from_env,
     parse_bind,
     serve_http,
+    server_main,
+    startup_failure,
+    token_source,
 )
 from shared.net import is_loopback
 
@@ -115,9 +122,100 @@ async def test_an_mcp_client_with_the_token_calls_tools_in_both_protocol_eras() 
             assert result.structured_content == {"result": mode}
 
 
-def test_serving_off_loopback_without_a_token_refuses_and_says_how_to_set_one() -> None:
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1", "::1"])
+def test_serving_without_a_token_refuses_on_every_bind_and_says_how_to_set_one(host: str) -> None:
     with pytest.raises(HostingError, match="NEXO_SERVER_TOKEN"):
-        HttpOptions(host="0.0.0.0", port=8765).check()
+        HttpOptions(host=host, port=8765).check()
+
+
+def test_without_a_configured_token_one_is_generated_once_into_a_private_file(tmp_path: Path) -> None:
+    env = {"NEXO_STATE_DIR": str(tmp_path / "state")}
+    first = http_options_from_env("127.0.0.1:8765", env, "servers.time")
+    again = http_options_from_env("127.0.0.1:8765", env, "servers.time")
+    path = tmp_path / "state" / "http-tokens" / "time.token"
+    assert first.token is not None
+    assert len(first.token) >= 40
+    assert again.token == first.token == path.read_text().strip()
+    assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+    assert token_source(env, "servers.time").describe() == (
+        f"bearer token generated into {path} (0600): clients send it as `Authorization: Bearer`"
+    )
+
+
+def test_a_token_file_that_does_not_exist_yet_is_created_with_a_new_token(tmp_path: Path) -> None:
+    path = tmp_path / "secrets" / "memory.token"
+    options = http_options_from_env("127.0.0.1:8765", {"NEXO_SERVER_TOKEN_FILE": str(path)}, "memory")
+    assert options.token == path.read_text().strip()
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_an_unauthenticated_request_on_loopback_is_refused(tmp_path: Path) -> None:
+    options = http_options_from_env("127.0.0.1:0", {"NEXO_STATE_DIR": str(tmp_path)}, "probe")
+
+    async def scenario() -> tuple[int, int]:
+        async with _serving(options) as base, httpx2.AsyncClient() as http:
+            bare = await http.post(f"{base}/mcp", json=INIT, headers=HEADERS)
+            authed = await http.post(
+                f"{base}/mcp", json=INIT, headers={**HEADERS, "Authorization": f"Bearer {options.token}"}
+            )
+            return bare.status_code, authed.status_code
+
+    assert anyio.run(scenario) == (401, 200)
+
+
+def _busy_port() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    return sock
+
+
+def test_a_busy_port_is_one_line_naming_the_port_and_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with _busy_port() as busy:
+        port = busy.getsockname()[1]
+        env = {"NEXO_SERVER_TOKEN": "t"}
+        code = server_main("servers.probe", _server, argv=["--http", f"127.0.0.1:{port}"], env=env)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.splitlines() == [
+        f"servers.probe: cannot listen on 127.0.0.1:{port}: Address already in use; another process "
+        f"already listens there (see it with `ss -ltnp 'sport = :{port}'`); stop it, or choose another "
+        "port with --http HOST:PORT"
+    ]
+
+
+def test_a_listener_that_cannot_bind_inside_a_running_server_is_one_line_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A channel's own web side binds in the lifespan, under task groups; the person sees one line."""
+    with _busy_port() as busy:
+        port = busy.getsockname()[1]
+
+        def build() -> MCPServer[Any]:
+            @asynccontextmanager
+            async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(lambda: serve_asgi(Starlette(), "127.0.0.1", port, setting="NEXO_X_PORT"))
+                    yield
+
+            return MCPServer("probe", lifespan=lifespan)
+
+        code = server_main("channel_servers.probe", build, argv=[], env={})
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 1
+    assert lines == [
+        f"channel_servers.probe: cannot listen on 127.0.0.1:{port}: Address already in use; another "
+        f"process already listens there (see it with `ss -ltnp 'sport = :{port}'`); stop it, or choose "
+        "another port with NEXO_X_PORT"
+    ]
+
+
+def test_a_failure_that_is_not_a_start_up_problem_keeps_its_traceback() -> None:
+    assert startup_failure(ExceptionGroup("x", [ValueError("bug")])) is None
+    inner = HostingError("cannot listen")
+    assert startup_failure(BaseExceptionGroup("x", [ValueError("a"), ExceptionGroup("y", [inner])])) is inner
 
 
 def test_http_options_read_the_token_and_allowlists_from_the_environment(tmp_path: Any) -> None:
