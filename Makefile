@@ -24,6 +24,7 @@ dev: $(DEV_STAMP)
 
 ## Start the default mesh (console channel + built-in servers) and open the chat.
 run: $(STAMP)
+	@command -v bwrap >/dev/null 2>&1 || echo "nexo: bubblewrap is not installed, so the agent gets no shell tool; install it with: sudo apt-get install bubblewrap" >&2
 	$(BIN)/nexo run --chat $(ARGS)
 
 ## Lint, type check, import contracts and the whole test suite with coverage.

@@ -245,6 +245,8 @@ class SetupFacts:
     """Channel server -> its tool names (for the servers that answered)."""
     relay_capable: set[str] = field(default_factory=set)
     unreachable: dict[str, str] = field(default_factory=dict)
+    shell_unavailable: dict[str, str] = field(default_factory=dict)
+    """Workspace server -> why it offers no shell (its own ``workspace_info`` warning)."""
 
 
 def setup(config: NexoConfig, facts: SetupFacts) -> list[Finding]:
@@ -294,6 +296,16 @@ def setup(config: NexoConfig, facts: SetupFacts) -> list[Finding]:
                         f"{' --scope group' if record.scope == 'group' else ''}` if it is no longer wanted",
                     )
                 )
+    for name, why in sorted(facts.shell_unavailable.items()):
+        found.append(
+            Finding(
+                "warning",
+                "sandbox",
+                name,
+                f"the agent has no shell: {why}",
+                "install bubblewrap with `sudo apt-get install bubblewrap` and restart nexo",
+            )
+        )
     if facts.pending:
         found.append(
             Finding(

@@ -13,6 +13,8 @@ from orchestrator.cli.common import load_config, print_json, setup_logging
 if TYPE_CHECKING:
     from orchestrator.config import NexoConfig
     from orchestrator.doctor import Finding, SetupFacts
+    from orchestrator.mesh import ServerConnection
+    from orchestrator.mesh.config import ServerConfig
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
 REACH_TIMEOUT_S = 20.0
@@ -75,7 +77,8 @@ async def gather(config: NexoConfig) -> SetupFacts:
 
     facts = SetupFacts()
     channels = {name for agent in config.agents for name in agent.channels}
-    names = sorted(channels | ({config.pairing.server} & set(config.servers)))
+    workspaces = {name for name, server in config.servers.items() if runs_workspace(server)}
+    names = sorted(channels | workspaces | ({config.pairing.server} & set(config.servers)))
     servers = {name: config.servers[name] for name in names if name in config.servers}
     async with Mesh(servers, config.supervision, base_env=child_env(config)) as mesh:
         for name in names:
@@ -88,6 +91,10 @@ async def gather(config: NexoConfig) -> SetupFacts:
             if not reached:
                 facts.unreachable[name] = connection.last_error or "no answer"
                 continue
+            if name in workspaces:
+                why = await shell_unavailable(connection)
+                if why is not None:
+                    facts.shell_unavailable[name] = why
             if name in channels:
                 facts.outbound_tools[name] = {tool.name for tool in connection.tools}
                 if connection.has_capability("nexo/channel/permission"):
@@ -102,3 +109,30 @@ async def gather(config: NexoConfig) -> SetupFacts:
                     ]
                     facts.pending = len(listed.pending)
     return facts
+
+
+def runs_workspace(server: ServerConfig) -> bool:
+    """Whether a configured server is the built-in workspace server (``python -m servers.workspace``
+    or ``nexo serve workspace`` over stdio)."""
+    from orchestrator.mesh.config import StdioServerConfig
+
+    if not isinstance(server, StdioServerConfig):
+        return False
+    args = server.args
+    return "servers.workspace" in args or args[-2:] == ["serve", "workspace"]
+
+
+async def shell_unavailable(connection: ServerConnection) -> str | None:
+    """Why the workspace server offers no shell (its ``workspace_info`` says), or None."""
+    from mcp.shared.exceptions import MCPError
+
+    from orchestrator.mesh import ServerUnavailable
+
+    if "workspace_info" not in {tool.name for tool in connection.tools}:
+        return None
+    with contextlib.suppress(ServerUnavailable, MCPError):
+        result = await connection.call_tool("workspace_info", {}, timeout=REACH_TIMEOUT_S)
+        info = result.structured_content or {}
+        if info.get("shell") is False:
+            return str(info.get("warning") or "the shell tool is not offered")
+    return None

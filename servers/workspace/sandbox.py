@@ -29,9 +29,10 @@ SYSTEM_FILES = (
 )
 """The only parts of /etc a command sees, read-only, when the host has them."""
 PROBE_TIMEOUT_S = 10.0
+INSTALL_HINT = "install bubblewrap (`sudo apt-get install bubblewrap`) and restart nexo"
 UNCONFINED_WARNING = (
-    "commands run unconfined: install bubblewrap (apt-get install bubblewrap) or set "
-    "NEXO_WORKSPACE_SANDBOX=bwrap to require it"
+    "commands run unconfined, with this user's full access (NEXO_WORKSPACE_SANDBOX=none); "
+    "remove that setting to run them under bubblewrap"
 )
 
 
@@ -86,16 +87,20 @@ class Sandbox:
 
     @property
     def warning(self) -> str | None:
-        return UNCONFINED_WARNING if self.active == "none" else None
+        return UNCONFINED_WARNING if self.mode == "none" else None
 
-    def refusal(self) -> str | None:
-        """Why no command may run (a sandbox is required but unusable), or None."""
-        if self.mode != "bwrap" or self.active == "bwrap":
+    @property
+    def shell_offered(self) -> bool:
+        """Commands run only in a working sandbox, or unconfined when the operator chose ``none``."""
+        return self.active == "bwrap" or self.mode == "none"
+
+    def unavailable(self) -> str | None:
+        """Why the shell is not offered (no working sandbox), with the fix; None when it is."""
+        if self.shell_offered:
             return None
         return (
-            "the sandbox is required (NEXO_WORKSPACE_SANDBOX=bwrap) but bubblewrap cannot be used: "
-            f"{self.reason}. Install it with `apt-get install bubblewrap` (or point "
-            "NEXO_WORKSPACE_BWRAP at it), or set NEXO_WORKSPACE_SANDBOX=auto to allow unconfined commands"
+            f"the shell tool is not offered: bubblewrap cannot sandbox commands ({self.reason}); "
+            f"{INSTALL_HINT}, or set NEXO_WORKSPACE_SANDBOX=none to run commands unconfined"
         )
 
     def wrap(self, command: Sequence[str], root: Path, env: Mapping[str, str]) -> list[str]:

@@ -29,7 +29,14 @@ from servers.workspace.files import (
 from servers.workspace.paths import Confinement, Kind, prepare_root
 from servers.workspace.sandbox import Active, Sandbox, probe
 from servers.workspace.settings import SandboxMode, WorkspaceSettings
-from servers.workspace.shell import MAX_COMMAND_BYTES, ShellResult, check_command, minimal_env, run_command
+from servers.workspace.shell import (
+    MAX_COMMAND_BYTES,
+    ShellResult,
+    adopt_orphans,
+    check_command,
+    minimal_env,
+    run_command,
+)
 from shared.hosting import server_main
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
 
@@ -88,17 +95,25 @@ class WorkspaceInfo(BaseModel):
     sandbox: Active
     sandbox_mode: SandboxMode
     sandbox_reason: str
+    shell: bool
+    """Whether the shell tool is offered: only under a working sandbox, or with sandbox none."""
     warning: str | None
     limits: Limits
 
 
 def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
     @asynccontextmanager
-    async def lifespan(_: MCPServer[WorkspaceState]) -> AsyncIterator[WorkspaceState]:
+    async def lifespan(server: MCPServer[WorkspaceState]) -> AsyncIterator[WorkspaceState]:
         root = await anyio.to_thread.run_sync(prepare_root, settings.workspace)
         sandbox = await probe(settings.sandbox, settings.bwrap, root, minimal_env(root))
-        if sandbox.warning:
-            logger.warning("workspace %s: %s (%s)", root, sandbox.warning, sandbox.reason)
+        unavailable = sandbox.unavailable()
+        if unavailable is not None:
+            # Fail closed: a model never sees a shell it could use outside the sandbox.
+            if "shell" in {tool.name for tool in await server.list_tools()}:
+                server.remove_tool("shell")
+            logger.warning("workspace %s: %s", root, unavailable)
+        elif sandbox.warning:
+            logger.warning("workspace %s: %s", root, sandbox.warning)
         yield WorkspaceState(settings=settings, files=Confinement(root), sandbox=sandbox)
 
     server: MCPServer[WorkspaceState] = MCPServer(
@@ -106,7 +121,8 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         instructions=(
             f"Files and shell commands inside the workspace directory {settings.workspace}. Paths are "
             "relative to it and may not leave it. Read with read_file, list_dir, glob and grep; change "
-            "files with write_file and edit_file; run commands with shell (cwd is the workspace)."
+            "files with write_file and edit_file; run commands with shell (cwd is the workspace), which is "
+            "offered only where commands run in the bubblewrap sandbox (workspace_info says)."
         ),
         lifespan=lifespan,
         log_level="WARNING",
@@ -252,9 +268,9 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
                 f"timeout_s must be above 0 and at most {cap:g} seconds "
                 f"(NEXO_WORKSPACE_SHELL_TIMEOUT_MAX_S); got {timeout_s!r}"
             )
-        refusal = state.sandbox.refusal()
-        if refusal:
-            raise ToolError(refusal)
+        unavailable = state.sandbox.unavailable()
+        if unavailable is not None:
+            raise ToolError(unavailable)
         root = state.files.root
         env = minimal_env(root)
         done = await run_command(
@@ -287,7 +303,8 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             sandbox=state.sandbox.active,
             sandbox_mode=state.sandbox.mode,
             sandbox_reason=state.sandbox.reason,
-            warning=state.sandbox.warning,
+            shell=state.sandbox.shell_offered,
+            warning=state.sandbox.unavailable() or state.sandbox.warning,
             limits=Limits(
                 max_read_bytes=limits.max_read_bytes,
                 max_write_bytes=limits.max_write_bytes,
@@ -304,4 +321,5 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
 
 
 def main() -> int:
+    adopt_orphans()
     return server_main("servers.workspace", lambda: build_server(WorkspaceSettings()))

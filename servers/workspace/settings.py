@@ -24,7 +24,8 @@ class WorkspaceSettings(BaseSettings):
     root: Path | None = None
     """The directory every tool is confined to. Default: ``<state_dir>/workspace`` (created 0700)."""
     sandbox: SandboxMode = "auto"
-    """auto: bubblewrap when it works, else unconfined; bwrap: required; none: never."""
+    """auto (and its synonym bwrap): shell commands run under bubblewrap, and the shell tool is not
+    offered when bubblewrap does not work here; none: commands run unconfined (an explicit choice)."""
     bwrap: str = "bwrap"
     """The bubblewrap program: a name looked up on PATH or an absolute path."""
     max_read_bytes: int = Field(256 * KIB, ge=1, le=64 * MIB)

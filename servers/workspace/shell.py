@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import ctypes
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+import anyio.to_thread
 from anyio.abc import ByteReceiveStream
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
@@ -22,6 +24,9 @@ MAX_COMMAND_BYTES = 16 * 1024
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 PIPE_GRACE_S = 2.0
 """After the command ends, how long to wait for output still buffered in its pipes."""
+PR_SET_CHILD_SUBREAPER = 36
+MAX_REAP_ROUNDS = 64
+"""Killing a stray re-parents its own children here; each round takes one generation."""
 
 # A word ending in sed (sed, gsed, /usr/bin/sed), then any option of the same command that is
 # -i (also inside a cluster such as -Ei, or -i.bak) or a long option starting --i (GNU sed has
@@ -120,6 +125,65 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+@dataclass(slots=True)
+class _Adoption:
+    """Whether this process adopts the orphans of the commands it runs, and which commands run now."""
+
+    enabled: bool = False
+    running: set[int] = field(default_factory=set)
+
+
+_adoption = _Adoption()
+
+
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of every command it starts (Linux ``PR_SET_CHILD_SUBREAPER``).
+
+    A command's detached descendants (``setsid -f``, double forks, daemons) are then re-parented here
+    instead of to init, so they are found and killed when the call ends: no command outlives its
+    call, even unconfined. Called once by the server's ``main()``, never in a process that runs other
+    work (a test runner would collect every orphan of its own). False where the kernel refuses.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        _adoption.enabled = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        _adoption.enabled = False
+    return _adoption.enabled
+
+
+def _children_of(parent: int) -> list[int]:
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_strays(keep: set[int]) -> int:
+    """SIGKILL and reap every child of this process not in ``keep`` (adopted orphans), generation by
+    generation; returns how many were ended."""
+    me, ended = os.getpid(), 0
+    for _ in range(MAX_REAP_ROUNDS):
+        strays = [pid for pid in _children_of(me) if pid not in keep]
+        if not strays:
+            break
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in strays:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        ended += len(strays)
+    return ended
+
+
 async def run_command(
     argv: Sequence[str],
     *,
@@ -131,7 +195,8 @@ async def run_command(
     """Run ``argv`` in its own process group with stdin from /dev/null.
 
     On timeout the whole group gets SIGKILL. When the command ends, whatever it left running in
-    its group is killed too, so a command never outlives its call.
+    its group is killed too, and, where this process adopts orphans (:func:`adopt_orphans`),
+    whatever left the group (``setsid``) as well: a command never outlives its call.
     """
     started = anyio.current_time()
     try:
@@ -149,6 +214,7 @@ async def run_command(
     assert process.stdout is not None
     assert process.stderr is not None
     out, err = _Head(max_output_bytes), _Head(max_output_bytes)
+    _adoption.running.add(process.pid)
     try:
         async with anyio.create_task_group() as readers:
             readers.start_soon(out.drain, process.stdout)
@@ -167,6 +233,9 @@ async def run_command(
             if process.returncode is None:
                 _kill_group(process.pid)
             await process.aclose()
+            _adoption.running.discard(process.pid)
+            if _adoption.enabled:
+                await anyio.to_thread.run_sync(kill_strays, set(_adoption.running))
     return Completed(
         exit_code=None if timed_out else process.returncode,
         stdout=out.text(),

@@ -98,3 +98,29 @@ def test_setup_doctor_sees_seeded_pairings_and_the_channel_tools(tmp_path: Path)
     ]
     assert "send_message" in document["findings"][0]["fix"]
     assert (document["errors"], document["warnings"]) == (1, 1)
+
+
+def test_setup_doctor_says_how_to_install_bubblewrap_when_the_agent_has_no_shell(tmp_path: Path) -> None:
+    workspace = python_server("servers.workspace")
+    workspace["env"] = {"NEXO_WORKSPACE_BWRAP": "/nonexistent/bwrap"}
+    config = write_config(
+        tmp_path / "agents.yaml",
+        state_dir=tmp_path / "state",
+        llm_base_url=NO_LLM,
+        servers={"workspace": workspace},
+        agent={"channels": []},
+        extra={"operator": {"channel": "workspace", "chat_id": "op"}},
+    )
+    code, document = _doctor(config, "setup", "doctor")
+    [finding] = [f for f in document["findings"] if f["check"] == "sandbox"]
+    # The operator's channel is no channel server here, which is a warning of its own.
+    assert (code, _rows(document)) == (
+        2,
+        [("warning", "operator.channel", "workspace"), ("warning", "sandbox", "workspace")],
+    )
+    assert (finding["level"], finding["subject"]) == ("warning", "workspace")
+    assert finding["detail"].startswith(
+        "the agent has no shell: the shell tool is not offered: bubblewrap cannot sandbox commands "
+        "('/nonexistent/bwrap' is not an executable on PATH)"
+    )
+    assert finding["fix"] == "install bubblewrap with `sudo apt-get install bubblewrap` and restart nexo"

@@ -109,3 +109,19 @@ async def wait_gone(pid: int, timeout_s: float = 5.0) -> None:
             await anyio.wait_readable(fd)
     finally:
         os.close(fd)
+
+
+def sleepers(marker: str) -> list[int]:
+    """Host pids of live ``sleep <marker>`` processes (zombies are gone already)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cmdline == f"sleep\0{marker}\0".encode() and state != "Z":
+            found.append(int(entry.name))
+    return found

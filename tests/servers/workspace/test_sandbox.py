@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 from pathlib import Path
 
@@ -10,7 +12,15 @@ import pytest
 
 from servers.workspace.sandbox import bwrap_argv, system_mounts
 from servers.workspace.settings import WorkspaceSettings
-from tests.servers.workspace.conftest import call, connected, exists, names, needs_bwrap, wait_gone
+from tests.servers.workspace.conftest import (
+    call,
+    connected,
+    exists,
+    names,
+    needs_bwrap,
+    sleepers,
+    wait_gone,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -164,17 +174,19 @@ async def test_a_timeout_ends_every_process_of_the_sandbox(sandboxed: WorkspaceS
     assert result["duration_ms"] < 9_000
 
 
-def sleepers(marker: str) -> list[int]:
-    """Host pids of live ``sleep <marker>`` processes (zombies are gone already)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if cmdline == f"sleep\0{marker}\0".encode() and state != "Z":
-            found.append(int(entry.name))
-    return found
+@needs_bwrap
+async def test_a_detached_process_never_outlives_its_sandboxed_command(sandboxed: WorkspaceSettings) -> None:
+    """bwrap's PID namespace ends everything the command started, ``setsid -f`` included."""
+    marker = "96.375"
+    try:
+        async with connected(sandboxed) as client:
+            with anyio.fail_after(15):
+                result = await call(client, "shell", command=f"setsid -f sleep {marker}; echo detached")
+                for pid in sleepers(marker):
+                    await wait_gone(pid)
+            left = sleepers(marker)
+    finally:
+        for pid in sleepers(marker):
+            os.kill(pid, signal.SIGKILL)
+    assert (result["stdout"], result["sandbox"]) == ("detached\n", "bwrap")
+    assert left == []

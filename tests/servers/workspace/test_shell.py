@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from servers.workspace.sandbox import UNCONFINED_WARNING
-from servers.workspace.settings import WorkspaceSettings
+from servers.workspace.settings import SandboxMode, WorkspaceSettings
 from servers.workspace.shell import check_command
 from tests.servers.workspace.conftest import call, connected, exists, names, refused, wait_gone
 
@@ -159,26 +159,39 @@ async def test_a_multibyte_character_split_by_the_cap_is_dropped_not_mangled(tmp
     assert result["stdout"] == "abc\n[... 3 more bytes cut]"
 
 
-async def test_a_required_sandbox_that_is_missing_refuses_every_command(tmp_path: Path) -> None:
-    settings = WorkspaceSettings(state_dir=tmp_path / "state", sandbox="bwrap", bwrap="/nonexistent/bwrap")
+@pytest.mark.parametrize(
+    ("mode", "program", "reason"),
+    [
+        ("auto", "/nonexistent/bwrap", "'/nonexistent/bwrap' is not an executable on PATH"),
+        ("bwrap", "/nonexistent/bwrap", "'/nonexistent/bwrap' is not an executable on PATH"),
+        ("auto", "false", "/usr/bin/false failed its start-up check (exit status 1)"),
+    ],
+)
+async def test_without_a_working_sandbox_the_shell_is_not_offered(
+    tmp_path: Path, mode: SandboxMode, program: str, reason: str
+) -> None:
+    settings = WorkspaceSettings(state_dir=tmp_path / "state", sandbox=mode, bwrap=program)
     async with connected(settings) as client:
-        message = await refused(client, "shell", command="touch ran")
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        attempt = await client.call_tool("shell", {"command": "touch ran"})
         info = await call(client, "workspace_info")
-    assert message == (
-        "the sandbox is required (NEXO_WORKSPACE_SANDBOX=bwrap) but bubblewrap cannot be used: "
-        "'/nonexistent/bwrap' is not an executable on PATH. Install it with `apt-get install bubblewrap` "
-        "(or point NEXO_WORKSPACE_BWRAP at it), or set NEXO_WORKSPACE_SANDBOX=auto to allow unconfined "
-        "commands"
+    assert "shell" not in tools
+    assert {"read_file", "write_file", "edit_file", "workspace_info"} <= tools
+    assert attempt.is_error is True
+    assert (info["sandbox"], info["sandbox_mode"], info["shell"]) == ("none", mode, False)
+    assert info["warning"] == (
+        f"the shell tool is not offered: bubblewrap cannot sandbox commands ({reason}); install "
+        "bubblewrap (`sudo apt-get install bubblewrap`) and restart nexo, or set "
+        "NEXO_WORKSPACE_SANDBOX=none to run commands unconfined"
     )
-    assert (info["sandbox"], info["sandbox_mode"]) == ("none", "bwrap")
     assert not exists(settings.workspace / "ran")
 
 
-async def test_auto_falls_back_to_unconfined_when_bwrap_fails_its_check(tmp_path: Path) -> None:
-    settings = WorkspaceSettings(state_dir=tmp_path / "state", sandbox="auto", bwrap="false")
+async def test_unconfined_commands_run_only_when_the_operator_chose_sandbox_none(tmp_path: Path) -> None:
+    settings = WorkspaceSettings(state_dir=tmp_path / "state", sandbox="none", bwrap="false")
     async with connected(settings) as client:
         info = await call(client, "workspace_info")
         result = await call(client, "shell", command="echo ran")
-    assert (info["sandbox"], info["warning"]) == ("none", UNCONFINED_WARNING)
-    assert info["sandbox_reason"].endswith("false failed its start-up check (exit status 1)")
+    assert (info["sandbox"], info["shell"], info["warning"]) == ("none", True, UNCONFINED_WARNING)
+    assert info["sandbox_reason"] == "disabled by NEXO_WORKSPACE_SANDBOX=none"
     assert (result["stdout"], result["sandbox"], result["warning"]) == ("ran\n", "none", UNCONFINED_WARNING)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from servers.workspace.settings import WorkspaceSettings
 from shared.protocol.policy import CLASSIFICATION_META_KEY, PATH_ARGS_META_KEY, SHELL_META_KEY
 from shared.protocol.policy import READ_ONLY_HINTS as READ_ONLY
 from tests.mesh.harness import REPO
-from tests.servers.workspace.conftest import call, connected, exists, names, refused
+from tests.servers.workspace.conftest import call, connected, exists, names, refused, sleepers, wait_gone
 
 pytestmark = pytest.mark.anyio
 
@@ -59,6 +60,7 @@ async def test_the_root_is_created_private_at_start_and_reported_by_workspace_in
         "sandbox": "none",
         "sandbox_mode": "none",
         "sandbox_reason": "disabled by NEXO_WORKSPACE_SANDBOX=none",
+        "shell": True,
         "warning": UNCONFINED_WARNING,
         "limits": {
             "max_read_bytes": 262144,
@@ -383,3 +385,26 @@ async def test_the_server_runs_as_a_process_over_stdio(tmp_path: Path) -> None:
     assert (info["root"], info["sandbox_mode"]) == (str(tmp_path / "workspace"), "none")
     assert written == {"path": "hello.txt", "bytes": 3, "created": True}
     assert (tmp_path / "workspace" / "hello.txt").read_text() == "hi\n"
+
+
+@pytest.mark.scenario
+async def test_a_detached_process_never_outlives_its_unconfined_command(tmp_path: Path) -> None:
+    """``setsid -f`` leaves the command's process group; the server adopts and ends it anyway."""
+    marker = "95.125"
+    env = {k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")}
+    env.update({"NEXO_STATE_DIR": str(tmp_path), "NEXO_WORKSPACE_SANDBOX": "none"})
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "servers.workspace"], env=env, cwd=str(REPO)
+    )
+    try:
+        with anyio.fail_after(60):
+            async with Client(params) as client:
+                result = await call(client, "shell", command=f"setsid -f sleep {marker}; echo detached")
+                for pid in sleepers(marker):
+                    await wait_gone(pid)
+                left = sleepers(marker)
+    finally:
+        for pid in sleepers(marker):
+            os.kill(pid, signal.SIGKILL)
+    assert (result["stdout"], result["exit_code"]) == ("detached\n", 0)
+    assert left == []
