@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +127,21 @@ def sleepers(marker: str) -> list[int]:
         if cmdline == f"sleep\0{marker}\0".encode() and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+@contextmanager
+def killed_afterwards(marker: str) -> Iterator[None]:
+    """Whatever the test's outcome, no ``sleep <marker>`` it started is left running."""
+    try:
+        yield
+    finally:
+        for pid in sleepers(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def survivors(marker: str) -> list[int]:
+    """The ``sleep <marker>`` processes still alive after each had a bounded wait to end."""
+    for pid in sleepers(marker):
+        with contextlib.suppress(TimeoutError):
+            await wait_gone(pid)
+    return sleepers(marker)

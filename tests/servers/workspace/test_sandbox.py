@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 from pathlib import Path
 
@@ -16,9 +14,11 @@ from tests.servers.workspace.conftest import (
     call,
     connected,
     exists,
+    killed_afterwards,
     names,
     needs_bwrap,
     sleepers,
+    survivors,
     wait_gone,
 )
 
@@ -178,15 +178,9 @@ async def test_a_timeout_ends_every_process_of_the_sandbox(sandboxed: WorkspaceS
 async def test_a_detached_process_never_outlives_its_sandboxed_command(sandboxed: WorkspaceSettings) -> None:
     """bwrap's PID namespace ends everything the command started, ``setsid -f`` included."""
     marker = "96.375"
-    try:
+    with anyio.fail_after(30), killed_afterwards(marker):
         async with connected(sandboxed) as client:
-            with anyio.fail_after(15):
-                result = await call(client, "shell", command=f"setsid -f sleep {marker}; echo detached")
-                for pid in sleepers(marker):
-                    await wait_gone(pid)
-            left = sleepers(marker)
-    finally:
-        for pid in sleepers(marker):
-            os.kill(pid, signal.SIGKILL)
+            result = await call(client, "shell", command=f"setsid -f sleep {marker}; echo detached")
+            left = await survivors(marker)
     assert (result["stdout"], result["sandbox"]) == ("detached\n", "bwrap")
     assert left == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import stat
 import sys
 from pathlib import Path
@@ -20,7 +19,15 @@ from servers.workspace.settings import WorkspaceSettings
 from shared.protocol.policy import CLASSIFICATION_META_KEY, PATH_ARGS_META_KEY, SHELL_META_KEY
 from shared.protocol.policy import READ_ONLY_HINTS as READ_ONLY
 from tests.mesh.harness import REPO
-from tests.servers.workspace.conftest import call, connected, exists, names, refused, sleepers, wait_gone
+from tests.servers.workspace.conftest import (
+    call,
+    connected,
+    exists,
+    killed_afterwards,
+    names,
+    refused,
+    survivors,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -396,15 +403,9 @@ async def test_a_detached_process_never_outlives_its_unconfined_command(tmp_path
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "servers.workspace"], env=env, cwd=str(REPO)
     )
-    try:
-        with anyio.fail_after(60):
-            async with Client(params) as client:
-                result = await call(client, "shell", command=f"setsid -f sleep {marker}; echo detached")
-                for pid in sleepers(marker):
-                    await wait_gone(pid)
-                left = sleepers(marker)
-    finally:
-        for pid in sleepers(marker):
-            os.kill(pid, signal.SIGKILL)
+    with anyio.fail_after(60), killed_afterwards(marker):
+        async with Client(params) as client:
+            result = await call(client, "shell", command=f"setsid -f sleep {marker}; echo detached")
+            left = await survivors(marker)
     assert (result["stdout"], result["exit_code"]) == ("detached\n", 0)
     assert left == []
