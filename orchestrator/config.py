@@ -125,7 +125,8 @@ class ChannelOptions(_Strict):
     outbound_tool_name: str = "send_message"
     approval_timeout_s: float = Field(600.0, gt=0, le=600)
     rate_per_minute: float | None = Field(120.0, gt=0)
-    """Messages taken from this channel per minute (a token bucket); null takes them as they come."""
+    """Messages taken from this channel per minute (a token bucket); null takes them as they come.
+    It limits contacts and webhook sources; the owner's own messages are never throttled."""
     burst: int = Field(20, ge=1)
     overflow: Literal["queue", "refuse"] = "queue"
     """Over the rate: queue (messages wait in the channel server, in order) or refuse (the sender is

@@ -233,7 +233,8 @@ class Intake:
         if admission.verdict == "handled":
             await self._ack(connection, event)
             return
-        if not await self.rates.admit(connection.name, event.seq, self._refuser(connection, event, params)):
+        refuse = self._refuser(connection, event, params)
+        if not await self.rates.admit(connection.name, event.seq, refuse, role=admission.role or "contact"):
             return
         self._begin(marker)
         key = session_key(connection.name, params.meta, self.agent.session_scope)
