@@ -23,9 +23,10 @@ from channel_servers.webhook.verify import (
     Verifier,
     make_verifier,
 )
+from shared.protocol.channel import SOURCE_NAME_PATTERN
 
 MiB = 1024 * 1024
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+NAME_PATTERN = SOURCE_NAME_PATTERN
 PATH_PATTERN = r"^(/[A-Za-z0-9_.~-]+)+$"
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 HEADER_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
