@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.llm import ProviderConfig
 from orchestrator.mesh import ServerConfig, StdioServerConfig, SupervisionConfig
@@ -119,13 +119,37 @@ class ChannelPairing(_Strict):
     the server's name when it is one of those, otherwise generic."""
     account: str = "default"
     """The bot account of this channel server (pairings are per channel and account)."""
+    no_sender: Literal["refuse", "source", "principal"] = "refuse"
+    """Events that carry no sender id (no user_id, sender_id or from_id): refuse them (each refusal
+    is audited, counted, shown by `nexo status` and `nexo channel doctor`, and told to the operator
+    once per source); source: run each as the principal ``<server>:<source>``, the source being the
+    event's ``source`` meta, named by a server that authenticated it (a webhook's verified signature,
+    a configured poller); principal: run each as ``principal`` (a Claude Code channel whose messages
+    carry no user id)."""
+    principal: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+    """With ``no_sender: principal``, the name its events run as, e.g. ``claude-tg:operator``."""
+
+    @model_validator(mode="after")
+    def _principal_named(self) -> ChannelPairing:
+        if self.no_sender == "principal" and self.principal is None:
+            raise ValueError(
+                "no_sender: principal needs principal: NAME, the principal its events run as "
+                "(e.g. principal: claude-tg:operator)"
+            )
+        if self.principal is not None and self.no_sender != "principal":
+            raise ValueError(
+                f"principal {self.principal!r} is used only with no_sender: principal; set that, "
+                "or remove principal"
+            )
+        return self
 
 
 class ChannelOptions(_Strict):
     outbound_tool_name: str = "send_message"
     approval_timeout_s: float = Field(600.0, gt=0, le=600)
     rate_per_minute: float | None = Field(120.0, gt=0)
-    """Messages taken from this channel per minute (a token bucket); null takes them as they come."""
+    """Messages taken from this channel per minute (a token bucket); null takes them as they come.
+    It limits contacts and webhook sources; the owner's own messages are never throttled."""
     burst: int = Field(20, ge=1)
     overflow: Literal["queue", "refuse"] = "queue"
     """Over the rate: queue (messages wait in the channel server, in order) or refuse (the sender is

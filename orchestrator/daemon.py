@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel
 
 from orchestrator.config import NexoConfig
@@ -32,6 +33,7 @@ from shared.protocol.channel import NAMESPACES, ChannelParams, channel_method
 logger = logging.getLogger("nexo.daemon")
 STARTUP_WAIT_S = 30.0
 SHUTDOWN_FLUSH_S = 2.0
+PUSH_QUEUE = 1000
 
 
 def child_env(config: NexoConfig) -> dict[str, str]:
@@ -64,6 +66,7 @@ class Orchestrator:
         self.background = Background(config, self.mesh, self.goals, self.sink, {})
         self.autonomy = Autonomy(config, self.mesh, self.sink)
         self._running: anyio.CancelScope | None = None
+        self._pushes: MemoryObjectSendStream[tuple[str, ChannelParams]] | None = None
 
     def status(self) -> dict[str, Any]:
         return {
@@ -83,6 +86,7 @@ class Orchestrator:
                 for intake in self.intakes
             ],
             "warnings": self.warnings(),
+            "refused": self.refused(),
             "autonomy": self.autonomy.status(),
             "goals": {
                 "live": [
@@ -99,6 +103,14 @@ class Orchestrator:
             },
         }
 
+    def refused(self) -> list[dict[str, Any]]:
+        """What the pairing gate refused since start, per agent, channel, reason and source."""
+        return [
+            {"agent": intake.agent.id, **row}
+            for intake in self.intakes
+            for row in intake.admissions.refusals.as_json()
+        ]
+
     def warnings(self) -> list[str]:
         """Shown by `nexo status` and on the operator's chat for as long as they hold."""
         found = []
@@ -112,12 +124,27 @@ class Orchestrator:
         return found
 
     async def _on_push(self, server: str, method: str, params: BaseModel) -> None:
-        """Pushed channel messages; intakes take them only from Claude Code channels (no pull)."""
-        if not isinstance(params, ChannelParams):
+        """Pushed channel messages, queued from the moment a server connects: a Claude Code channel
+        may push before the intakes listen, and its push is the message's only copy."""
+        if not isinstance(params, ChannelParams) or self._pushes is None:
             return
-        for intake in self.intakes:
-            if server in intake.agent.channels:
-                await intake.pushed(server, params)
+        try:
+            self._pushes.send_nowait((server, params))
+        except anyio.WouldBlock:
+            logger.error(
+                "a message pushed by %s was dropped: %d pushes are already waiting for the intake",
+                server,
+                PUSH_QUEUE,
+                extra={"server": server},
+            )
+
+    async def _deliver_pushes(self, pushes: MemoryObjectReceiveStream[tuple[str, ChannelParams]]) -> None:
+        """Hand queued pushes to the intakes (which take them only from Claude Code channels)."""
+        async with pushes:
+            async for server, params in pushes:
+                for intake in self.intakes:
+                    if server in intake.agent.channels:
+                        await intake.pushed(server, params)
 
     def _record_config(self) -> None:
         """One ledger entry per start: which config ran, by digest (secrets are masked before hashing)."""
@@ -173,11 +200,15 @@ class Orchestrator:
             return {"autonomy": self.autonomy.status()}
         if op == "channels":
             return {"servers": {c.name: c.describe_live() for c in self.mesh.connections.values()}}
-        return {"error": f"unknown op {op!r}; expected submit, cancel, channels, autonomy or dlq"}
+        if op == "refused":
+            return {"refused": self.refused()}
+        return {"error": f"unknown op {op!r}; expected submit, cancel, channels, refused, autonomy or dlq"}
 
     async def run(self, *, on_ready: Callable[[Orchestrator], Awaitable[None]] | None = None) -> None:
         state = self.config.state_path
-        with InstanceLock(state, config=self.config_label):
+        pushes, pending_pushes = anyio.create_memory_object_stream[tuple[str, ChannelParams]](PUSH_QUEUE)
+        self._pushes = pushes
+        with InstanceLock(state, config=self.config_label), pushes, pending_pushes:
             async with self.mesh, anyio.create_task_group() as tg:
                 self._running = tg.cancel_scope
                 tg.start_soon(self._signals)
@@ -244,6 +275,7 @@ class Orchestrator:
                 await self.background.boot()
                 for intake in self.intakes:
                     tg.start_soon(intake.run, name=f"intake:{intake.agent.id}")
+                tg.start_soon(self._deliver_pushes, pending_pushes.clone(), name="pushes")
                 await self.autonomy.restore()
                 tg.start_soon(self.autonomy.run, self.intakes, name="autonomy")
                 self.ready.set()

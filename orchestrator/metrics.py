@@ -62,6 +62,12 @@ class Metrics:
             ["server", "overflow"],
             registry=r,
         )
+        self.refused = Counter(
+            "nexo_channel_refused",
+            "Inbound events the pairing gate refused, by reason (no_sender, unknown_sender, ...).",
+            ["server", "reason"],
+            registry=r,
+        )
         self.live_goals = Gauge("nexo_goals_live", "Goals in flight in this process.", ["kind"], registry=r)
         self.audit_queue = Gauge("nexo_audit_queue_depth", "Ledger entries waiting to be sent.", registry=r)
         self.audit_dropped = Gauge(

@@ -224,7 +224,12 @@ def listen(host: str, port: int) -> socket.socket:
 
 @asynccontextmanager
 async def serve_asgi(
-    app: ASGIApp, sock: socket.socket, *, lifespan: Literal["on", "off"] = "off", server_header: bool = True
+    app: ASGIApp,
+    sock: socket.socket,
+    *,
+    lifespan: Literal["on", "off"] = "off",
+    server_header: bool = True,
+    header_timeout_s: float | None = None,
 ) -> AsyncIterator[tuple[str, int]]:
     """Serve ``app`` on a listening ``sock`` (see :func:`listen`) while the block runs; yields the
     bound host and port. On exit, or when cancelled, new connections are refused and requests in
@@ -232,9 +237,12 @@ async def serve_asgi(
     switched off), so one process can embed several servers and still drain on SIGTERM itself.
 
     The one place every HTTP listener of nexo goes through: MCP over HTTP, a channel's web side,
-    webhooks, metrics.
+    webhooks, metrics. ``header_timeout_s`` closes connections whose headers trickle in (see
+    :mod:`shared.http_deadline`).
     """
     import uvicorn
+
+    from shared.http_deadline import header_deadline_protocol
 
     class Embedded(uvicorn.Server):
         @contextlib.contextmanager
@@ -249,6 +257,7 @@ async def serve_asgi(
         server_header=server_header,
         lifespan=lifespan,
         timeout_graceful_shutdown=5,
+        http="auto" if header_timeout_s is None else header_deadline_protocol(header_timeout_s),
     )
     server = Embedded(config)
     finished = anyio.Event()

@@ -1,12 +1,14 @@
 """The webhook listener: a Starlette app that verifies, limits and hands each delivery to a sink.
 
-Per request, in order: route (404) and method (405); the source's concurrency cap (503); the body,
-read with its size cap (413); the signature on the raw bytes (401) and the replay window (400);
-the source's rate (429); the delivery id (400); then the sink, which answers only once the event
-is durable (202 stored, 200 duplicate, 409 same id with another body, 503 inbox full).
+Per request, in order: route (404) and method (405); the body, read with its size cap (413) and
+its deadline (408); the signature on the raw bytes (401) and the replay window (400); the source's
+concurrency cap (503); the source's rate (429); the delivery id (400); then the sink, which answers
+only once the event is durable (202 stored, 200 duplicate, 409 same id with another body, 503 inbox
+full).
 
-The rate is counted after verification on purpose: unsigned floods cannot use up a real
-sender's budget, and they stay bounded by the concurrency and body caps.
+The concurrency cap and the rate count only verified deliveries, on purpose: a slow or unsigned
+client cannot hold a real sender's slots or use up its budget. What it can hold is bounded by the
+read deadline and the body cap (and the listener's header deadline, see ``serve``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qsl
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -38,6 +41,7 @@ logger = logging.getLogger("nexo.webhook")
 MAX_ID_CHARS = 256
 MAX_KIND_CHARS = 128
 FULL_RETRY_AFTER_S = 60
+HEADER_TIMEOUT_S = 10.0
 
 Outcome = Literal["stored", "duplicate", "conflict", "full"]
 Clock = Callable[[], float]
@@ -114,7 +118,14 @@ def _error(status: int, message: str, retry_after: float | None = None) -> JSONR
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-async def _read_body(request: Request, cap: int) -> bytes:
+async def _read_body(request: Request, cap: int, timeout_s: float) -> bytes:
+    """The raw body within ``cap`` bytes and ``timeout_s`` seconds (a client that trickles is refused)."""
+    with anyio.move_on_after(timeout_s):
+        return await _read_capped(request, cap)
+    raise Refused(408, f"body not received within {timeout_s:g} s")
+
+
+async def _read_capped(request: Request, cap: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isascii() or not declared.isdigit():
@@ -170,17 +181,12 @@ class Receiver:
 
     def _endpoint(self, gate: _Gate) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            if gate.in_flight >= gate.source.config.max_concurrency:
-                return self._refuse(gate, Refused(503, "too many deliveries in progress"), retry_after=1)
-            gate.in_flight += 1
             try:
                 return await self._receive(gate, request)
             except Refused as refused:
                 return self._refuse(gate, refused)
             except ClientDisconnect:
                 return Response(status_code=400)  # nobody is left to read it
-            finally:
-                gate.in_flight -= 1
 
         return endpoint
 
@@ -190,8 +196,19 @@ class Receiver:
 
     async def _receive(self, gate: _Gate, request: Request) -> Response:
         source = gate.source
-        body = await _read_body(request, source.config.max_body_bytes)
+        body = await _read_body(request, source.config.max_body_bytes, source.config.read_timeout_s)
         verified = source.verifier.verify(request.headers, body, self._clock())
+        # Only a verified delivery takes one of the source's slots.
+        if gate.in_flight >= source.config.max_concurrency:
+            return self._refuse(gate, Refused(503, "too many deliveries in progress"), retry_after=1)
+        gate.in_flight += 1
+        try:
+            return await self._handle(gate, request, body, verified.fallback_id)
+        finally:
+            gate.in_flight -= 1
+
+    async def _handle(self, gate: _Gate, request: Request, body: bytes, fallback_id: str | None) -> Response:
+        source = gate.source
         wait = gate.bucket.take()
         if wait > 0:
             return self._refuse(gate, Refused(429, "rate limit exceeded"), retry_after=wait)
@@ -199,7 +216,7 @@ class Receiver:
         if _is_slack_handshake(source, document):
             # Slack's one-time check when the URL is registered: echo the challenge, store nothing.
             return JSONResponse({"challenge": str(document.get("challenge", ""))})
-        delivery_id, kind = _identify(source, request, document, verified.fallback_id)
+        delivery_id, kind = _identify(source, request, document, fallback_id)
         delivery = Delivery(source, delivery_id, kind, body, document, body_digest(body))
         outcome = await self._sink(delivery)
         if outcome == "stored":
@@ -229,8 +246,11 @@ def base_url(address: tuple[Any, ...]) -> str:
 
 
 @asynccontextmanager
-async def serve(app: ASGIApp, host: str, port: int) -> AsyncIterator[str]:
-    """Serve ``app`` on ``host:port`` (0: any free port); yields the base URL.
+async def serve(
+    app: ASGIApp, host: str, port: int, *, header_timeout_s: float = HEADER_TIMEOUT_S
+) -> AsyncIterator[str]:
+    """Serve ``app`` on ``host:port`` (0: any free port); yields the base URL. A connection whose
+    request headers are not complete within ``header_timeout_s`` is closed.
 
     On exit the listener stops taking connections and lets requests in progress finish, so every
     accepted webhook is answered before the caller closes the store behind it.
@@ -242,7 +262,7 @@ async def serve(app: ASGIApp, host: str, port: int) -> AsyncIterator[str]:
             f"cannot listen for webhooks on {host}:{port}: {exc.reason}; "
             "free the port or choose another with NEXO_WEBHOOK_PORT (and NEXO_WEBHOOK_HOST)"
         ) from None
-    async with serve_asgi(app, sock, server_header=False) as address:
+    async with serve_asgi(app, sock, server_header=False, header_timeout_s=header_timeout_s) as address:
         url = base_url(address)
         logger.info("listening for webhooks at %s", url)
         yield url

@@ -156,7 +156,11 @@ def build_server(
     sources = load_sources(
         settings.sources, settings.sources_file, os.environ if environ is None else environ
     )
-    serve = listener or (lambda app: receiver.serve(app, settings.host, settings.port))
+    serve = listener or (
+        lambda app: receiver.serve(
+            app, settings.host, settings.port, header_timeout_s=settings.header_timeout_s
+        )
+    )
     webhooks = Webhooks(settings, sources, serve, clock)
     chat_ids = sorted({source.chat_id for source in sources})
     server, sessions = make_channel_server(

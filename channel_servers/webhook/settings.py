@@ -27,6 +27,8 @@ class WebhookSettings(BaseSettings):
     """A YAML or JSON file listing the sources."""
     sources: list[Any] | None = None
     """The sources as a JSON list, instead of a file."""
+    header_timeout_s: float = Field(10.0, gt=0, le=300)
+    """A connection whose request headers are not complete within this is closed."""
     max_pending: int = Field(10_000, ge=1)
     """Events kept for the orchestrator before new webhooks are answered 503 (senders retry)."""
 

@@ -23,9 +23,10 @@ from channel_servers.webhook.verify import (
     Verifier,
     make_verifier,
 )
+from shared.protocol.channel import SOURCE_NAME_PATTERN
 
 MiB = 1024 * 1024
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+NAME_PATTERN = SOURCE_NAME_PATTERN
 PATH_PATTERN = r"^(/[A-Za-z0-9_.~-]+)+$"
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 HEADER_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -71,6 +72,7 @@ class SourceConfig(BaseModel):
     replay_window_s: int = Field(300, ge=1, le=86_400)
     max_body_bytes: int = Field(MiB, ge=1, le=64 * MiB)
     max_concurrency: int = Field(8, ge=1, le=1024)
+    read_timeout_s: float = Field(10.0, gt=0, le=300)
     rate_per_minute: int = Field(600, ge=1, le=1_000_000)
     chat_id: str | None = Field(None, min_length=1, max_length=128)
 

@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 
 from orchestrator.cli.common import EXIT_OK, EXIT_WARN, fail, load_config, print_json
+from orchestrator.cli.status import refusal_lines
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
 
@@ -53,7 +54,7 @@ def command_channel(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.channel_command == "list":
         return _list(args, config, probe)
-    return _doctor(args, config, probe)
+    return _doctor(args, config, probe, anyio.run(_refused, config))
 
 
 async def _probe(config: Any) -> dict[str, dict[str, Any]]:
@@ -75,6 +76,18 @@ async def _probe(config: Any) -> dict[str, dict[str, Any]]:
         connection = ServerConnection(name, server, config.supervision, base_env=child_env(config))
         found[name] = await connection.describe_once()
     return found
+
+
+async def _refused(config: Any) -> list[dict[str, Any]]:
+    """What the running daemon's pairing gate refused since it started (nothing when it is down)."""
+    from orchestrator.control import ask, control_path
+
+    try:
+        answer = await ask(control_path(config.state_path), {"op": "refused"})
+    except (OSError, TimeoutError):
+        return []
+    rows: list[dict[str, Any]] = answer.get("refused", [])
+    return rows
 
 
 def _list(args: argparse.Namespace, config: Any, probe: dict[str, dict[str, Any]]) -> int:
@@ -106,7 +119,9 @@ def _list(args: argparse.Namespace, config: Any, probe: dict[str, dict[str, Any]
     return EXIT_OK
 
 
-def _doctor(args: argparse.Namespace, config: Any, probe: dict[str, dict[str, Any]]) -> int:
+def _doctor(
+    args: argparse.Namespace, config: Any, probe: dict[str, dict[str, Any]], refused: list[dict[str, Any]]
+) -> int:
     from orchestrator.intake.gate import channel_servers, evaluate
     from shared.settings import ConfigError
 
@@ -123,6 +138,7 @@ def _doctor(args: argparse.Namespace, config: Any, probe: dict[str, dict[str, An
         for agent in agents
         for server in channel_servers(config, caps)
     ]
+    refused = [row for row in refused if row.get("agent") in {a.id for a in agents}]
     if args.json:
         print_json(
             {
@@ -136,16 +152,20 @@ def _doctor(args: argparse.Namespace, config: Any, probe: dict[str, dict[str, An
                         "fix": r.fix,
                     }
                     for r in results
-                ]
+                ],
+                "refused": refused,
             }
         )
     else:
         for result in results:
             print(result.line())
+        # A registered channel can still lose every event at the pairing gate: say so, with the fix.
+        for line in refusal_lines(refused):
+            print(line)
         if not results:
             print("no channel servers in the config", file=sys.stderr)
     skipped = [r for r in results if r.verdict == "skip"]
-    return EXIT_WARN if skipped or not results else EXIT_OK
+    return EXIT_WARN if skipped or refused or not results else EXIT_OK
 
 
 def _test(args: argparse.Namespace, config: Any) -> int:

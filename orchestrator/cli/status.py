@@ -33,6 +33,8 @@ def command_status(args: argparse.Namespace) -> int:
     else:
         for warning in status.get("warnings", []):
             print(f"WARNING: {warning}")
+        for line in refusal_lines(status.get("refused", [])):
+            print(line)
         print(f"nexo pid {status['pid']}  up {status['uptime_s']}s  config {status['config']}")
         autonomy = status.get("autonomy") or {}
         if autonomy and not autonomy.get("enabled"):
@@ -53,7 +55,18 @@ def command_status(args: argparse.Namespace) -> int:
                 f"agent {agent['id']}: {agent['provider']}; channels {channels}; handled {agent['handled']}"
             )
         _print_activity(status)
-    return EXIT_WARN if degraded else EXIT_OK
+    return EXIT_WARN if degraded or status.get("refused") else EXIT_OK
+
+
+def refusal_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per (agent, channel, reason, source) the pairing gate refused, with the fix."""
+    from orchestrator.intake.refusals import Refusal
+
+    fields = set(Refusal.__dataclass_fields__)
+    return [
+        f"{Refusal(**{k: v for k, v in row.items() if k in fields}).line()} (agent {row.get('agent', '-')})"
+        for row in rows
+    ]
 
 
 def _total(counters: dict[str, Any], name: str, **match: str) -> float:

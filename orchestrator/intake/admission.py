@@ -4,11 +4,17 @@ An unknown sender causes no model turn and no memory write: the message is answe
 code (policy ``pairing``), or nothing at all, recorded in the ledger and acknowledged. Pairing state
 changes only out of band (`nexo pair ...`, or the operator's one-tap answer on their own channel);
 nothing a model or a message says can change it.
+
+An event with no sender id (a webhook, a poller, a Claude Code channel without user ids) has no
+person to pair. It runs as an explicit principal only when the operator said so for its channel
+(``pairing.no_sender``); otherwise it is refused. Every refusal is recorded in the ledger, counted,
+kept for `nexo status` and `nexo channel doctor`, and told to the operator once per source.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -18,10 +24,11 @@ from anyio.abc import TaskGroup
 from orchestrator.config import ChannelPairing, NexoConfig
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import ReplySender
+from orchestrator.intake.refusals import NO_SENDER, Refusals, describe
 from orchestrator.mesh import CatalogTool, Mesh, ServerConnection, ServerUnavailable, describe_error
 from orchestrator.permissions import ApprovalBroker
 from shared.protocol.audit import EntryDraft, PairingBody
-from shared.protocol.channel import ChannelParams
+from shared.protocol.channel import SOURCE_NAME_PATTERN, ChannelParams
 from shared.protocol.pairing import (
     ApproveParams,
     ApproveRequest,
@@ -31,7 +38,6 @@ from shared.protocol.pairing import (
     CheckResult,
     InvalidSender,
     Policy,
-    Role,
     normalize_sender,
 )
 
@@ -43,6 +49,10 @@ SENDER_KEYS = ("user_id", "sender_id", "from_id")
 """Meta keys that carry a sender's stable platform id, in order. Display names never count."""
 GROUP_CHAT_TYPES = frozenset({"group", "supergroup", "channel", "room", "thread", "guild", "mpim"})
 CHECK_TIMEOUT_S = 10.0
+NO_SOURCE = "no_source"
+"""The reason of a sender-less event on a ``no_sender: source`` channel that names no valid source."""
+Standing = Literal["owner", "contact", "source"]
+"""How far a message's sender is trusted: pairing's roles, and a source that authenticated itself."""
 PAIR_TOOL = CatalogTool(
     server="",
     name="pair_sender",
@@ -59,8 +69,10 @@ class Admission:
     """What to do with one inbound message."""
 
     verdict: Literal["allow", "handled", "dead_letter"]
-    role: Role | None = None
+    role: Standing | None = None
     reason: str = ""
+    principal: str | None = None
+    """Set for an event that carries no sender id and runs as a configured principal."""
 
 
 def sender_of(meta: Mapping[str, str]) -> str | None:
@@ -69,6 +81,22 @@ def sender_of(meta: Mapping[str, str]) -> str | None:
         if value:
             return value
     return None
+
+
+def principal_of(server: str, options: ChannelPairing, meta: Mapping[str, str]) -> str | None:
+    """The principal a sender-less event runs as, by its channel's ``no_sender``; None: refused."""
+    if options.no_sender == "principal":
+        return options.principal
+    if options.no_sender == "source":
+        source = meta.get("source", "")
+        return f"{server}:{source}" if re.fullmatch(SOURCE_NAME_PATTERN, source) else None
+    return None
+
+
+def source_of(meta: Mapping[str, str]) -> str:
+    """What a refusal of a sender-less event is kept and told under: its source name, else ``-``."""
+    source = meta.get("source", "")
+    return source if re.fullmatch(SOURCE_NAME_PATTERN, source) else "-"
 
 
 def scope_of(meta: Mapping[str, str]) -> Literal["dm", "group"]:
@@ -105,6 +133,9 @@ class Admissions:
         self._tell_operator = tell_operator
         self._tg: TaskGroup | None = None
         self.checks = 0
+        self.refusals = Refusals()
+        self.on_refused: Callable[[str, str], None] | None = None
+        """Told (server, reason) of every refusal: the metrics counter."""
 
     def bind(self, tg: TaskGroup) -> None:
         """Where one-tap approval prompts wait for the operator's answer."""
@@ -153,6 +184,8 @@ class Admissions:
     async def admit(
         self, connection: ServerConnection, params: ChannelParams, *, event_key: str
     ) -> Admission:
+        if sender_of(params.meta) is None:
+            return self._without_sender(connection.name, params.meta)
         try:
             result = await self.check(connection.name, params.meta)
         except Exception as exc:  # noqa: BLE001 -- refused by the pairing server: kept, never let through
@@ -161,7 +194,11 @@ class Admissions:
         if result.verdict == "allow":
             return Admission("allow", role=result.role or "contact", reason=result.reason)
         sender = sender_of(params.meta) or "-"
-        self._record(connection.name, "refused" if result.verdict == "drop" else "challenged", sender, result)
+        self._record(
+            connection.name, "refused" if result.verdict == "drop" else "challenged", sender, result.reason
+        )
+        if result.verdict == "drop":
+            self._refused(connection.name, result.reason, "-", f"sender {sender[:80]!r}")
         if result.verdict == "drop" and result.reason == "storage_error":
             # Failing closed must not lose a paired contact's message: the operator can replay it.
             return Admission("dead_letter", reason="the pairing server could not read its storage")
@@ -177,6 +214,40 @@ class Admissions:
             self._ask_operator(connection.name, sender, params.meta, result)
         return Admission("handled", reason=result.reason)
 
+    def _without_sender(self, channel: str, meta: Mapping[str, str]) -> Admission:
+        options = self._config.channel(channel).pairing
+        principal = principal_of(channel, options, meta)
+        if principal is not None:
+            return Admission(
+                "allow", role="source", reason=f"no_sender: {options.no_sender}", principal=principal
+            )
+        reason = NO_SOURCE if options.no_sender == "source" else NO_SENDER
+        source = source_of(meta)
+        self._record(channel, "refused", f"source:{source}", reason)
+        self._refused(channel, reason, source, f"source {source}")
+        return Admission("handled", reason=reason)
+
+    def _refused(self, channel: str, reason: str, source: str, who: str) -> None:
+        """Count a refusal; the first of its source (or, for senders, of its reason) tells the operator."""
+        if self.on_refused is not None:
+            self.on_refused(channel, reason)
+        first = self.refusals.note(channel, reason, source)
+        # The first of its kind is a warning; the rest are in the ledger, the counter and the tally.
+        logger.log(
+            logging.DEBUG if first is None else logging.WARNING,
+            "refused a %s event (%s): %s",
+            channel,
+            who,
+            describe(reason),
+            extra={"server": channel},
+        )
+        if first is not None:
+            self._spawn_notice(
+                f"[refused] {channel}: an event {describe(reason)} ({who}) did not reach the agent, and "
+                f"later ones like it will not either. Fix: {first.fix}. `nexo status` counts them.",
+                f"refused:{channel}:{reason}:{source}",
+            )
+
     async def is_owner(self, channel: str, sender: object) -> bool:
         """Whether an approval answer from ``sender`` on ``channel`` comes from an owner."""
         if not isinstance(sender, str) or not sender:
@@ -188,10 +259,10 @@ class Admissions:
             return False
         return result.verdict == "allow" and result.role == "owner"
 
-    def _record(self, channel: str, action: str, sender: str, result: CheckResult) -> None:
+    def _record(self, channel: str, action: str, sender: str, reason: str) -> None:
         self._sink.record(
             EntryDraft.of(
-                PairingBody(action=action, channel=channel, sender=sender[:200], detail=result.reason),
+                PairingBody(action=action, channel=channel, sender=sender[:200], detail=reason),
                 source=f"channel:{channel}",
                 agent=self._agent,
                 subject=f"{action} {channel}:{sender}"[:500],

@@ -13,7 +13,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from orchestrator.config import AgentConfig, NexoConfig, workspace_root
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
-from orchestrator.intake.admission import Admissions
+from orchestrator.intake.admission import Admissions, Standing, principal_of
 from orchestrator.intake.away import AwayDigest
 from orchestrator.intake.gate import GateResult
 from orchestrator.intake.notices import Notices
@@ -33,8 +33,7 @@ from shared.protocol.audit import Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
 from shared.protocol.cron import BINDING_META_KEY, MODEL_META_KEY
 from shared.protocol.events import Event
-from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY
-from shared.protocol.pairing import Role
+from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY, Provenance
 
 logger = logging.getLogger("nexo.intake")
 
@@ -46,8 +45,8 @@ FINISH_TIMEOUT_S = 2.0
 RECORD_TIMEOUT_S = 15.0
 
 
-Inbound = tuple[str, Event, Role]
-"""A queued message: its channel server, the event, and the sender's role from pairing."""
+Inbound = tuple[str, Event, Standing]
+"""A queued message: its channel server, the event, and its sender's standing from pairing."""
 
 
 @dataclass
@@ -119,6 +118,8 @@ class Intake:
             relays=self._relays,
             tell_operator=lambda text, key: self.notices.tell_operator(text, key=key),
         )
+        if metrics is not None:
+            self.admissions.on_refused = lambda server, reason: metrics.refused.labels(server, reason).inc()
         self.rates = ChannelRates(config, metrics)
         self.pumps = ChannelPumps(config, agent, mesh, self._dispatch)
         self.away = AwayDigest(
@@ -233,7 +234,8 @@ class Intake:
         if admission.verdict == "handled":
             await self._ack(connection, event)
             return
-        if not await self.rates.admit(connection.name, event.seq, self._refuser(connection, event, params)):
+        refuse = self._refuser(connection, event, params)
+        if not await self.rates.admit(connection.name, event.seq, refuse, role=admission.role or "contact"):
             return
         self._begin(marker)
         key = session_key(connection.name, params.meta, self.agent.session_scope)
@@ -287,7 +289,7 @@ class Intake:
                     self._end((server, event.dedupe_key))
 
     async def _handle(
-        self, session: _Session, connection: ServerConnection, event: Event, role: Role
+        self, session: _Session, connection: ServerConnection, event: Event, role: Standing
     ) -> None:
         """Answer, retrying a failure with backoff; one that keeps failing becomes a dead letter."""
         options = self.config.channel(connection.name)
@@ -313,11 +315,16 @@ class Intake:
         await self.notices.dead_letter(connection, event, error, options.max_attempts)
 
     async def _answer(
-        self, session: _Session, connection: ServerConnection, event: Event, role: Role
+        self, session: _Session, connection: ServerConnection, event: Event, role: Standing
     ) -> None:
         params = ChannelParams.model_validate(event.payload)
-        # The role comes from pairing, never from the channel: a sender_role in meta is overwritten.
-        prompt = render_channel(connection.name, params.content, {**params.meta, "sender_role": role})
+        # The role comes from pairing, never from the channel: a sender_role in meta is overwritten,
+        # and so is a principal, which only the channel's no_sender setting names.
+        standing: dict[str, str] = {"sender_role": role}
+        if role == "source":
+            options = self.config.channel(connection.name).pairing
+            standing["principal"] = principal_of(connection.name, options, params.meta) or "-"
+        prompt = render_channel(connection.name, params.content, {**params.meta, **standing})
         sender = ReplySender(connection, self.config.channel(connection.name).outbound_tool_name)
         source = f"channel:{connection.name}"
         chat_id = params.meta.get("chat_id") or "-"
@@ -393,7 +400,7 @@ class Intake:
         event: Event,
         goal: TrackedGoal,
         source: str,
-        role: Role,
+        role: Standing,
     ) -> GoalResult:
         """Run the goal, waiting out a provider outage (the chat is told once)."""
         delay = RETRY_INITIAL_S
@@ -406,7 +413,7 @@ class Intake:
                 runner=self.runner.for_goal(
                     self.local,
                     GoalContext(self.agent.id, goal.id, sender.connection.name, dict(params.meta)),
-                    meta={PROVENANCE_META_KEY: "owner" if role == "owner" else "paired_contact"},
+                    meta={PROVENANCE_META_KEY: _PROVENANCE[role]},
                 ),
                 gate=self.gate_for(sender.connection.name),
                 budgets=self.agent.budgets,
@@ -436,6 +443,14 @@ class Intake:
         self, sender: ReplySender, params: ChannelParams, text: str, key: str, *, notice: bool = False
     ) -> None:
         await send_patiently(sender, params.meta, text, key=key, notice=notice, agent=self.agent.id)
+
+
+_PROVENANCE: dict[Standing, Provenance] = {
+    "owner": "owner",
+    "contact": "paired_contact",
+    "source": "untrusted",
+}
+"""How far a goal's input is trusted: a source's payload is a third party's data."""
 
 
 def _explain(result: GoalResult) -> str:

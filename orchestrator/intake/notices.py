@@ -61,6 +61,8 @@ class Notices:
                 await notify(self._mesh, self._config, operator.channel, operator.chat_id, text, key=key)
         except Exception as exc:  # noqa: BLE001 -- the log and the ledger still have it
             logger.warning("could not tell the operator (%s): %s", operator.channel, exc)
+            return
+        logger.info("told the operator on %s (%s)", operator.channel, key)
 
     def traffic(
         self,

@@ -1,6 +1,8 @@
 """One pump per bound channel server: apply the channel gate on each (re)connection, long-poll the
 server's durable events, hand each to the intake, and acknowledge what the intake handled. Claude
-Code channels (no event log) are taken from their pushed notifications instead."""
+Code channels (no event log) are taken from their pushed notifications instead: a push that arrives
+before the gate has decided on its connection waits for that decision, and a push repeating a
+(server, chat, message id) seen within the dedupe window is not answered again."""
 
 from __future__ import annotations
 
@@ -8,9 +10,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import anyio
+
 from orchestrator.config import AgentConfig, NexoConfig
 from orchestrator.intake.gate import GateResult, evaluate
 from orchestrator.intake.notices import PUSHED
+from orchestrator.intake.recent import RecentKeys
 from orchestrator.mesh import Mesh, ServerConnection
 from orchestrator.mesh.events import pull_forever, try_ack
 from shared.protocol.channel import ChannelParams
@@ -19,6 +24,8 @@ from shared.protocol.events import EVENTS_EXTENSION, Event
 logger = logging.getLogger("nexo.intake")
 
 PULL_BATCH = 50
+GATE_WAIT_S = 60.0
+"""How long a push waits for its channel's gate decision (the intake may still be starting)."""
 
 Dispatch = Callable[[ServerConnection, Event], Awaitable[None]]
 
@@ -30,7 +37,9 @@ class ChannelPumps:
         self.mesh = mesh
         self._dispatch = dispatch
         self._push_only: dict[str, bool] = {}
+        self._decided: dict[str, anyio.Event] = {}
         self._pushes = 0
+        self.recent_pushes = RecentKeys()
 
     def gate(self, connection: ServerConnection) -> GateResult:
         client = connection.client
@@ -56,6 +65,7 @@ class ChannelPumps:
             registered = self._registered(connection)
             # A Claude Code channel (no pull) delivers by push only: nothing to pull until it reconnects.
             self._push_only[connection.name] = registered and not connection.has_capability(EVENTS_EXTENSION)
+            self._decision(connection.name).set()
             return registered and not self._push_only[connection.name]
 
         async def handle(event: Event) -> None:
@@ -65,12 +75,36 @@ class ChannelPumps:
             connection, handle, limit=PULL_BATCH, on_connect=on_connect, label=f"pump {connection.name}"
         )
 
+    def _decision(self, server: str) -> anyio.Event:
+        return self._decided.setdefault(server, anyio.Event())
+
     async def pushed(self, server: str, params: ChannelParams) -> None:
         """A message a Claude Code channel pushed: its only copy, with no id to acknowledge."""
-        if not self._push_only.get(server):
-            return  # a nexo channel: the notification is only a hint, the pull delivers the event
+        with anyio.move_on_after(GATE_WAIT_S):
+            await self._decision(server).wait()
+        if server not in self._push_only:
+            logger.error(
+                "a message pushed by %s was dropped: its channel was not taken within %.0f s "
+                "(see `nexo channel doctor`)",
+                server,
+                GATE_WAIT_S,
+                extra={"server": server, "agent": self.agent.id},
+            )
+            return
+        if not self._push_only[server]:
+            return  # a nexo channel (the pull delivers the event) or a skipped one (logged at connect)
         self._pushes += 1
-        key = params.meta.get("message_id") or f"{time.time_ns()}-{self._pushes}"
+        message_id = params.meta.get("message_id")
+        if message_id and self.recent_pushes.repeat((server, params.meta.get("chat_id", ""), message_id)):
+            logger.info(
+                "a repeated push of message %r from %s was not answered again",
+                message_id,
+                server,
+                extra={"server": server, "agent": self.agent.id},
+            )
+            return
+        chat = params.meta.get("chat_id", "")
+        key = f"{chat}:{message_id}" if message_id else f"{time.time_ns()}-{self._pushes}"
         event = Event(
             seq=PUSHED,
             kind="message",

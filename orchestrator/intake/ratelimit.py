@@ -1,4 +1,9 @@
-"""A token bucket per channel server: a burst is fine, a flood waits (or is refused) visibly."""
+"""A token bucket per channel server: a burst is fine, a flood waits (or is refused) visibly.
+
+The buckets guard the agent against the people it talks to (contacts, webhook sources), not against
+its owner: a message from the owner (the console's one user, a sender in ``pairing.allow_from`` or
+paired as owner) takes no token. The owner's spending is bounded by the agent's budgets instead.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import anyio
 
 from orchestrator.config import NexoConfig
 from orchestrator.metrics import Metrics
+from shared.protocol.pairing import Role
 
 logger = logging.getLogger("nexo.intake")
 
@@ -58,10 +64,10 @@ class ChannelRates:
         self._metrics = metrics
         self._buckets: dict[str, TokenBucket] = {}
 
-    async def admit(self, server: str, seq: int, refuse: Refuse) -> bool:
+    async def admit(self, server: str, seq: int, refuse: Refuse, *, role: Role | str) -> bool:
         """Take a token for message ``seq``: wait for one (queue) or refuse it visibly (refuse)."""
         options = self._config.channel(server)
-        if options.rate_per_minute is None:
+        if options.rate_per_minute is None or role == "owner":
             return True
         bucket = self._buckets.get(server)
         if bucket is None:

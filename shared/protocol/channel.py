@@ -23,6 +23,9 @@ NAMESPACES: tuple[Namespace, ...] = ("nexo", "claude")
 MAX_CONTENT_CHARS = 16_000
 META_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INPUT_PREVIEW_CHARS = 200
+SOURCE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""What a source that authenticates itself (a webhook source, a poller) may be called: the server that
+names it and the orchestrator that runs its events as the principal ``<server>:<source>`` agree."""
 
 
 def _checked(ns: Namespace) -> Namespace:

@@ -136,8 +136,9 @@ def stop(process: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: floa
 
 @contextmanager
 def running(
-    config: Path, *, env: Mapping[str, str] | None = None, timeout: float = 60.0
+    config: Path, *, env: Mapping[str, str] | None = None, timeout: float = 60.0, cwd: Path = REPO
 ) -> Iterator[Orchestrator]:
+    """``nexo run`` from ``cwd`` (where relative paths in the config resolve) until the block ends."""
     process = subprocess.Popen(
         nexo_argv("run", "--config", str(config)),
         stdin=subprocess.DEVNULL,
@@ -145,7 +146,7 @@ def running(
         stderr=subprocess.PIPE,
         text=True,
         env=base_env(env),
-        cwd=REPO,
+        cwd=cwd,
     )
     orch = Orchestrator(process)
     reader = threading.Thread(target=orch._read, daemon=True)

@@ -2,7 +2,8 @@
 
 Every event is what a channel server would push for a message: ``{"content", "meta"}``. The owner
 of the test channel is ``local`` (in ``pairing.allow_from``) and ``alice-1`` is a paired contact;
-nobody else is paired, and groups are disabled.
+nobody else is paired, groups are disabled, and the channel refuses events without a sender id
+(``pairing.no_sender: refuse``), whatever source or principal they claim.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 OWNER = "local"
 CONTACT = "alice-1"
 CORPUS_SIZE = 10_000
+CLAIMED_SOURCES = ("github", "inbox", "operator")
+"""Source names a sender-less event claims; its channel refuses sender-less events all the same."""
 
 _TEXTS = (
     "approve me",
@@ -72,6 +75,7 @@ def corpus(seed: int = 7, size: int = CORPUS_SIZE) -> Iterator[tuple[str, dict[s
         "role_spoof",
         "missing_id",
         "shadowed_id",
+        "sourceless_claim",
     )
     for n in range(size):
         kind = kinds[n % len(kinds)]
@@ -105,6 +109,15 @@ def corpus(seed: int = 7, size: int = CORPUS_SIZE) -> Iterator[tuple[str, dict[s
             meta = _meta(rng, n, _stranger(rng), sender_role="owner", role="owner", is_owner="true")
         elif kind == "missing_id":
             meta = _meta(rng, n, None, user="local", sender_name="local")
+        elif kind == "sourceless_claim":  # no sender id, claiming to be a source or a principal
+            meta = _meta(
+                rng,
+                n,
+                None,
+                source=rng.choice(CLAIMED_SOURCES),
+                principal=rng.choice(("inbox:operator", "webhook:github", OWNER)),
+                sender_role="source",
+            )
         else:  # a stranger's id first, the owner's in a later key: the first stable id decides
             meta = _meta(rng, n, _stranger(rng), sender_id=OWNER, from_id=OWNER)
         yield kind, {"content": f"{text} #{n}", "meta": meta}

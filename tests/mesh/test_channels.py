@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from shared.protocol.console_wire import Reply, Say
 from tests.fakes.llm import FakeLLM, RecordedRequest, ScriptItem
 from tests.fakes.llm import Reply as ModelReply
+from tests.fakes.node_channel import installed_server, node
 from tests.mesh.console import next_frame, operator
 from tests.mesh.harness import chat, nexo, python_server, running, write_config
 
@@ -164,3 +166,62 @@ async def test_a_claude_code_channel_server_works_unmodified(tmp_path: Path) -> 
     assert [json.loads(line) for line in replies.read_text().splitlines()] == [
         {"chat_id": "c9", "text": "hi from nexo"}
     ]
+
+
+def _push(meta_id: str, text: str) -> dict[str, Any]:
+    return {
+        "content": text,
+        "meta": {"chat_id": "c9", "message_id": meta_id, "user": "u1", "user_id": "local"},
+    }
+
+
+def test_a_typescript_claude_channel_pushing_one_message_three_times_is_answered_once(tmp_path: Path) -> None:
+    """The official TypeScript SDK's server pushes m1 right after the handshake (before the intake
+    listens), then twice more once it was answered; then m2. Only m1 and m2 are answered."""
+    server = installed_server()
+    inbox, replies = tmp_path / "inbox.sock", tmp_path / "replies.jsonl"
+    answers = iter(("answer to m1", "answer to m2", "a second answer"))
+    prompts: list[str] = []
+
+    def answer(request: RecordedRequest) -> ModelReply:
+        prompts.append(request.last_user_text or "")
+        return ModelReply(next(answers))
+
+    with FakeLLM(default=answer) as llm:
+        config = write_config(
+            tmp_path / "agents.yaml",
+            state_dir=tmp_path / "state",
+            llm_base_url=llm.openai_base_url,
+            servers={
+                "cc": {
+                    "transport": "stdio",
+                    "command": node(),
+                    "args": [str(server)],
+                    "env": {
+                        "CLAUDE_CHANNEL_FIRST": json.dumps(_push("m1", "hello once")),
+                        "CLAUDE_CHANNEL_INBOX": str(inbox),
+                        "CLAUDE_CHANNEL_REPLIES": str(replies),
+                    },
+                    "protocol": "legacy",
+                }
+            },
+            agent={"channels": ["cc"]},
+            extra={"channel_options": {"cc": {"outbound_tool_name": "reply"}}},
+        )
+        with running(config) as orch:
+            first = orch.wait_for_line("answered g-")
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(str(inbox))
+                lines = [_push("m1", "hello once"), _push("m1", "hello once"), _push("m2", "and then")]
+                client.sendall(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+            orch.wait_for_line("answered g-", start=first + 1)
+            repeats = [line for line in orch.lines if "repeated push of message 'm1' from cc" in line]
+    assert [json.loads(line) for line in replies.read_text().splitlines()] == [
+        {"chat_id": "c9", "text": "answer to m1"},
+        {"chat_id": "c9", "text": "answer to m2"},
+    ]
+    assert [prompt.rsplit(">", 1)[0].rsplit('">', 1)[1] for prompt in prompts] == [
+        "hello once</channel",
+        "and then</channel",
+    ]
+    assert len(repeats) == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,9 @@ import pytest
 
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step
 from tests.fakes.llm import Reply as ModelReply
-from tests.mesh.harness import Orchestrator, nexo, python_server, running, write_config
+from tests.mesh.harness import Orchestrator, nexo, python_server, running, status, write_config
 from tests.mesh.inbox import inbox_server, replies, send
-from tests.mesh.pairing_corpus import CONTACT, CORPUS_SIZE, OWNER, corpus, injections
+from tests.mesh.pairing_corpus import CLAIMED_SOURCES, CONTACT, CORPUS_SIZE, OWNER, corpus, injections
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 
@@ -93,6 +94,8 @@ async def test_ten_thousand_crafted_events_cause_no_turn_no_memory_write_and_no_
 ) -> None:
     events = list(corpus())
     assert len(events) == CORPUS_SIZE
+    kinds = Counter(kind for kind, _ in events)
+    print(f"\ncrafted events by kind: {dict(sorted(kinds.items()))}")
     with FakeLLM(default=ModelReply("ok")) as llm:
         config = _config(tmp_path, llm.openai_base_url)
         _pair(config, "seed", "inbox", "default", CONTACT)
@@ -101,7 +104,15 @@ async def test_ten_thousand_crafted_events_cause_no_turn_no_memory_write_and_no_
             await send(tmp_path, [event for _, event in events] + [_sentinel()])
             # The pump takes events in order: the owner's message last means every crafted one was decided.
             await anyio.to_thread.run_sync(lambda: _wait_answered(orch, 1, 300))
+            refused = (await anyio.to_thread.run_sync(status, config))["refused"]
         prompts = [request.last_user_text or "" for request in llm.requests]
+    by_reason = Counter[str]()
+    for row in refused:
+        by_reason[row["reason"]] += row["count"]
+    print(f"refused by reason: {dict(sorted(by_reason.items()))}")
+    # Every event without a sender id is refused and counted, whatever source or principal it claims.
+    assert by_reason["no_sender"] == kinds["missing_id"] + kinds["sourceless_claim"]
+    assert {r["source"] for r in refused if r["reason"] == "no_sender"} == {"-", *CLAIMED_SOURCES}
     assert len(prompts) == 1
     assert "owner checks in" in prompts[0]
     assert 'sender_role="owner"' in prompts[0]
@@ -114,7 +125,11 @@ async def test_ten_thousand_crafted_events_cause_no_turn_no_memory_write_and_no_
     assert all(p["sender"].startswith("u") and p["sender"] not in (OWNER, CONTACT) for p in listed["pending"])
     texts = [reply["text"] for reply in replies(tmp_path) if "text" in reply]
     codes = [text for text in texts if "nexo pair approve" in text]
-    assert texts == [*codes, "ok"]
+    notices = [text for text in texts if text.startswith("[refused] inbox: ")]
+    # One notice per refused source (per reason for senders), none for the gate's routine refusals.
+    told = [r for r in refused if r["reason"] not in ("mention_required", "code_rate", "pending_full")]
+    assert len(notices) == len(told)
+    assert [t for t in texts if t not in notices] == [*codes, "ok"]
     assert len(codes) <= 3 * 2  # three pending senders at most, two replies each
     assert len(_audit(config, "turn")) == 1
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
-from orchestrator.intake.ratelimit import TokenBucket
+from orchestrator.config import NexoConfig
+from orchestrator.intake.ratelimit import ChannelRates, TokenBucket
+from orchestrator.metrics import Metrics
 
 
 class Clock:
@@ -35,3 +38,31 @@ def test_a_bucket_needs_a_positive_rate_and_burst() -> None:
         TokenBucket(0, 1)
     with pytest.raises(ValueError, match="burst >= 1"):
         TokenBucket(1, 0)
+
+
+async def _burst(rates: ChannelRates, role: str, count: int) -> list[str]:
+    refused: list[str] = []
+
+    async def refuse(rate: float, wait_s: float) -> None:
+        refused.append(f"{rate:g}/min, next in {wait_s:.1f} s")
+
+    for seq in range(count):
+        await rates.admit("console", seq, refuse, role=role)
+    return refused
+
+
+@pytest.mark.anyio
+async def test_the_owners_burst_on_their_own_console_is_not_throttled() -> None:
+    config = NexoConfig.model_validate(
+        {
+            "agents": [{"id": "nexo", "model": {"provider": "fake"}}],
+            "channel_options": {"console": {"overflow": "refuse"}},
+        }
+    )
+    rates = ChannelRates(config, Metrics())
+    with anyio.fail_after(5):
+        assert await _burst(rates, "owner", 30) == []
+        # Contacts on the same channel keep the public-channel default: a burst of 20, then refusals.
+        refused = await _burst(rates, "contact", 30)
+    assert len(refused) == 10
+    assert refused[0].startswith("120/min")
