@@ -10,12 +10,13 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
+from typing import Annotated
 
 import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from servers.workspace.files import (
     FileText,
@@ -32,6 +33,7 @@ from servers.workspace.settings import SandboxMode, WorkspaceSettings
 from servers.workspace.shell import MAX_COMMAND_BYTES, ShellResult, check_command, minimal_env, run_command
 from shared.hosting import server_main
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
+from shared.serverkit import NexoServer, progress_while
 
 logger = logging.getLogger("nexo.workspace")
 
@@ -39,6 +41,16 @@ OVERWRITE = tool_hints(destructive=True, idempotent=True)
 # An edit removes the text it replaces, so it is not "additive" in the MCP sense of destructive_hint.
 EDIT = tool_hints(destructive=True)
 SHELL = tool_hints(destructive=True, open_world=True)
+MAX_LINE_NUMBER = 2**31 - 1
+SHELL_TIMEOUT_CEILING_S = 86_400
+SHELL_PROGRESS_EVERY_S = 5.0
+"""The highest NEXO_WORKSPACE_SHELL_TIMEOUT_MAX_S accepts; the operator's own cap is checked per call."""
+PathArg = Annotated[
+    str,
+    Field(
+        description="A path relative to the workspace root; it may not leave it.", examples=["notes/todo.md"]
+    ),
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +113,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             logger.warning("workspace %s: %s (%s)", root, sandbox.warning, sandbox.reason)
         yield WorkspaceState(settings=settings, files=Confinement(root), sandbox=sandbox)
 
-    server: MCPServer[WorkspaceState] = MCPServer(
+    server: MCPServer[WorkspaceState] = NexoServer(
         "workspace",
         instructions=(
             f"Files and shell commands inside the workspace directory {settings.workspace}. Paths are "
@@ -109,15 +121,34 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             "files with write_file and edit_file; run commands with shell (cwd is the workspace)."
         ),
         lifespan=lifespan,
-        log_level="WARNING",
     )
 
     def state_of(ctx: Context[WorkspaceState]) -> WorkspaceState:
         return ctx.request_context.lifespan_context
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
+    @server.tool(
+        title="Read a file",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", path_args=("path",)),
+    )
     def read_file(
-        path: str, offset: int = 1, limit: int | None = None, *, ctx: Context[WorkspaceState]
+        path: PathArg,
+        offset: Annotated[
+            int,
+            Field(
+                description="The 1-based line to start at; next_offset of a truncated read.",
+                json_schema_extra={"minimum": 1, "maximum": MAX_LINE_NUMBER},
+            ),
+        ] = 1,
+        limit: Annotated[
+            int | None,
+            Field(
+                description="The most lines to read; omit to read up to max_read_bytes.",
+                json_schema_extra={"minimum": 1, "maximum": MAX_LINE_NUMBER},
+            ),
+        ] = None,
+        *,
+        ctx: Context[WorkspaceState],
     ) -> FileText:
         """Read a UTF-8 text file from line `offset` (1-based), at most `limit` lines and max_read_bytes.
         The content is exactly as stored; when truncated, call again with offset=next_offset."""
@@ -130,8 +161,15 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         with os.fdopen(state.files.open_file(located), "rb") as handle:
             return read_window(handle, located.rel, offset, limit, state.settings.max_read_bytes)
 
-    @server.tool(annotations=OVERWRITE, meta=classification_meta("write", path_args=("path",)))
-    def write_file(path: str, content: str, *, ctx: Context[WorkspaceState]) -> Written:
+    @server.tool(
+        title="Write a file", annotations=OVERWRITE, meta=classification_meta("write", path_args=("path",))
+    )
+    def write_file(
+        path: PathArg,
+        content: Annotated[str, Field(description="The whole new content of the file, UTF-8 text.")],
+        *,
+        ctx: Context[WorkspaceState],
+    ) -> Written:
         """Create or overwrite a file with `content` (UTF-8) in one atomic step; missing parent
         directories are created. To change part of a file, use edit_file."""
         state = state_of(ctx)
@@ -146,12 +184,18 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         created = state.files.write_atomic(located, data)
         return Written(path=located.rel, bytes=len(data), created=created)
 
-    @server.tool(annotations=EDIT, meta=classification_meta("write", path_args=("path",)))
+    @server.tool(
+        title="Edit a file", annotations=EDIT, meta=classification_meta("write", path_args=("path",))
+    )
     def edit_file(
-        path: str,
-        old_string: str,
-        new_string: str,
-        replace_all: bool = False,
+        path: PathArg,
+        old_string: Annotated[
+            str, Field(description="The exact text to replace, whitespace included; it must occur once.")
+        ],
+        new_string: Annotated[str, Field(description="The text to put in its place.")],
+        replace_all: Annotated[
+            bool, Field(description="true replaces every occurrence of old_string instead of exactly one.")
+        ] = False,
         *,
         ctx: Context[WorkspaceState],
     ) -> Edited:
@@ -195,8 +239,21 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         state.files.write_atomic(located, updated)
         return Edited(path=located.rel, replacements=count if replace_all else 1, bytes=len(updated))
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
-    def list_dir(path: str = ".", *, ctx: Context[WorkspaceState]) -> Listing:
+    @server.tool(
+        title="List a directory",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", path_args=("path",)),
+    )
+    def list_dir(
+        path: Annotated[
+            str,
+            Field(
+                description="A directory relative to the workspace root; '.' is the root.", examples=["src"]
+            ),
+        ] = ".",
+        *,
+        ctx: Context[WorkspaceState],
+    ) -> Listing:
         """The entries of one directory (not recursive), sorted by name, with kind and size in bytes.
         Symlinks are shown as such, never followed."""
         state = state_of(ctx)
@@ -216,19 +273,45 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
                 entries.append(DirEntry(name=entry.name, kind=entry.kind, size=entry.size))
         return Listing(path=located.rel, entries=entries, truncated=truncated)
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only"))
-    def glob(pattern: str, *, ctx: Context[WorkspaceState]) -> GlobResult:
+    @server.tool(
+        title="Find paths by pattern", annotations=READ_ONLY_HINTS, meta=classification_meta("read_only")
+    )
+    def glob(
+        pattern: Annotated[
+            str,
+            Field(
+                description="A glob relative to the workspace root: * and ? within a directory, ** across.",
+                examples=["**/*.py"],
+            ),
+        ],
+        *,
+        ctx: Context[WorkspaceState],
+    ) -> GlobResult:
         """Paths matching a glob relative to the workspace root, e.g. '**/*.py' or 'src/*.md'. `*` and
         `?` stay inside one directory, `**` spans any number. Symlinks are listed, never followed."""
         state = state_of(ctx)
         return glob_paths(state.files, pattern, state.settings)
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
+    @server.tool(
+        title="Search file contents",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", path_args=("path",)),
+    )
     def grep(
-        pattern: str,
-        path: str = ".",
-        glob: str | None = None,
-        ignore_case: bool = False,
+        pattern: Annotated[
+            str, Field(description="A Python regular expression.", examples=[r"def \w+_test"])
+        ],
+        path: Annotated[
+            str, Field(description="The directory or file to search, relative to the workspace root.")
+        ] = ".",
+        glob: Annotated[
+            str | None,
+            Field(
+                description="Only files matching this glob: a file name without '/', else a path under path.",
+                examples=["*.py"],
+            ),
+        ] = None,
+        ignore_case: Annotated[bool, Field(description="true matches regardless of letter case.")] = False,
         *,
         ctx: Context[WorkspaceState],
     ) -> GrepResult:
@@ -239,8 +322,29 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         return grep_files(state.files, state.settings, pattern, path, glob, ignore_case)
 
     # S604: `shell=True` marks the tool's `command` argument for the policy; nothing is spawned here.
-    @server.tool(annotations=SHELL, meta=classification_meta("dangerous", shell=True))  # noqa: S604
-    async def shell(command: str, timeout_s: float = 30, *, ctx: Context[WorkspaceState]) -> ShellResult:
+    @server.tool(
+        title="Run a shell command",
+        annotations=SHELL,
+        meta=classification_meta("dangerous", shell=True),  # noqa: S604
+    )
+    async def shell(
+        command: Annotated[
+            str,
+            Field(description="The command line, run with /bin/sh -c in the workspace.", examples=["ls -la"]),
+        ],
+        timeout_s: Annotated[
+            float,
+            Field(
+                description=(
+                    "Seconds before the command and everything it started are killed; at most the "
+                    "operator's shell_timeout_max_s (workspace_info shows it)."
+                ),
+                json_schema_extra={"exclusiveMinimum": 0, "maximum": SHELL_TIMEOUT_CEILING_S},
+            ),
+        ] = 30,
+        *,
+        ctx: Context[WorkspaceState],
+    ) -> ShellResult:
         """Run a command line with /bin/sh -c in the workspace directory, stdin empty, a minimal
         environment and no network when sandboxed. Output is capped; the command and everything it
         started are killed at timeout_s. Edit files with edit_file, not `sed -i`."""
@@ -257,13 +361,14 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             raise ToolError(refusal)
         root = state.files.root
         env = minimal_env(root)
-        done = await run_command(
-            state.sandbox.wrap(["/bin/sh", "-c", command], root, env),
-            cwd=root,
-            env=env,
-            timeout_s=timeout_s,
-            max_output_bytes=state.settings.max_output_bytes,
-        )
+        async with progress_while(ctx, total=timeout_s, every_s=SHELL_PROGRESS_EVERY_S):
+            done = await run_command(
+                state.sandbox.wrap(["/bin/sh", "-c", command], root, env),
+                cwd=root,
+                env=env,
+                timeout_s=timeout_s,
+                max_output_bytes=state.settings.max_output_bytes,
+            )
         return ShellResult(
             exit_code=done.exit_code,
             stdout=done.stdout,
@@ -277,7 +382,9 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             warning=state.sandbox.warning,
         )
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only"))
+    @server.tool(
+        title="Workspace root and limits", annotations=READ_ONLY_HINTS, meta=classification_meta("read_only")
+    )
     def workspace_info(*, ctx: Context[WorkspaceState]) -> WorkspaceInfo:
         """The workspace root, whether shell commands are sandboxed (and why), and every size limit."""
         state = state_of(ctx)
