@@ -10,14 +10,30 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass
-from typing import Annotated
 
 import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
+from servers.workspace.arguments import (
+    CommandArg,
+    ContentArg,
+    DirectoryArg,
+    FileFilterArg,
+    GlobArg,
+    IgnoreCaseArg,
+    LineLimitArg,
+    NewStringArg,
+    OffsetArg,
+    OldStringArg,
+    PathArg,
+    RegexArg,
+    ReplaceAllArg,
+    SearchPathArg,
+    TimeoutArg,
+)
 from servers.workspace.files import (
     FileText,
     GlobResult,
@@ -41,16 +57,7 @@ OVERWRITE = tool_hints(destructive=True, idempotent=True)
 # An edit removes the text it replaces, so it is not "additive" in the MCP sense of destructive_hint.
 EDIT = tool_hints(destructive=True)
 SHELL = tool_hints(destructive=True, open_world=True)
-MAX_LINE_NUMBER = 2**31 - 1
-SHELL_TIMEOUT_CEILING_S = 86_400
 SHELL_PROGRESS_EVERY_S = 5.0
-"""The highest NEXO_WORKSPACE_SHELL_TIMEOUT_MAX_S accepts; the operator's own cap is checked per call."""
-PathArg = Annotated[
-    str,
-    Field(
-        description="A path relative to the workspace root; it may not leave it.", examples=["notes/todo.md"]
-    ),
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,20 +140,8 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
     )
     def read_file(
         path: PathArg,
-        offset: Annotated[
-            int,
-            Field(
-                description="The 1-based line to start at; next_offset of a truncated read.",
-                json_schema_extra={"minimum": 1, "maximum": MAX_LINE_NUMBER},
-            ),
-        ] = 1,
-        limit: Annotated[
-            int | None,
-            Field(
-                description="The most lines to read; omit to read up to max_read_bytes.",
-                json_schema_extra={"minimum": 1, "maximum": MAX_LINE_NUMBER},
-            ),
-        ] = None,
+        offset: OffsetArg = 1,
+        limit: LineLimitArg = None,
         *,
         ctx: Context[WorkspaceState],
     ) -> FileText:
@@ -166,7 +161,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
     )
     def write_file(
         path: PathArg,
-        content: Annotated[str, Field(description="The whole new content of the file, UTF-8 text.")],
+        content: ContentArg,
         *,
         ctx: Context[WorkspaceState],
     ) -> Written:
@@ -189,13 +184,9 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
     )
     def edit_file(
         path: PathArg,
-        old_string: Annotated[
-            str, Field(description="The exact text to replace, whitespace included; it must occur once.")
-        ],
-        new_string: Annotated[str, Field(description="The text to put in its place.")],
-        replace_all: Annotated[
-            bool, Field(description="true replaces every occurrence of old_string instead of exactly one.")
-        ] = False,
+        old_string: OldStringArg,
+        new_string: NewStringArg,
+        replace_all: ReplaceAllArg = False,
         *,
         ctx: Context[WorkspaceState],
     ) -> Edited:
@@ -245,12 +236,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         meta=classification_meta("read_only", path_args=("path",)),
     )
     def list_dir(
-        path: Annotated[
-            str,
-            Field(
-                description="A directory relative to the workspace root; '.' is the root.", examples=["src"]
-            ),
-        ] = ".",
+        path: DirectoryArg = ".",
         *,
         ctx: Context[WorkspaceState],
     ) -> Listing:
@@ -277,13 +263,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         title="Find paths by pattern", annotations=READ_ONLY_HINTS, meta=classification_meta("read_only")
     )
     def glob(
-        pattern: Annotated[
-            str,
-            Field(
-                description="A glob relative to the workspace root: * and ? within a directory, ** across.",
-                examples=["**/*.py"],
-            ),
-        ],
+        pattern: GlobArg,
         *,
         ctx: Context[WorkspaceState],
     ) -> GlobResult:
@@ -298,20 +278,10 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         meta=classification_meta("read_only", path_args=("path",)),
     )
     def grep(
-        pattern: Annotated[
-            str, Field(description="A Python regular expression.", examples=[r"def \w+_test"])
-        ],
-        path: Annotated[
-            str, Field(description="The directory or file to search, relative to the workspace root.")
-        ] = ".",
-        glob: Annotated[
-            str | None,
-            Field(
-                description="Only files matching this glob: a file name without '/', else a path under path.",
-                examples=["*.py"],
-            ),
-        ] = None,
-        ignore_case: Annotated[bool, Field(description="true matches regardless of letter case.")] = False,
+        pattern: RegexArg,
+        path: SearchPathArg = ".",
+        glob: FileFilterArg = None,
+        ignore_case: IgnoreCaseArg = False,
         *,
         ctx: Context[WorkspaceState],
     ) -> GrepResult:
@@ -328,20 +298,8 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         meta=classification_meta("dangerous", shell=True),  # noqa: S604
     )
     async def shell(
-        command: Annotated[
-            str,
-            Field(description="The command line, run with /bin/sh -c in the workspace.", examples=["ls -la"]),
-        ],
-        timeout_s: Annotated[
-            float,
-            Field(
-                description=(
-                    "Seconds before the command and everything it started are killed; at most the "
-                    "operator's shell_timeout_max_s (workspace_info shows it)."
-                ),
-                json_schema_extra={"exclusiveMinimum": 0, "maximum": SHELL_TIMEOUT_CEILING_S},
-            ),
-        ] = 30,
+        command: CommandArg,
+        timeout_s: TimeoutArg = 30,
         *,
         ctx: Context[WorkspaceState],
     ) -> ShellResult:
