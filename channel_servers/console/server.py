@@ -6,12 +6,12 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from channel_servers.console.hub import ChatClient, Hub, PendingApprovals
 from channel_servers.console.settings import ConsoleSettings
@@ -27,12 +27,14 @@ from shared.protocol.channel import (
     verdict_event,
 )
 from shared.protocol.console_wire import Approval, Error, Queued, Reply, Say, Verdict, Welcome
+from shared.protocol.outbound import IdempotencyKeyArg, NoticeArg, ReplyToArg, TextArg
 from shared.protocol.policy import tool_hints
 
 SERVER_NAME = "console"
 MESSAGE_KIND = "message"
 VERDICT_KIND = "permission_verdict"
-OUTBOUND = tool_hints(idempotent=True)
+# Only a call with an idempotency_key is safe to repeat, so the tool as a whole is not idempotent.
+OUTBOUND = tool_hints()
 
 
 @dataclass
@@ -157,13 +159,16 @@ def build_server(settings: ConsoleSettings) -> MCPServer[Any]:
     )
     console.sessions = sessions
 
-    @server.tool(annotations=OUTBOUND)
+    @server.tool(title="Message the operator's terminal", annotations=OUTBOUND)
     async def send_message(
-        text: str,
-        chat_id: str = "operator",
-        reply_to: str | None = None,
-        idempotency_key: str | None = None,
-        notice: bool = False,
+        text: TextArg,
+        chat_id: Annotated[
+            str,
+            Field(description="The terminal chat: the chat_id of the <channel ...> tag, usually 'operator'."),
+        ] = "operator",
+        reply_to: ReplyToArg = None,
+        idempotency_key: IdempotencyKeyArg = None,
+        notice: NoticeArg = False,
         *,
         ctx: Context[ConsoleState],
     ) -> SendResult:

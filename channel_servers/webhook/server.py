@@ -33,6 +33,7 @@ from shared.channelkit.server import LiveSessions, make_channel_server
 from shared.events import EventLog, EventLogFull
 from shared.hosting import server_main
 from shared.protocol.channel import MAX_CONTENT_CHARS, normalize_inbound
+from shared.protocol.outbound import ChatIdArg, IdempotencyKeyArg, NoticeArg, ReplyToArg, TextArg
 from shared.protocol.policy import READ_ONLY_HINTS, tool_hints
 
 logger = logging.getLogger("nexo.webhook")
@@ -40,7 +41,8 @@ logger = logging.getLogger("nexo.webhook")
 SERVER_NAME = "webhook"
 MESSAGE_KIND = "message"
 PUSH_TIMEOUT_S = 1.0
-RECORD = tool_hints(idempotent=True)
+# Only a call with an idempotency_key records once when repeated.
+RECORD = tool_hints()
 
 Listener = Callable[[ASGIApp], AbstractAsyncContextManager[str]]
 """Serves the webhook app and yields its base URL; tests pass one that serves nothing."""
@@ -176,13 +178,13 @@ def build_server(
     )
     webhooks.sessions = sessions
 
-    @server.tool(annotations=RECORD)
+    @server.tool(title="Record a reply to a webhook event", annotations=RECORD)
     async def send_message(
-        text: str,
-        chat_id: str,
-        reply_to: str | None = None,
-        idempotency_key: str | None = None,
-        notice: bool = False,
+        text: TextArg,
+        chat_id: ChatIdArg,
+        reply_to: ReplyToArg = None,
+        idempotency_key: IdempotencyKeyArg = None,
+        notice: NoticeArg = False,
         *,
         ctx: Context[WebhookState],
     ) -> SendResult:
@@ -203,7 +205,7 @@ def build_server(
         begun = await state.store.outbox.begin(key, chat_id, text, reply_to, status="sent", notice=notice)
         return SendResult(status="recorded", message_id=str(begun.entry.id), duplicate=not begun.created)
 
-    @server.tool(annotations=READ_ONLY_HINTS)
+    @server.tool(title="List webhook sources", annotations=READ_ONLY_HINTS)
     async def list_sources(*, ctx: Context[WebhookState]) -> SourcesResult:
         """The webhook sources feeding this agent: name, signature scheme, chat_id and where they post."""
         state = ctx.request_context.lifespan_context

@@ -24,6 +24,7 @@ from orchestrator.llm import (
     Usage,
     UserMessage,
 )
+from orchestrator.loop.arguments import argument_problems
 from orchestrator.loop.tools import Gate, ToolOutcome, ToolRunner
 from orchestrator.mesh import Catalog
 
@@ -259,6 +260,11 @@ async def _call(
         message = f"unknown tool {call.name!r}; the tools available are: {names}"
         await run.observer.on_tool(call.id, call.name, call.arguments, 0.0, "error", message)
         return ToolOutcome(message, is_error=True)
+    problems = argument_problems(tool, call.arguments)
+    if problems is not None:
+        await progress(f"  {tool.qualified}: invalid arguments, not run")
+        await run.observer.on_tool(call.id, tool.qualified, call.arguments, 0.0, "error", problems[:500])
+        return ToolOutcome(problems, is_error=True)
     decision = await gate.check(tool, call.arguments, call.id)
     if not decision.allowed:
         await progress(f"  {tool.qualified}: denied ({decision.reason})")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from servers.audit.control import AuditExtension
 from servers.audit.errors import InvalidRequest
@@ -22,6 +22,7 @@ from servers.audit.store import Clock, utc_now
 from shared.hosting import advertise_experimental, server_main
 from shared.protocol.audit import AUDIT_EXTENSION, ENTRY_KINDS, Entry, canonical_json
 from shared.protocol.policy import READ_ONLY_HINTS
+from shared.serverkit import NexoServer
 
 MAX_TURNS = 200
 MAX_HITS = 100
@@ -94,7 +95,7 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
             yield state
 
     extension = AuditExtension()
-    server: MCPServer[AuditState] = MCPServer(
+    server: MCPServer[AuditState] = NexoServer(
         "audit",
         instructions=(
             "The append-only audit ledger of everything the agent did (turns, tool calls, approvals, "
@@ -103,16 +104,22 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
         ),
         lifespan=lifespan,
         extensions=[extension],
-        log_level="WARNING",
     )
     advertise_experimental(server, {AUDIT_EXTENSION: extension.settings()})
 
-    @server.tool(annotations=READ_ONLY_HINTS)
-    async def agent_turns_tail(goal_id: str, n: int = 20, *, ctx: Context[AuditState]) -> str:
+    @server.tool(title="Latest turns of a goal", annotations=READ_ONLY_HINTS)
+    async def agent_turns_tail(
+        goal_id: Annotated[
+            str, Field(description="The goal's id, from your goal context or audit_search(kind='goal').")
+        ],
+        n: Annotated[
+            int, Field(description="How many of the latest turns to show.", ge=1, le=MAX_TURNS)
+        ] = 20,
+        *,
+        ctx: Context[AuditState],
+    ) -> str:
         """The last n turns of a goal as a markdown table: index, time, outcome, decision, source."""
         state = ctx.request_context.lifespan_context
-        if not 1 <= n <= MAX_TURNS:
-            raise ToolError(f"n must be between 1 and {MAX_TURNS}; got {n!r}. Ask for fewer turns.")
         if not await state.ledger.knows_goal(goal_id):
             raise ToolError(
                 f"no goal {goal_id!r} is known to the audit ledger. Use the goal id from your goal "
@@ -121,13 +128,32 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
         turns = await state.ledger.tail(goal_id=goal_id, kind="turn", limit=n)
         return render_turns(goal_id, turns)
 
-    @server.tool(annotations=READ_ONLY_HINTS)
+    @server.tool(title="Search the audit ledger", annotations=READ_ONLY_HINTS)
     async def audit_search(
-        query: str,
-        kind: str | None = None,
-        source: str | None = None,
-        goal_id: str | None = None,
-        limit: int = 20,
+        query: Annotated[
+            str,
+            Field(
+                description="Words that must all occur in an entry's subject or body.", examples=["reindex"]
+            ),
+        ],
+        kind: Annotated[
+            str | None,
+            Field(
+                description="Only entries of this kind; omit for every kind.",
+                json_schema_extra={"enum": [*ENTRY_KINDS, None]},
+            ),
+        ] = None,
+        source: Annotated[
+            str | None,
+            Field(
+                description="Only entries from this source; omit for every source.",
+                examples=["channel:console"],
+            ),
+        ] = None,
+        goal_id: Annotated[
+            str | None, Field(description="Only entries of this goal; omit for every goal.")
+        ] = None,
+        limit: Annotated[int, Field(description="The most entries to return.", ge=1, le=MAX_HITS)] = 20,
         *,
         ctx: Context[AuditState],
     ) -> SearchResult:
@@ -140,8 +166,6 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
         state = ctx.request_context.lifespan_context
         if kind is not None and kind not in ENTRY_KINDS:
             raise ToolError(f"unknown kind {kind!r}: use one of {', '.join(ENTRY_KINDS)}, or omit it")
-        if not 1 <= limit <= MAX_HITS:
-            raise ToolError(f"limit must be between 1 and {MAX_HITS}; got {limit!r}")
         try:
             entries = await state.ledger.search(query, kind=kind, source=source, goal_id=goal_id, limit=limit)
         except InvalidRequest as exc:

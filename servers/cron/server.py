@@ -43,6 +43,7 @@ from shared.protocol.cron import (
 from shared.protocol.events import EventsExtension, experimental_events_capability
 from shared.protocol.memory import AGENT_META_KEY, AGENT_PATTERN
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
+from shared.serverkit import NexoServer
 
 SERVER_NAME = "cron"
 PREVIEW = 120
@@ -57,23 +58,40 @@ INSTRUCTIONS = (
     "Runs missed while the agent was down are parked by default: cron_resume continues them."
 )
 CREATE_DESCRIPTION = (
-    "Run a prompt as a turn of this agent on a schedule. schedule: cron '*/5 * * * *', "
-    "'cron 0 9 * * mon-fri', '@daily'; interval 'every 30m', 'every 1h30m'; one time 'once_after 2h', "
-    "'once_at 09:00', 'once_at 2026-12-01T09:00:00Z' (at least 60 s between runs). recurring=false "
-    "runs a repeating schedule once, at its next time. channel/recipient: where the answer goes "
-    "(default: the agent's usual place). misfire: what happens to runs missed while the agent was "
-    "down: park (default; waits for cron_resume), skip, catch_up_once (run the latest once) or all "
-    "(run each, within a day). timezone: an IANA name such as 'Europe/Madrid' (default: the "
-    "server's). Returns the entry with its next fire time in UTC and in its timezone."
+    "Run a prompt as a turn of this agent on a schedule; the answer goes to channel/recipient. "
+    "Returns the entry with its next fire time in UTC and in its timezone."
 )
 
 
-def _enum(values: tuple[str, ...]) -> Any:
-    # Shown to the model as an enum; validated by hand so a wrong value gets a useful message.
-    return Field(json_schema_extra={"enum": list(values)})
-
-
-MisfireArg = Annotated[str | None, _enum(MISFIRE_POLICIES)]
+MisfireArg = Annotated[
+    str | None,
+    Field(
+        description=(
+            "What happens to runs missed while the agent was down: park (the default; waits for "
+            "cron_resume), skip, catch_up_once (run the latest once) or all (run each, within a day)."
+        ),
+        json_schema_extra={"enum": list(MISFIRE_POLICIES)},
+    ),
+]
+TimezoneArg = Annotated[
+    str | None,
+    Field(
+        description="An IANA time-zone name for wall-clock times in the schedule; omit for the server's.",
+        examples=["Europe/Madrid"],
+    ),
+]
+EntryIdArg = Annotated[str, Field(description="The entry's id, as cron_list shows it.")]
+ChannelArg = Annotated[
+    str | None,
+    Field(
+        description="The channel server the answer goes to; omit for the agent's usual place.",
+        examples=["console"],
+    ),
+]
+RecipientArg = Annotated[
+    str | None,
+    Field(description="The chat or user on that channel (its chat_id); omit for the channel's default."),
+]
 
 
 class EntryView(BaseModel):
@@ -193,26 +211,42 @@ def build_server(
         ) as state:
             yield state
 
-    server: MCPServer[CronState] = MCPServer(
+    server: MCPServer[CronState] = NexoServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
         extensions=[CronExtension(), EventsExtension(lambda state: state.events, kinds=EVENT_KINDS)],
-        log_level="WARNING",
     )
     advertise_experimental(
         server, {CRON_EXTENSION: extension_settings(), **experimental_events_capability(EVENT_KINDS)}
     )
 
-    @server.tool(annotations=WRITE, meta=classification_meta("write"), description=CREATE_DESCRIPTION)
+    @server.tool(
+        title="Schedule a prompt",
+        annotations=WRITE,
+        meta=classification_meta("write"),
+        description=CREATE_DESCRIPTION,
+    )
     async def cron_create(
-        schedule: str,
-        prompt: str,
-        channel: str | None = None,
-        recipient: str | None = None,
-        recurring: bool = True,
+        schedule: Annotated[
+            str,
+            Field(
+                description=(
+                    "When to run: a 5-field cron expression ('*/5 * * * *', 'cron 0 9 * * mon-fri', "
+                    "'@daily'), an interval ('every 30m', 'every 1h30m') or one time ('once_after 2h', "
+                    "'once_at 09:00', 'once_at 2026-12-01T09:00:00Z'); at least 60 s between runs."
+                ),
+                examples=["cron 0 9 * * mon-fri", "every 2h", "once_after 20m"],
+            ),
+        ],
+        prompt: Annotated[str, Field(description="The prompt the agent runs as a turn at each fire.")],
+        channel: ChannelArg = None,
+        recipient: RecipientArg = None,
+        recurring: Annotated[
+            bool, Field(description="false runs a repeating schedule once, at its next time.")
+        ] = True,
         misfire: MisfireArg = None,
-        timezone: str | None = None,
+        timezone: TimezoneArg = None,
         *,
         ctx: Context[CronState],
     ) -> EntryView:
@@ -231,7 +265,9 @@ def build_server(
             )
             return view(await state.view(entry))
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only"))
+    @server.tool(
+        title="List scheduled entries", annotations=READ_ONLY_HINTS, meta=classification_meta("read_only")
+    )
     async def cron_list(*, ctx: Context[CronState]) -> EntryList:
         """This agent's scheduled entries, oldest first: id, schedule, timezone, prompt preview, next
         fire time, state (parked entries missed runs while the agent was down; cron_resume them),
@@ -241,23 +277,25 @@ def build_server(
         entries = await state.entries(who.binding)
         return EntryList(entries=[view(entry) for entry in entries], limit=settings.max_entries_per_binding)
 
-    @server.tool(annotations=DELETE, meta=classification_meta("write"))
-    async def cron_delete(id: str, *, ctx: Context[CronState]) -> Deleted:
+    @server.tool(title="Delete a scheduled entry", annotations=DELETE, meta=classification_meta("write"))
+    async def cron_delete(id: EntryIdArg, *, ctx: Context[CronState]) -> Deleted:
         """Delete one of this agent's entries (id from cron_list); it never fires again."""
         state = ctx.request_context.lifespan_context
         with refusals_as_tool_errors():
             return Deleted(id=id, deleted=await state.drop(id, caller(ctx).binding, from_tool=True))
 
-    @server.tool(annotations=STATE_CHANGE, meta=classification_meta("write"))
-    async def cron_pause(id: str, *, ctx: Context[CronState]) -> EntryView:
+    @server.tool(title="Pause a scheduled entry", annotations=STATE_CHANGE, meta=classification_meta("write"))
+    async def cron_pause(id: EntryIdArg, *, ctx: Context[CronState]) -> EntryView:
         """Pause one of this agent's entries (id from cron_list) until cron_resume."""
         state = ctx.request_context.lifespan_context
         with refusals_as_tool_errors():
             entry = await state.pause(id, caller(ctx).binding, from_tool=True)
             return view(await state.view(entry))
 
-    @server.tool(annotations=STATE_CHANGE, meta=classification_meta("write"))
-    async def cron_resume(id: str, *, ctx: Context[CronState]) -> EntryView:
+    @server.tool(
+        title="Resume a scheduled entry", annotations=STATE_CHANGE, meta=classification_meta("write")
+    )
+    async def cron_resume(id: EntryIdArg, *, ctx: Context[CronState]) -> EntryView:
         """Resume a paused or parked entry (id from cron_list) from its next time after now. Runs
         missed while parked stay recorded as missed; a one-time entry whose time passed runs now."""
         state = ctx.request_context.lifespan_context
@@ -265,13 +303,22 @@ def build_server(
             entry = await state.resume(id, caller(ctx).binding, from_tool=True)
             return view(await state.view(entry))
 
-    @server.tool(annotations=OUTBOUND, meta=classification_meta("outbound"))
+    @server.tool(title="Send a reminder later", annotations=OUTBOUND, meta=classification_meta("outbound"))
     async def reminder(
-        when: str,
-        text: str,
-        channel: str,
-        recipient: str | None = None,
-        timezone: str | None = None,
+        when: Annotated[
+            str,
+            Field(
+                description=(
+                    "One time: 'once_after 2h', 'once_at 09:00' (the next 09:00 in timezone), "
+                    "'once_at 2026-12-01 09:00' or 'once_at 2026-12-01T09:00:00Z'."
+                ),
+                examples=["once_after 2h", "once_at 09:00"],
+            ),
+        ],
+        text: Annotated[str, Field(description="The message, sent exactly as written.")],
+        channel: Annotated[str, Field(description="The channel server to send it on.", examples=["console"])],
+        recipient: RecipientArg = None,
+        timezone: TimezoneArg = None,
         *,
         ctx: Context[CronState],
     ) -> EntryView:

@@ -68,6 +68,9 @@ from shared.protocol.memory import (
 P = TypeVar("P", bound=types.RequestParams)
 R = TypeVar("R", bound=types.Result)
 Handler = Callable[[MemoryService, P], Awaitable[R]]
+Report = Callable[[float, float | None, str | None], Awaitable[None]]
+"""``notifications/progress`` for the current request; a no-op unless the caller sent a token."""
+ReportingHandler = Callable[[MemoryService, P, Report], Awaitable[R]]
 
 
 def _bind(method: str, params: type[P], handler: Handler[P, R]) -> MethodBinding:
@@ -75,6 +78,19 @@ def _bind(method: str, params: type[P], handler: Handler[P, R]) -> MethodBinding
         service: MemoryService = ctx.lifespan_context
         try:
             return await handler(service, request)
+        except MemoryRefused as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
+
+    return MethodBinding(method, params, serve)
+
+
+def _bind_reporting(method: str, params: type[P], handler: ReportingHandler[P, R]) -> MethodBinding:
+    """Like :func:`_bind`, for the long methods that report progress (import, reindex)."""
+
+    async def serve(ctx: ServerRequestContext[Any, Any], request: P) -> R:
+        service: MemoryService = ctx.lifespan_context
+        try:
+            return await handler(service, request, ctx.session.report_progress)
         except MemoryRefused as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from exc
 
@@ -113,8 +129,8 @@ class MemoryAdmin(Extension):
             _bind(LIST_METHOD, ListParams, _list),
             _bind(FORGET_METHOD, ForgetParams, _forget),
             _bind(EXPORT_METHOD, ExportParams, _export),
-            _bind(IMPORT_METHOD, ImportParams, _import),
-            _bind(REINDEX_METHOD, ReindexParams, _reindex),
+            _bind_reporting(IMPORT_METHOD, ImportParams, _import),
+            _bind_reporting(REINDEX_METHOD, ReindexParams, _reindex),
             _bind(ROLLBACK_METHOD, RollbackParams, _rollback),
             _bind(STATS_METHOD, StatsParams, _stats),
             _bind(CONSOLIDATE_METHOD, ConsolidateParams, _consolidate),
@@ -200,13 +216,17 @@ async def _export(service: MemoryService, params: ExportParams) -> ExportResult:
     )
 
 
-async def _import(service: MemoryService, params: ImportParams) -> ImportResult:
+async def _import(service: MemoryService, params: ImportParams, report: Report) -> ImportResult:
+    total = len(params.records)
+    await report(0, total, f"importing {total} records")
     imported, refreshed, rejected = await service.import_records(params.records)
+    await report(total, total, f"{imported} imported, {refreshed} refreshed, {len(rejected)} rejected")
     return ImportResult(imported=imported, refreshed=refreshed, rejected=rejected)
 
 
-async def _reindex(service: MemoryService, params: ReindexParams) -> ReindexResult:
+async def _reindex(service: MemoryService, params: ReindexParams, report: Report) -> ReindexResult:
     progress = await service.reindexer.step(params.batch_size)
+    await report(progress.done, progress.total, "reindexed" if progress.finished else "reindexing")
     return ReindexResult(
         done=progress.done,
         total=progress.total,

@@ -23,6 +23,7 @@ from shared.db import Database
 from shared.hosting import advertise_experimental, server_main
 from shared.private import create_private_file
 from shared.protocol.pairing import PAIRING_EXTENSION
+from shared.serverkit import NexoServer
 
 KEY_BYTES = 32
 
@@ -69,7 +70,7 @@ def build_server(settings: PairingSettings, *, clock: Clock = utc_now) -> MCPSer
             yield store
 
     extension = PairingExtension()
-    server: MCPServer[PairingStore] = MCPServer(
+    server: MCPServer[PairingStore] = NexoServer(
         "pairing",
         instructions=(
             "The gate for inbound chat senders: paired senders, pending pairing codes and the approval "
@@ -78,7 +79,6 @@ def build_server(settings: PairingSettings, *, clock: Clock = utc_now) -> MCPSer
         ),
         lifespan=lifespan,
         extensions=[extension],
-        log_level="WARNING",
     )
     advertise_experimental(server, {PAIRING_EXTENSION: extension.settings()})
     return server

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, time
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from servers.time.settings import TimeSettings
 from servers.time.zones import zone
 from shared.hosting import server_main
 from shared.protocol.policy import READ_ONLY_HINTS
+from shared.serverkit import NexoServer
+
+ZONE_FORMAT = "an IANA time-zone name such as 'Europe/Madrid', 'America/New_York' or 'UTC'"
+TimeZoneArg = Annotated[str, Field(description=f"The time zone: {ZONE_FORMAT}.", examples=["Europe/Madrid"])]
 
 
 class Now(BaseModel):
@@ -45,20 +49,38 @@ def _describe(moment: datetime, zone_name: str) -> Now:
 
 def build_server(settings: TimeSettings, *, clock: Callable[[], datetime] | None = None) -> MCPServer[Any]:
     now_utc = clock or (lambda: datetime.now(UTC))
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = NexoServer(
         "time",
         instructions="Current time and time-zone conversion. Times are ISO 8601.",
-        log_level="WARNING",
     )
 
-    @server.tool(annotations=READ_ONLY_HINTS)
-    def now(timezone_name: str | None = None) -> Now:
+    @server.tool(title="Current time", annotations=READ_ONLY_HINTS)
+    def now(
+        timezone_name: Annotated[
+            str | None,
+            Field(
+                description=f"The time zone to tell the time in: {ZONE_FORMAT}. Omit for the operator's.",
+                examples=["Europe/Madrid"],
+            ),
+        ] = None,
+    ) -> Now:
         """The current date and time in a time zone (default: the operator's)."""
         name = timezone_name or settings.default_timezone
         return _describe(now_utc().astimezone(zone(name)), name)
 
-    @server.tool(annotations=READ_ONLY_HINTS)
-    def convert(time_hhmm: str, source_timezone: str, target_timezone: str) -> Converted:
+    @server.tool(title="Convert a time between time zones", annotations=READ_ONLY_HINTS)
+    def convert(
+        time_hhmm: Annotated[
+            str,
+            Field(
+                description="The wall-clock time to convert, HH:MM in 24-hour form.",
+                pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+                examples=["14:30"],
+            ),
+        ],
+        source_timezone: TimeZoneArg,
+        target_timezone: TimeZoneArg,
+    ) -> Converted:
         """Convert a wall-clock time today (HH:MM, 24-hour) from one time zone to another."""
         try:
             wall = time.fromisoformat(time_hhmm)

@@ -17,6 +17,23 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
+from servers.workspace.arguments import (
+    CommandArg,
+    ContentArg,
+    DirectoryArg,
+    FileFilterArg,
+    GlobArg,
+    IgnoreCaseArg,
+    LineLimitArg,
+    NewStringArg,
+    OffsetArg,
+    OldStringArg,
+    PathArg,
+    RegexArg,
+    ReplaceAllArg,
+    SearchPathArg,
+    TimeoutArg,
+)
 from servers.workspace.files import (
     FileText,
     GlobResult,
@@ -39,6 +56,7 @@ from servers.workspace.shell import (
 )
 from shared.hosting import server_main
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
+from shared.serverkit import NexoServer, progress_while
 
 logger = logging.getLogger("nexo.workspace")
 
@@ -46,6 +64,7 @@ OVERWRITE = tool_hints(destructive=True, idempotent=True)
 # An edit removes the text it replaces, so it is not "additive" in the MCP sense of destructive_hint.
 EDIT = tool_hints(destructive=True)
 SHELL = tool_hints(destructive=True, open_world=True)
+SHELL_PROGRESS_EVERY_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +135,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             logger.warning("workspace %s: %s", root, sandbox.warning)
         yield WorkspaceState(settings=settings, files=Confinement(root), sandbox=sandbox)
 
-    server: MCPServer[WorkspaceState] = MCPServer(
+    server: MCPServer[WorkspaceState] = NexoServer(
         "workspace",
         instructions=(
             f"Files and shell commands inside the workspace directory {settings.workspace}. Paths are "
@@ -125,15 +144,22 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             "offered only where commands run in the bubblewrap sandbox (workspace_info says)."
         ),
         lifespan=lifespan,
-        log_level="WARNING",
     )
 
     def state_of(ctx: Context[WorkspaceState]) -> WorkspaceState:
         return ctx.request_context.lifespan_context
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
+    @server.tool(
+        title="Read a file",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", path_args=("path",)),
+    )
     def read_file(
-        path: str, offset: int = 1, limit: int | None = None, *, ctx: Context[WorkspaceState]
+        path: PathArg,
+        offset: OffsetArg = 1,
+        limit: LineLimitArg = None,
+        *,
+        ctx: Context[WorkspaceState],
     ) -> FileText:
         """Read a UTF-8 text file from line `offset` (1-based), at most `limit` lines and max_read_bytes.
         The content is exactly as stored; when truncated, call again with offset=next_offset."""
@@ -146,8 +172,15 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         with os.fdopen(state.files.open_file(located), "rb") as handle:
             return read_window(handle, located.rel, offset, limit, state.settings.max_read_bytes)
 
-    @server.tool(annotations=OVERWRITE, meta=classification_meta("write", path_args=("path",)))
-    def write_file(path: str, content: str, *, ctx: Context[WorkspaceState]) -> Written:
+    @server.tool(
+        title="Write a file", annotations=OVERWRITE, meta=classification_meta("write", path_args=("path",))
+    )
+    def write_file(
+        path: PathArg,
+        content: ContentArg,
+        *,
+        ctx: Context[WorkspaceState],
+    ) -> Written:
         """Create or overwrite a file with `content` (UTF-8) in one atomic step; missing parent
         directories are created. To change part of a file, use edit_file."""
         state = state_of(ctx)
@@ -162,12 +195,14 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         created = state.files.write_atomic(located, data)
         return Written(path=located.rel, bytes=len(data), created=created)
 
-    @server.tool(annotations=EDIT, meta=classification_meta("write", path_args=("path",)))
+    @server.tool(
+        title="Edit a file", annotations=EDIT, meta=classification_meta("write", path_args=("path",))
+    )
     def edit_file(
-        path: str,
-        old_string: str,
-        new_string: str,
-        replace_all: bool = False,
+        path: PathArg,
+        old_string: OldStringArg,
+        new_string: NewStringArg,
+        replace_all: ReplaceAllArg = False,
         *,
         ctx: Context[WorkspaceState],
     ) -> Edited:
@@ -211,8 +246,16 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         state.files.write_atomic(located, updated)
         return Edited(path=located.rel, replacements=count if replace_all else 1, bytes=len(updated))
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
-    def list_dir(path: str = ".", *, ctx: Context[WorkspaceState]) -> Listing:
+    @server.tool(
+        title="List a directory",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", path_args=("path",)),
+    )
+    def list_dir(
+        path: DirectoryArg = ".",
+        *,
+        ctx: Context[WorkspaceState],
+    ) -> Listing:
         """The entries of one directory (not recursive), sorted by name, with kind and size in bytes.
         Symlinks are shown as such, never followed."""
         state = state_of(ctx)
@@ -232,19 +275,29 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
                 entries.append(DirEntry(name=entry.name, kind=entry.kind, size=entry.size))
         return Listing(path=located.rel, entries=entries, truncated=truncated)
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only"))
-    def glob(pattern: str, *, ctx: Context[WorkspaceState]) -> GlobResult:
+    @server.tool(
+        title="Find paths by pattern", annotations=READ_ONLY_HINTS, meta=classification_meta("read_only")
+    )
+    def glob(
+        pattern: GlobArg,
+        *,
+        ctx: Context[WorkspaceState],
+    ) -> GlobResult:
         """Paths matching a glob relative to the workspace root, e.g. '**/*.py' or 'src/*.md'. `*` and
         `?` stay inside one directory, `**` spans any number. Symlinks are listed, never followed."""
         state = state_of(ctx)
         return glob_paths(state.files, pattern, state.settings)
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
+    @server.tool(
+        title="Search file contents",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", path_args=("path",)),
+    )
     def grep(
-        pattern: str,
-        path: str = ".",
-        glob: str | None = None,
-        ignore_case: bool = False,
+        pattern: RegexArg,
+        path: SearchPathArg = ".",
+        glob: FileFilterArg = None,
+        ignore_case: IgnoreCaseArg = False,
         *,
         ctx: Context[WorkspaceState],
     ) -> GrepResult:
@@ -255,8 +308,17 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         return grep_files(state.files, state.settings, pattern, path, glob, ignore_case)
 
     # S604: `shell=True` marks the tool's `command` argument for the policy; nothing is spawned here.
-    @server.tool(annotations=SHELL, meta=classification_meta("dangerous", shell=True))  # noqa: S604
-    async def shell(command: str, timeout_s: float = 30, *, ctx: Context[WorkspaceState]) -> ShellResult:
+    @server.tool(
+        title="Run a shell command",
+        annotations=SHELL,
+        meta=classification_meta("dangerous", shell=True),  # noqa: S604
+    )
+    async def shell(
+        command: CommandArg,
+        timeout_s: TimeoutArg = 30,
+        *,
+        ctx: Context[WorkspaceState],
+    ) -> ShellResult:
         """Run a command line with /bin/sh -c in the workspace directory, stdin empty, a minimal
         environment and no network when sandboxed. Output is capped; the command and everything it
         started are killed at timeout_s. Edit files with edit_file, not `sed -i`."""
@@ -273,13 +335,14 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             raise ToolError(unavailable)
         root = state.files.root
         env = minimal_env(root)
-        done = await run_command(
-            state.sandbox.wrap(["/bin/sh", "-c", command], root, env),
-            cwd=root,
-            env=env,
-            timeout_s=timeout_s,
-            max_output_bytes=state.settings.max_output_bytes,
-        )
+        async with progress_while(ctx, total=timeout_s, every_s=SHELL_PROGRESS_EVERY_S):
+            done = await run_command(
+                state.sandbox.wrap(["/bin/sh", "-c", command], root, env),
+                cwd=root,
+                env=env,
+                timeout_s=timeout_s,
+                max_output_bytes=state.settings.max_output_bytes,
+            )
         return ShellResult(
             exit_code=done.exit_code,
             stdout=done.stdout,
@@ -293,7 +356,9 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             warning=state.sandbox.warning,
         )
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only"))
+    @server.tool(
+        title="Workspace root and limits", annotations=READ_ONLY_HINTS, meta=classification_meta("read_only")
+    )
     def workspace_info(*, ctx: Context[WorkspaceState]) -> WorkspaceInfo:
         """The workspace root, whether shell commands are sandboxed (and why), and every size limit."""
         state = state_of(ctx)

@@ -49,6 +49,7 @@ from shared.protocol.channel import (
     parse_permission_reply,
     verdict_event,
 )
+from shared.protocol.outbound import ChatIdArg, IdempotencyKeyArg, NoticeArg, ReplyToArg, TextArg
 from shared.protocol.policy import tool_hints
 
 logger = logging.getLogger("nexo.channel")
@@ -56,7 +57,8 @@ logger = logging.getLogger("nexo.channel")
 MESSAGE_KIND: Final = "message"
 VERDICT_KIND: Final = "permission_verdict"
 DEFAULT_STATE_DIR = Path("~/.local/state/nexo")
-OUTBOUND = tool_hints(idempotent=True, open_world=True)
+# Only a call with an idempotency_key is safe to repeat, so the tool as a whole is not idempotent.
+OUTBOUND = tool_hints(open_world=True)
 
 Send = Callable[[str, str, str | None], Awaitable[str]]
 """(chat_id, text, reply_to) -> the platform's id of the delivered message."""
@@ -359,11 +361,11 @@ def define_channel(
     )
 
     async def outbound(
-        text: str,
-        chat_id: str,
-        reply_to: str | None = None,
-        idempotency_key: str | None = None,
-        notice: bool = False,
+        text: TextArg,
+        chat_id: ChatIdArg,
+        reply_to: ReplyToArg = None,
+        idempotency_key: IdempotencyKeyArg = None,
+        notice: NoticeArg = False,
         *,
         ctx: Context[Channel],
     ) -> SendResult:
@@ -377,6 +379,7 @@ def define_channel(
     server.add_tool(
         outbound,
         name=outbound_tool,
+        title=f"Send a message to a {name} chat",
         description=(
             f"Send a message to a {name} chat (chat_id from the <channel ...> tag). Retrying with the "
             "same idempotency_key never sends twice; queued means it goes out when the chat is back."

@@ -33,6 +33,7 @@ from shared.protocol.channel import (
     permission_verdict_notification,
 )
 from shared.protocol.events import EventsExtension, LogGetter, experimental_events_capability
+from shared.serverkit import NexoServer
 
 logger = logging.getLogger("nexo.channel")
 
@@ -158,7 +159,7 @@ def make_channel_server(
 ) -> tuple[MCPServer[Any], LiveSessions]:
     """An ``MCPServer`` wired for the channel contract; the caller adds its outbound tool."""
     sessions = LiveSessions(permission)
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = NexoServer(
         name,
         instructions=instructions,
         lifespan=lifespan,
@@ -167,7 +168,6 @@ def make_channel_server(
             EventsExtension(get_log, kinds=event_kinds),
         ],
         middleware=[sessions],
-        log_level="WARNING",
     )
     experimental: dict[str, dict[str, Any]] = dict(experimental_events_capability(event_kinds))
     for ns in NAMESPACES:

@@ -180,3 +180,22 @@ async def test_an_answer_from_a_sender_who_is_not_an_approver_of_the_channel_doe
     assert seen[0][1]
     assert "no answer within 2s" in seen[0][0]
     assert not notes.exists()
+
+
+async def test_a_call_with_invalid_arguments_is_answered_to_the_model_without_asking(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    seen: list[tuple[str, bool]] = []
+
+    def report(request: RecordedRequest) -> ModelReply:
+        seen.append(_tool_result(request))
+        return ModelReply("fixing my call")
+
+    script: list[ScriptItem] = [CallTool("notes__write_note", {"txt": "buy milk"}), report]
+    with FakeLLM(script) as llm, running(_config(tmp_path, llm.openai_base_url, notes)):
+        async with open_operator(tmp_path / "state") as operator:
+            await operator.send(Say(id="m1", text="note: buy milk"))
+            await next_frame(operator, Queued)
+            frame = await next_frame(operator, Reply | Approval)  # type: ignore[arg-type]
+    assert isinstance(frame, Reply)
+    assert seen == [("invalid arguments for notes__write_note:\n- text: required but missing", True)]
+    assert not notes.exists()

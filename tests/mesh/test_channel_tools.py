@@ -108,7 +108,12 @@ async def test_bad_channel_tool_calls_come_back_as_errors_that_name_the_fix(tmp_
         "notify_origin: this goal did not come from a chat; use send_user_message to reach the operator",
         True,
     )
-    assert results[1] == ("send_user_message: status must be 'normal' or 'proactive'; got 'urgent'", True)
+    # The tool's input schema already rules the status out, so the loop answers before the tool runs.
+    assert results[1] == (
+        "invalid arguments for send_user_message:\n"
+        "- status: expected one of 'normal', 'proactive'; got 'urgent'",
+        True,
+    )
     assert results[3] == ("send_user_message: content must be non-empty text; got '   '", True)
     status, is_error = results[2]
     assert not is_error

@@ -452,7 +452,9 @@ async def test_an_empty_chat_id_or_text_is_an_error_the_model_can_fix(
 # --- the contract as advertised -----------------------------------------------------------------
 
 
-async def test_the_outbound_tool_name_is_configurable_and_not_read_only(tmp_path: Path) -> None:
+async def test_the_outbound_tool_name_is_configurable_not_read_only_and_not_idempotent(
+    tmp_path: Path,
+) -> None:
     platform = Platform()
     server = define_channel(
         "kittest",
@@ -467,7 +469,8 @@ async def test_the_outbound_tool_name_is_configurable_and_not_read_only(tmp_path
         extensions = client.server_capabilities.extensions or {}
     assert [tool.name for tool in tools] == ["post"]
     assert tools[0].annotations is not None
-    assert (tools[0].annotations.read_only_hint, tools[0].annotations.idempotent_hint) == (False, True)
+    # Only a call that carries an idempotency_key is safe to repeat.
+    assert (tools[0].annotations.read_only_hint, tools[0].annotations.idempotent_hint) == (False, False)
     assert sorted(tools[0].input_schema["properties"]) == [
         "chat_id",
         "idempotency_key",

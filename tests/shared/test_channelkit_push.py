@@ -15,6 +15,7 @@ from mcp.server import MCPServer
 from shared.channelkit.server import LiveSessions, make_channel_server
 from shared.events import EventLog
 from shared.protocol.channel import ChannelParams, channel_method, normalize_inbound
+from shared.protocol.policy import READ_ONLY_HINTS
 
 pytestmark = pytest.mark.anyio
 
@@ -50,8 +51,9 @@ def _server() -> tuple[MCPServer[Any], LiveSessions]:
         "pusher", instructions="", lifespan=lifespan, get_log=no_log, event_kinds=("message",)
     )
 
-    @server.tool()
+    @server.tool(title="Ping", annotations=READ_ONLY_HINTS)
     async def ping() -> str:
+        """Answer pong: a round trip that lets pushes sent before it arrive."""
         return "pong"
 
     return server, sessions

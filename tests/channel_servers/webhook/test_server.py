@@ -63,10 +63,11 @@ async def test_the_server_offers_send_message_and_list_sources_with_annotations(
 ) -> None:
     async with connected(settings, clock) as hooks:
         tools = (await hooks.client.list_tools()).tools
-    hints = {"destructive_hint": False, "idempotent_hint": True, "open_world_hint": False}
+    hints = {"destructive_hint": False, "open_world_hint": False}
+    # Only a send_message that carries an idempotency_key records once when repeated.
     assert [(tool.name, tool.annotations) for tool in tools] == [
-        ("send_message", ToolAnnotations(read_only_hint=False, **hints)),
-        ("list_sources", ToolAnnotations(read_only_hint=True, **hints)),
+        ("send_message", ToolAnnotations(read_only_hint=False, idempotent_hint=False, **hints)),
+        ("list_sources", ToolAnnotations(read_only_hint=True, idempotent_hint=True, **hints)),
     ]
 
 

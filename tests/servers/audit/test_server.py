@@ -102,8 +102,6 @@ async def test_a_goal_known_only_to_the_registry_has_no_turns_yet(settings: Audi
             "no goal 'g-404' is known to the audit ledger. Use the goal id from your goal context, or "
             "find one with audit_search(query=..., kind='goal').",
         ),
-        ({"goal_id": "g-1", "n": 0}, "n must be between 1 and 200; got 0. Ask for fewer turns."),
-        ({"goal_id": "g-1", "n": 201}, "n must be between 1 and 200; got 201. Ask for fewer turns."),
     ],
 )
 async def test_agent_turns_tail_explains_bad_arguments(
@@ -113,6 +111,21 @@ async def test_agent_turns_tail_explains_bad_arguments(
         await append(client, turn("g-1", 0))
         result = await call(client, "agent_turns_tail", **arguments)
     assert (result.is_error, text_of(result)) == (True, f"Error executing tool agent_turns_tail: {message}")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "line"),
+    [
+        ({"goal_id": "g-1", "n": 0}, "- n: expected greater than or equal to 1; got 0"),
+        ({"goal_id": "g-1", "n": 201}, "- n: expected less than or equal to 200; got 201"),
+    ],
+)
+async def test_agent_turns_tail_refuses_n_outside_its_bounds_before_running(
+    settings: AuditSettings, arguments: dict[str, Any], line: str
+) -> None:
+    async with connected(settings) as client:
+        result = await call(client, "agent_turns_tail", **arguments)
+    assert (result.is_error, text_of(result)) == (True, f"invalid arguments for agent_turns_tail:\n{line}")
 
 
 async def test_audit_search_returns_matching_entries_newest_first_with_a_body_preview(
@@ -174,7 +187,6 @@ async def test_audit_search_shortens_long_bodies(settings: AuditSettings) -> Non
             "pairing, channel, cron_fire, memory_promotion, config_change, goal, notice, checkpoint, "
             "or omit it",
         ),
-        ({"query": "x", "limit": 101}, "limit must be between 1 and 100; got 101"),
     ],
 )
 async def test_audit_search_explains_bad_arguments(
@@ -183,6 +195,15 @@ async def test_audit_search_explains_bad_arguments(
     async with connected(settings) as client:
         result = await call(client, "audit_search", **arguments)
     assert (result.is_error, text_of(result)) == (True, f"Error executing tool audit_search: {message}")
+
+
+async def test_audit_search_refuses_a_limit_above_its_bound(settings: AuditSettings) -> None:
+    async with connected(settings) as client:
+        result = await call(client, "audit_search", query="x", limit=101)
+    assert (result.is_error, text_of(result)) == (
+        True,
+        "invalid arguments for audit_search:\n- limit: expected less than or equal to 100; got 101",
+    )
 
 
 async def test_retention_runs_when_the_server_starts(tmp_path: Path) -> None:

