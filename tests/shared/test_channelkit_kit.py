@@ -32,6 +32,7 @@ from shared.channelkit import (
     serve_asgi,
 )
 from shared.channelkit.server import PermissionRequestAccepted, PermissionRequestCall
+from shared.hosting import HostingError
 from shared.protocol.channel import (
     ChannelParams,
     ClaudePermissionRequestNotification,
@@ -681,5 +682,9 @@ async def test_serve_asgi_on_a_port_in_use_fails_with_a_hint() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(OSError, match=rf"cannot listen on 127.0.0.1:{port} .*is the port in use\?"):
-            await serve_asgi(Starlette(), "127.0.0.1", port)
+        with pytest.raises(HostingError) as refused:
+            await serve_asgi(Starlette(), "127.0.0.1", port, setting="NEXO_X_PORT")
+    assert str(refused.value) == (
+        f"cannot listen on 127.0.0.1:{port}: Address already in use; another process already listens "
+        f"there (see it with `ss -ltnp 'sport = :{port}'`); stop it, or choose another port with NEXO_X_PORT"
+    )
