@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any
 
@@ -17,6 +18,9 @@ from orchestrator.cli.common import (
     print_json,
     setup_logging,
 )
+from orchestrator.cli.run_log import TerminalNotices, divert_stderr, log_file
+
+logger = logging.getLogger("nexo.run")
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -30,7 +34,27 @@ def command_run(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     if args.check_config:
         return anyio.run(_check, config, args)
+    from orchestrator.config import workspace_root
+    from orchestrator.state_dirs import StateDirError, prepare_state_dirs
+
+    try:
+        repairs = prepare_state_dirs(config.state_path, workspace=workspace_root(config))
+    except StateDirError as exc:
+        return fail(str(exc))
+    terminal = sys.stderr
+    log = log_file(config.state_path)
+    if args.chat:
+        terminal = divert_stderr(log)
+        print(
+            f"nexo: starting {len(config.servers)} servers; the log is in {log} (`tail -f {log}` to follow)",
+            file=terminal,
+            flush=True,
+        )
     setup_logging(config.log_level, config.log_format)
+    if args.chat:
+        logging.getLogger().addHandler(TerminalNotices(terminal))
+    for repair in repairs:
+        logger.warning("%s", repair)
     from orchestrator.daemon import Orchestrator
     from orchestrator.lock import AlreadyRunning
 
@@ -46,16 +70,19 @@ def command_run(args: argparse.Namespace) -> int:
                 timeout_s=300.0,
                 stdin=sys.stdin,
                 out=sys.stdout,
-                err=sys.stderr,
+                err=terminal,
             )
 
         on_ready = attach
     try:
         anyio.run(lambda: orchestrator.run(on_ready=on_ready))
     except AlreadyRunning as exc:
-        return fail(str(exc))
+        print(f"nexo: {exc}", file=terminal)
+        return EXIT_FAIL
     except KeyboardInterrupt:
         pass
+    if args.chat:
+        print(f"nexo: stopped; the log is in {log}", file=terminal, flush=True)
     return EXIT_OK
 
 
