@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.llm import CallTool, FakeLLM, Reply
+from tests.fakes.llm import CallTool, FakeLLM, Reply, ScriptItem
 from tests.mesh.harness import REPO
 
 pytestmark = [
@@ -137,7 +137,7 @@ def test_an_ordinary_user_chats_with_the_default_mesh_and_the_shell_is_sandboxed
         path.mkdir(mode=0o700)
         os.chown(path, NOBODY, NOBODY)
     (state / "memory").chmod(0o600)
-    script = [CallTool("workspace__workspace_info", {}), Reply("the shell is confined")]
+    script: list[ScriptItem] = [CallTool("workspace__workspace_info", {}), Reply("the shell is confined")]
     with FakeLLM(script) as fake:
         result = _as_nobody(
             str(user_install.nexo),
