@@ -65,7 +65,14 @@ def user_install() -> Iterator[UserInstall]:
     reuses its cache of the wheels the developer's venv was built from."""
     _check_system_python()
     root = Path(tempfile.mkdtemp(prefix="nexo-as-a-user-"))
-    root.chmod(0o755)
+    try:
+        root.chmod(0o755)
+        yield _install(root)
+    finally:
+        shutil.rmtree(root)
+
+
+def _install(root: Path) -> UserInstall:
     source = root / "src"
     for name in PROJECT_FILES:
         if (REPO / name).is_dir():
@@ -82,10 +89,7 @@ def user_install() -> Iterator[UserInstall]:
         timeout=INSTALL_TIMEOUT_S,
     )
     assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
-    try:
-        yield UserInstall(root, venv / "bin" / "nexo", built.stdout + built.stderr)
-    finally:
-        shutil.rmtree(root)
+    return UserInstall(root, venv / "bin" / "nexo", built.stdout + built.stderr)
 
 
 def _private_home(install: UserInstall, name: str) -> Path:
@@ -123,6 +127,7 @@ def _directories(state: Path, workspace: Path) -> dict[str, tuple[str, int]]:
 
 def test_the_project_builds_without_setuptools_warnings(user_install: UserInstall) -> None:
     assert "Building wheel for nexo" in user_install.build_log
+    assert "BuildBackendWarning" not in user_install.build_log
     assert "SetuptoolsDeprecationWarning" not in user_install.build_log
     assert "project.license" not in user_install.build_log
 
