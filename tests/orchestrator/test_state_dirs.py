@@ -4,27 +4,14 @@ someone else's unusable ones stop ``nexo run`` with the path, the mode and the f
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from orchestrator.state_dirs import Repair, StateDirError, prepare_state_dirs
 from shared.private import make_private_dirs
-
-NOBODY = 65534
-
-
-@pytest.fixture
-def reachable_tmp() -> Iterator[Path]:
-    """A temporary directory another user can reach (pytest's own is private to root)."""
-    path = Path(tempfile.mkdtemp(prefix="nexo-state-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path)
+from tests.orchestrator.another_user import NOBODY, answer_as_nobody, reachable_tmp
 
 
 def _mode(path: Path) -> int:
@@ -83,32 +70,21 @@ def test_private_directories_are_0700_whatever_the_umask(tmp_path: Path) -> None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to another user")
-def test_a_directory_of_another_user_that_this_user_cannot_use_is_an_error_naming_path_mode_and_fix(
-    reachable_tmp: Path,
-) -> None:
-    state = reachable_tmp / "state"
-    state.mkdir(mode=0o700)
-    (state / "cron").mkdir(mode=0o700)
-    os.chown(state, NOBODY, NOBODY)
-    (state / "cron").chmod(0o600)
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover -- the child reports through the pipe
-        os.close(read)
-        os.setresuid(NOBODY, NOBODY, NOBODY)
+def test_a_directory_of_another_user_that_this_user_cannot_use_is_an_error_naming_path_mode_and_fix() -> None:
+    def check(state: Path) -> str:
         try:
             prepare_state_dirs(state)
-            message = "no error"
         except StateDirError as exc:
-            message = str(exc)
-        except BaseException as exc:  # noqa: BLE001 -- anything else is reported to the parent's assert
-            message = repr(exc)
-        os.write(write, message.encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        message = pipe.read().decode()
-    os.waitpid(child, 0)
+            return str(exc)
+        return "no error"
+
+    with reachable_tmp() as tmp:
+        state = tmp / "state"
+        state.mkdir(mode=0o700)
+        (state / "cron").mkdir(mode=0o700)
+        os.chown(state, NOBODY, NOBODY)
+        (state / "cron").chmod(0o600)
+        message = answer_as_nobody(lambda: check(state))
     assert message == (
         f"state directory {state / 'cron'} belongs to root (uid 0) with mode 0600 (drw-------): "
         f"this user (nobody (uid {NOBODY})) cannot enter or write it. Fix: `chown -R {NOBODY} "
