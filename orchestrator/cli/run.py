@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 
@@ -19,6 +19,7 @@ from orchestrator.cli.common import (
     setup_logging,
 )
 from orchestrator.cli.run_log import TerminalNotices, divert_stderr, log_file
+from orchestrator.state_dirs import Repair, StateDirError, prepare_state_dirs
 
 logger = logging.getLogger("nexo.run")
 
@@ -35,7 +36,6 @@ def command_run(args: argparse.Namespace) -> int:
     if args.check_config:
         return anyio.run(_check, config, args)
     from orchestrator.config import workspace_root
-    from orchestrator.state_dirs import StateDirError, prepare_state_dirs
 
     try:
         repairs = prepare_state_dirs(config.state_path, workspace=workspace_root(config))
@@ -50,6 +50,17 @@ def command_run(args: argparse.Namespace) -> int:
             file=terminal,
             flush=True,
         )
+    try:
+        status = _run(config, args, terminal, repairs)
+    except KeyboardInterrupt:  # Ctrl-C before the orchestrator's own signal handling is in place
+        print(file=terminal)
+        status = EXIT_OK
+    if args.chat and status == EXIT_OK:
+        print(f"nexo: stopped; the log is in {log}", file=terminal, flush=True)
+    return status
+
+
+def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[Repair]) -> int:
     setup_logging(config.log_level, config.log_format)
     if args.chat:
         logging.getLogger().addHandler(TerminalNotices(terminal))
@@ -79,10 +90,6 @@ def command_run(args: argparse.Namespace) -> int:
     except AlreadyRunning as exc:
         print(f"nexo: {exc}", file=terminal)
         return EXIT_FAIL
-    except KeyboardInterrupt:
-        pass
-    if args.chat:
-        print(f"nexo: stopped; the log is in {log}", file=terminal, flush=True)
     return EXIT_OK
 
 

@@ -60,3 +60,15 @@ def test_the_terminal_keeps_the_conversation_and_one_ctrl_c_ends_chat_and_mesh(t
     assert "nexo ready: 7 servers" in log
     assert "server memory ready" in log
     assert "received SIGINT: shutting down" in log
+
+
+def test_ctrl_c_while_the_mesh_is_still_starting_stops_it_without_a_traceback(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with nexo_run_chat(_env(state, f"http://127.0.0.1:{_closed_port()}/v1")) as term:
+        term.wait_for("starting 7 servers")
+        term.type(CTRL_C)
+        status = term.wait_exit(STOP_WITHIN_S)
+    assert status == 0, term.text
+    assert "Traceback" not in term.text + (state / "nexo.log").read_text()
+    assert term.text.rstrip().endswith(f"nexo: stopped; the log is in {state / 'nexo.log'}")
+    assert processes_of(state) == []
