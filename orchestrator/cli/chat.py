@@ -163,7 +163,10 @@ class TerminalLines:
                 rest, self.pending = self.pending, b""
                 return rest.decode(errors="replace") if rest else None
             await anyio.wait_readable(self.fd)
-            chunk = os.read(self.fd, READ_CHUNK_BYTES)
+            try:
+                chunk = os.read(self.fd, READ_CHUNK_BYTES)
+            except OSError:  # EIO: the terminal was closed (hung up); nothing more can be typed
+                chunk = b""
             if not chunk:
                 self.ended = True
             self.pending += chunk
