@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -32,11 +31,8 @@ async def serve_control(
     """One request line per connection: ``status``, or a JSON object ``{"op": ...}`` for ``commands``."""
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # noqa: ASYNC240 -- once at startup, before serving
-    old = os.umask(0o177)
-    try:
-        listener = await anyio.create_unix_listener(path)
-    finally:
-        os.umask(old)
+    # The mode is set on the socket itself: the state directory (0700) keeps others out until then.
+    listener = await anyio.create_unix_listener(path, mode=0o600)
     task_status.started()
 
     async def handle(stream: SocketStream) -> None:

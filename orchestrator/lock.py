@@ -10,6 +10,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from shared.private import make_private_dirs
+
 
 class AlreadyRunning(Exception):
     pass
@@ -22,7 +24,7 @@ class InstanceLock:
         self._file: IO[str] | None = None
 
     def __enter__(self) -> InstanceLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(self.path.parent)
         handle = self.path.open("a+")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

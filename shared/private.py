@@ -10,13 +10,18 @@ from pathlib import Path
 
 def make_private_dirs(directory: Path) -> None:
     """Create ``directory`` and every missing parent with mode 0700 (``mkdir(parents=True)`` would
-    give the parents the umask's mode)."""
+    give the parents the umask's mode). The mode is set after ``mkdir`` because ``mkdir`` itself
+    applies the umask, and a strict one (0177) would leave a directory nobody can enter."""
     missing: list[Path] = []
     while not directory.exists():
         missing.append(directory)
         directory = directory.parent
     for path in reversed(missing):
-        path.mkdir(mode=0o700, exist_ok=True)
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        path.chmod(0o700)
 
 
 def create_private_file(path: Path, data: bytes) -> None:

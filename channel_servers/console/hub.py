@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -15,6 +14,7 @@ from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ValidationError
 
+from shared.private import make_private_dirs
 from shared.protocol.console_wire import MAX_FRAME_BYTES, Error, Hello, Say, client_frames, encode
 
 logger = logging.getLogger("nexo.console")
@@ -60,7 +60,7 @@ class Hub:
         self.clients: list[ChatClient] = []
 
     def _claim_socket(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(self.path.parent)
         if self.path.exists():
             probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -76,12 +76,8 @@ class Hub:
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self._claim_socket()
-        old_umask = os.umask(0o177)
-        try:
-            listener = await anyio.create_unix_listener(self.path)
-        finally:
-            os.umask(old_umask)
-        self.path.chmod(0o600)
+        # The socket's directory is private (0700), so nobody else can reach it before the chmod.
+        listener = await anyio.create_unix_listener(self.path, mode=0o600)
         task_status.started()
         try:
             async with listener:

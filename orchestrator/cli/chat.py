@@ -7,6 +7,7 @@ stdout, and the command exits after the reply to the last line.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -32,6 +33,7 @@ from shared.protocol.console_wire import (
 )
 
 CONNECT_WAIT_S = 30.0
+READ_CHUNK_BYTES = 4096
 
 
 def console_socket(state_dir: Path) -> Path:
@@ -46,6 +48,12 @@ async def _connect(path: Path, wait_s: float) -> SocketStream:
                 return await anyio.connect_unix(path)
             except (FileNotFoundError, ConnectionRefusedError):
                 await anyio.sleep(0.1)
+            except PermissionError:
+                raise ConnectionError(
+                    f"this user may not open the console channel's socket {path}: the state directory "
+                    "is private to the user that runs `nexo run`. Run `nexo chat` as that user (a "
+                    "directory an earlier run left unusable is repaired by the next `nexo run`)"
+                ) from None
     raise ConnectionError(f"no console channel is listening on {path}; start the agent with `nexo run`")
 
 
@@ -123,10 +131,8 @@ async def run_interactive(session: ChatSession, stdin: TextIO) -> int:
                     print(f"[error] {frame.message}", file=session.err, flush=True)
 
         tg.start_soon(show)
-        while True:
-            line = await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)
-            if not line:
-                break
+        terminal = TerminalLines(stdin.fileno())
+        while (line := await terminal.next_line()) is not None:
             text = line.strip()
             if not text:
                 continue
@@ -138,6 +144,36 @@ async def run_interactive(session: ChatSession, stdin: TextIO) -> int:
     return EXIT_OK
 
 
+class TerminalLines:
+    """Lines typed at the terminal, read when the event loop says the terminal is readable.
+
+    No worker thread: a thread blocked in ``readline`` outlives a cancelled chat, and the
+    interpreter waits for it at exit, so one Ctrl-C in ``nexo run --chat`` would hang.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.pending = b""
+        self.ended = False
+
+    async def next_line(self) -> str | None:
+        """The next line without its newline; None after end of input (Ctrl-D)."""
+        while b"\n" not in self.pending:
+            if self.ended:
+                rest, self.pending = self.pending, b""
+                return rest.decode(errors="replace") if rest else None
+            await anyio.wait_readable(self.fd)
+            try:
+                chunk = os.read(self.fd, READ_CHUNK_BYTES)
+            except OSError:  # EIO: the terminal was closed (hung up); nothing more can be typed
+                chunk = b""
+            if not chunk:
+                self.ended = True
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode(errors="replace")
+
+
 async def chat(path: Path, *, chat_id: str, timeout_s: float, stdin: TextIO, out: TextIO, err: TextIO) -> int:
     interactive = stdin.isatty()
     lines = [] if interactive else [line.rstrip("\n") for line in stdin if line.strip()]
@@ -146,7 +182,7 @@ async def chat(path: Path, *, chat_id: str, timeout_s: float, stdin: TextIO, out
         session = ChatSession(stream, out, err)
         await session.send(Hello(chat_id=chat_id))
         if interactive:
-            print(f"connected to the console channel ({path}); Ctrl-D to leave", file=err)
+            print(f"connected to the console channel ({path}); Ctrl-D or Ctrl-C to leave", file=err)
             return await run_interactive(session, stdin)
         return await run_piped(session, lines, timeout_s)
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 
@@ -17,6 +18,10 @@ from orchestrator.cli.common import (
     print_json,
     setup_logging,
 )
+from orchestrator.cli.run_log import TerminalNotices, divert_stderr, log_file
+from orchestrator.state_dirs import Repair, StateDirError, prepare_state_dirs
+
+logger = logging.getLogger("nexo.run")
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -30,7 +35,37 @@ def command_run(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     if args.check_config:
         return anyio.run(_check, config, args)
+    from orchestrator.config import workspace_root
+
+    try:
+        repairs = prepare_state_dirs(config.state_path, workspace=workspace_root(config))
+    except StateDirError as exc:
+        return fail(str(exc))
+    terminal = sys.stderr
+    log = log_file(config.state_path)
+    if args.chat:
+        terminal = divert_stderr(log)
+        print(
+            f"nexo: starting {len(config.servers)} servers; the log is in {log} (`tail -f {log}` to follow)",
+            file=terminal,
+            flush=True,
+        )
+    try:
+        status = _run(config, args, terminal, repairs)
+    except KeyboardInterrupt:  # Ctrl-C before the orchestrator's own signal handling is in place
+        print(file=terminal)
+        status = EXIT_OK
+    if args.chat and status == EXIT_OK:
+        print(f"nexo: stopped; the log is in {log}", file=terminal, flush=True)
+    return status
+
+
+def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[Repair]) -> int:
     setup_logging(config.log_level, config.log_format)
+    if args.chat:
+        logging.getLogger().addHandler(TerminalNotices(terminal))
+    for repair in repairs:
+        logger.warning("%s", repair)
     from orchestrator.daemon import Orchestrator
     from orchestrator.lock import AlreadyRunning
 
@@ -46,16 +81,15 @@ def command_run(args: argparse.Namespace) -> int:
                 timeout_s=300.0,
                 stdin=sys.stdin,
                 out=sys.stdout,
-                err=sys.stderr,
+                err=terminal,
             )
 
         on_ready = attach
     try:
         anyio.run(lambda: orchestrator.run(on_ready=on_ready))
     except AlreadyRunning as exc:
-        return fail(str(exc))
-    except KeyboardInterrupt:
-        pass
+        print(f"nexo: {exc}", file=terminal)
+        return EXIT_FAIL
     return EXIT_OK
 
 
