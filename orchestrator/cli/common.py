@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FAIL, EXIT_WARN = 0, 1, 2
+EXIT_USAGE = 64
+"""A command line argparse cannot parse (sysexits' EX_USAGE): not 2, which means "warnings only"."""
 
 
 def fail(message: str) -> int:

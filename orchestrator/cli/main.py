@@ -6,10 +6,21 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
+
+from orchestrator.cli.common import EXIT_USAGE
+
+
+class NexoArgumentParser(argparse.ArgumentParser):
+    """Usage errors exit 64 (EX_USAGE of sysexits), so that 2 keeps meaning "warnings only"."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = NexoArgumentParser(
         prog="nexo", description="An autonomous personal agent built from MCP servers."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
