@@ -45,6 +45,10 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True))
 
 
+TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+"""The servers' own format (shared.hosting.configure_logging), date included: their lines land in the
+same stderr as the orchestrator's and must read the same."""
+
 LOG_FIELDS = ("agent", "goal", "server", "tool", "binding")
 """Context a log call may pass in ``extra=``; JSON lines carry them as fields."""
 
@@ -73,7 +77,7 @@ def setup_logging(level: str, fmt: str = "text") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s", "%H:%M:%S"))
+        handler.setFormatter(logging.Formatter(TEXT_LOG_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(os.environ.get("NEXO_LOG_LEVEL", level))

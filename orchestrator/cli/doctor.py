@@ -31,7 +31,9 @@ def add_doctor_parsers(sub: Any) -> None:
     )
     for parser in (capabilities, setup_doctor):
         parser.add_argument("--config", help=CONFIG_HELP)
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument(
+            "--json", action="store_true", help="print the findings as JSON, with error and warning counts"
+        )
 
 
 def _report(findings: list[Finding], as_json: bool, clean: str) -> int:
