@@ -62,6 +62,13 @@ def command_pair(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.pair_command == "revoke" and ":" not in args.target:
         return fail(f"expected CHANNEL:SENDER, e.g. telegram:123456789; got {args.target!r}")
+    if args.pair_command == "approve":
+        from shared.protocol.pairing import InvalidCode, normalize_code
+
+        try:
+            normalize_code(args.code)
+        except InvalidCode as exc:
+            return fail(f"{exc} (nothing was sent, so this does not count toward the approval lockout)")
 
     async def action(connection: ServerConnection) -> int:
         return await _run(config, connection, args)
