@@ -245,6 +245,8 @@ class SetupFacts:
     """Channel server -> its tool names (for the servers that answered)."""
     relay_capable: set[str] = field(default_factory=set)
     unreachable: dict[str, str] = field(default_factory=dict)
+    through: str | None = None
+    """The running daemon the channel servers were asked through, when one holds them."""
 
 
 def setup(config: NexoConfig, facts: SetupFacts) -> list[Finding]:
@@ -262,6 +264,10 @@ def setup(config: NexoConfig, facts: SetupFacts) -> list[Finding]:
                     f"add servers.{name} or remove channel_options.{name}",
                 )
             )
+    if facts.through is not None:
+        found.append(
+            Finding("info", "live", "channels", f"asked through {facts.through}, which holds the servers")
+        )
     for name, error in sorted(facts.unreachable.items()):
         found.append(
             Finding("error", "reachable", name, f"could not be reached: {error}", "see `nexo status`")
