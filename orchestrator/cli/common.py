@@ -15,7 +15,11 @@ EXIT_USAGE = 64
 
 
 def fail(message: str) -> int:
-    print(f"nexo: {message}", file=sys.stderr)
+    """Report an error to the person at the terminal: exit 1, and any tool or method name a server
+    put in ``message`` for its model replaced by the ``nexo`` command to run."""
+    from orchestrator.cli.wording import for_person
+
+    print(f"nexo: {for_person(message)}", file=sys.stderr)
     return EXIT_FAIL
 
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from orchestrator.cli.common import fail
-from orchestrator.cli.wording import for_person
 
 if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection
@@ -44,7 +43,7 @@ async def with_server(
         try:
             return await action(connection)
         except MCPError as exc:
-            return fail(f"{name}: {for_person(exc.message)}")
+            return fail(f"{name}: {exc.message}")
         except ServerUnavailable as exc:
             return fail(str(exc))
 

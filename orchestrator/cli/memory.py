@@ -176,7 +176,7 @@ class _Server:
             result: R = await self._connection.request(request, result_type, timeout=CALL_TIMEOUT_S)
             return result
         except MCPError as exc:
-            raise CommandFailed(for_person(exc.message)) from exc
+            raise CommandFailed(exc.message) from exc
         except ServerUnavailable as exc:
             raise CommandFailed(str(exc)) from exc
 
@@ -361,7 +361,7 @@ async def _import(server: _Server, args: argparse.Namespace, config: Any) -> int
         )
         imported += result.imported
         refreshed += result.refreshed
-        problems.extend(f"line {batch[p.index][0]}: {p.error}" for p in result.rejected)
+        problems.extend(f"line {batch[p.index][0]}: {for_person(p.error)}" for p in result.rejected)
         done += len(batch)
         bar.update(done)
     bar.close()

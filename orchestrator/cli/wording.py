@@ -1,9 +1,9 @@
 """Server errors shown to a person: the names of tools and methods become ``nexo`` commands.
 
 A server writes its refusals for the model that called it ("call memory_recall to find the id"),
-and the same text reaches the operator when a ``nexo`` command hits it. Every command passes a
-server's message through :func:`for_person` before printing it, so the hint names what a person
-can run instead of a tool they cannot call.
+and the same text reaches the operator when a ``nexo`` command hits it. ``common.fail``, which
+every command reports its errors with, passes the message through :func:`for_person`, so the hint
+names what a person can run instead of a tool they cannot call.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.cli.common import fail
 from orchestrator.cli.main import build_parser, main
 from orchestrator.cli.wording import CALLED_ONLY, COMMAND_FOR, for_person
 from tests.mesh.harness import python_server, write_config
@@ -44,6 +45,13 @@ def test_tool_and_method_names_become_the_commands_a_person_runs(
     model_facing: str, for_a_person: str
 ) -> None:
     assert for_person(model_facing) == for_a_person
+
+
+def test_every_error_a_command_reports_is_worded_for_a_person(capsys: pytest.CaptureFixture[str]) -> None:
+    assert fail("memory: there is no memory with id 7; call memory_recall to find its id") == 1
+    assert capsys.readouterr().err == (
+        "nexo: memory: there is no memory with id 7; run `nexo memory search` to find its id\n"
+    )
 
 
 def test_every_suggested_command_is_a_nexo_command() -> None:
