@@ -247,6 +247,8 @@ class SetupFacts:
     unreachable: dict[str, str] = field(default_factory=dict)
     shell_unavailable: dict[str, str] = field(default_factory=dict)
     """Workspace server -> why it offers no shell (its own ``workspace_info`` warning)."""
+    through: str | None = None
+    """The running daemon the channel servers were asked through, when one holds them."""
 
 
 def setup(config: NexoConfig, facts: SetupFacts) -> list[Finding]:
@@ -264,6 +266,10 @@ def setup(config: NexoConfig, facts: SetupFacts) -> list[Finding]:
                     f"add servers.{name} or remove channel_options.{name}",
                 )
             )
+    if facts.through is not None:
+        found.append(
+            Finding("info", "live", "channels", f"asked through {facts.through}, which holds the servers")
+        )
     for name, error in sorted(facts.unreachable.items()):
         found.append(
             Finding("error", "reachable", name, f"could not be reached: {error}", "see `nexo status`")

@@ -23,7 +23,8 @@ AUDIT_SERVER = "audit"
 READ_TIMEOUT_S = 30.0
 VERIFY_TIMEOUT_S = 600.0
 """A full walk of a large ledger recomputes every hash."""
-HEAD_RE = re.compile(r"^(\d+):([0-9a-f]{64})$")
+HEAD_RE = re.compile(r"^(\d+):([0-9a-fA-F]+)$")
+HASH_HEX_CHARS = 64
 AUDIT_CONFIG_HINT = (
     "add it under servers: in the config, e.g. "
     "audit: {transport: stdio, command: python, args: [-m, servers.audit]}"
@@ -69,12 +70,21 @@ def entry_line(entry: Entry) -> str:
 
 
 def parse_head(value: str) -> tuple[int, str]:
+    """``SEQ:HASH`` with the whole 64-character hash: a shorter prefix would let a rewritten ledger
+    pass with a few billion tries, which is exactly what a recorded head is meant to rule out."""
     match = HEAD_RE.match(value.strip())
     if match is None:
         raise argparse.ArgumentTypeError(
-            f"expected SEQ:HASH as printed by `nexo audit verify` (e.g. 42:3fa9...); got {value!r}"
+            f"expected SEQ:HASH as the line `head SEQ:HASH` of `nexo audit verify` prints it "
+            f"(the whole {HASH_HEX_CHARS}-character hash); got {value!r}"
         )
-    return int(match.group(1)), match.group(2)
+    digest = match.group(2).lower()
+    if len(digest) != HASH_HEX_CHARS:
+        raise argparse.ArgumentTypeError(
+            f"the hash in {value!r} has {len(digest)} hex characters; give all {HASH_HEX_CHARS} as "
+            "`nexo audit verify` prints them (a shortened hash cannot prove the ledger was not rewritten)"
+        )
+    return int(match.group(1)), digest
 
 
 def add_audit_parser(sub: Any) -> argparse.ArgumentParser:

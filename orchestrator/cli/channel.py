@@ -4,14 +4,41 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
-from orchestrator.cli.common import EXIT_OK, EXIT_WARN, fail, load_config, print_json
+from orchestrator.cli.common import EXIT_OK, EXIT_WARN, config_label, fail, load_config, print_json
 from orchestrator.cli.status import refusal_lines
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
+JSON_HELP = "print the report as JSON, with where it came from"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a channel report comes from: the running daemon (its config, its bindings), or the
+    config file with each server started once for the check."""
+
+    config: Any
+    label: str
+    pid: int | None = None
+    bound: dict[str, list[str]] | None = None
+    """Agent id -> channels, as the running daemon has them."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"running": self.pid is not None, "pid": self.pid, "config": self.label}
+
+    def line(self) -> str:
+        if self.pid is None:
+            return f"from {self.label}: nexo is not running, so each server was started once for this check"
+        return f"from the running nexo (pid {self.pid}, config {self.label})"
+
+    def agents_on(self, server: str) -> list[str]:
+        if self.bound is None:
+            return [a.id for a in self.config.agents if server in a.channels]
+        return [agent for agent, channels in self.bound.items() if server in channels]
 
 
 def add_channel_parser(sub: Any) -> None:
@@ -21,27 +48,27 @@ def add_channel_parser(sub: Any) -> None:
         "list", help="each channel server: capabilities and the agents bound to it"
     )
     listing.add_argument("--config", help=CONFIG_HELP)
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help=JSON_HELP)
     doctor = channel_sub.add_parser(
         "doctor",
         help="per server and binding: WOULD REGISTER, SKIP (kind, reason) or NOT BOUND, with the fix",
     )
     doctor.add_argument("--config", help=CONFIG_HELP)
     doctor.add_argument("--binding", metavar="AGENT", help="only this agent's binding")
-    doctor.add_argument("--json", action="store_true")
+    doctor.add_argument("--json", action="store_true", help=JSON_HELP)
     test = channel_sub.add_parser(
         "test", help="the session key and the text the model would see for a message"
     )
-    test.add_argument("server")
+    test.add_argument("server", help="the channel server's name under servers: in the config")
     test.add_argument("--config", help=CONFIG_HELP)
-    test.add_argument("--content", default="hello from nexo channel test")
-    test.add_argument("--chat-id", default="test-chat")
+    test.add_argument("--content", default="hello from nexo channel test", help="the message text")
+    test.add_argument("--chat-id", default="test-chat", help="the chat the message comes from")
     test.add_argument("--thread-id", help="a thread within the chat (thread-scoped sessions)")
-    test.add_argument("--sender", default="test-user")
+    test.add_argument("--sender", default="test-user", help="the sender's platform id")
     test.add_argument(
         "--binding", metavar="AGENT", help="whose session scope to use (default: the first agent)"
     )
-    test.add_argument("--json", action="store_true")
+    test.add_argument("--json", action="store_true", help="print the session key and the text as JSON")
 
 
 def command_channel(args: argparse.Namespace) -> int:
@@ -49,25 +76,40 @@ def command_channel(args: argparse.Namespace) -> int:
     if args.channel_command == "test":
         return _test(args, config)
     try:
-        probe = anyio.run(_probe, config)
+        source, probe = anyio.run(_probe, config, config_label(args.config))
     except OSError as exc:
         return fail(str(exc))
+    print(source.line(), file=sys.stderr)
     if args.channel_command == "list":
-        return _list(args, config, probe)
-    return _doctor(args, config, probe, anyio.run(_refused, config))
+        return _list(args, source, probe)
+    return _doctor(args, source, probe, anyio.run(_refused, config))
 
 
-async def _probe(config: Any) -> dict[str, dict[str, Any]]:
+async def _probe(config: Any, label: str) -> tuple[Source, dict[str, dict[str, Any]]]:
     """Capabilities of every server: from the running daemon, else by connecting to each once."""
-    from orchestrator.control import ask, control_path
+    from orchestrator.control import ask, ask_status, control_path
 
+    path = control_path(config.state_path)
     try:
-        answer = await ask(control_path(config.state_path), {"op": "channels"})
+        status = await ask_status(path)
+        answer = await ask(path, {"op": "channels"})
     except (OSError, TimeoutError):
         answer = None
     if answer is not None and "servers" in answer:
         servers: dict[str, dict[str, Any]] = answer["servers"]
-        return servers
+        return _running_source(status), servers
+    return Source(config, label), await _probe_each(config)
+
+
+def _running_source(status: dict[str, Any]) -> Source:
+    """The daemon's own view: the config file it loaded and the bindings it runs."""
+    label = str(status["config"])
+    loaded = load_config(None if label == config_label(None) else label)
+    bound = {str(agent["id"]): list(agent["channels"]) for agent in status["agents"]}
+    return Source(loaded, label, pid=int(status["pid"]), bound=bound)
+
+
+async def _probe_each(config: Any) -> dict[str, dict[str, Any]]:
     from orchestrator.daemon import child_env
     from orchestrator.mesh import ServerConnection
 
@@ -90,9 +132,10 @@ async def _refused(config: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _list(args: argparse.Namespace, config: Any, probe: dict[str, dict[str, Any]]) -> int:
+def _list(args: argparse.Namespace, source: Source, probe: dict[str, dict[str, Any]]) -> int:
     from orchestrator.intake.gate import channel_servers
 
+    config = source.config
     caps = {name: tuple(info.get("capabilities") or ()) for name, info in probe.items()}
     rows = []
     for name in channel_servers(config, caps):
@@ -102,13 +145,13 @@ def _list(args: argparse.Namespace, config: Any, probe: dict[str, dict[str, Any]
                 "server": name,
                 "connected": info.get("capabilities") is not None,
                 "capabilities": [c for c in caps.get(name, ()) if "channel" in c or "events" in c],
-                "agents": [a.id for a in config.agents if name in a.channels],
+                "agents": source.agents_on(name),
                 "outbound_tool": config.channel(name).outbound_tool_name,
                 "error": info.get("error"),
             }
         )
     if args.json:
-        print_json({"channels": rows})
+        print_json({"source": source.as_dict(), "channels": rows})
         return EXIT_OK
     if not rows:
         print("no channel servers in the config")
@@ -120,15 +163,21 @@ def _list(args: argparse.Namespace, config: Any, probe: dict[str, dict[str, Any]
 
 
 def _doctor(
-    args: argparse.Namespace, config: Any, probe: dict[str, dict[str, Any]], refused: list[dict[str, Any]]
+    args: argparse.Namespace,
+    source: Source,
+    probe: dict[str, dict[str, Any]],
+    refused: list[dict[str, Any]],
 ) -> int:
     from orchestrator.intake.gate import channel_servers, evaluate
     from shared.settings import ConfigError
 
+    config = source.config
     try:
         agents = [config.agent(args.binding)] if args.binding else list(config.agents)
     except ConfigError as exc:
         return fail(str(exc))
+    if source.bound is not None:
+        agents = [a.model_copy(update={"channels": source.bound.get(a.id, [])}) for a in agents]
     caps: dict[str, tuple[str, ...] | None] = {
         name: (tuple(info["capabilities"]) if info.get("capabilities") is not None else None)
         for name, info in probe.items()
@@ -142,6 +191,7 @@ def _doctor(
     if args.json:
         print_json(
             {
+                "source": source.as_dict(),
                 "results": [
                     {
                         "server": r.server,

@@ -10,10 +10,16 @@ from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FAIL, EXIT_WARN = 0, 1, 2
+EXIT_USAGE = 64
+"""A command line argparse cannot parse (sysexits' EX_USAGE): not 2, which means "warnings only"."""
 
 
 def fail(message: str) -> int:
-    print(f"nexo: {message}", file=sys.stderr)
+    """Report an error to the person at the terminal: exit 1, and any tool or method name a server
+    put in ``message`` for its model replaced by the ``nexo`` command to run."""
+    from orchestrator.cli.wording import for_person
+
+    print(f"nexo: {for_person(message)}", file=sys.stderr)
     return EXIT_FAIL
 
 
@@ -43,6 +49,10 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True))
 
 
+TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+"""The servers' own format (shared.hosting.configure_logging), date included: their lines land in the
+same stderr as the orchestrator's and must read the same."""
+
 LOG_FIELDS = ("agent", "goal", "server", "tool", "binding")
 """Context a log call may pass in ``extra=``; JSON lines carry them as fields."""
 
@@ -71,7 +81,7 @@ def setup_logging(level: str, fmt: str = "text") -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s", "%H:%M:%S"))
+        handler.setFormatter(logging.Formatter(TEXT_LOG_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(os.environ.get("NEXO_LOG_LEVEL", level))

@@ -42,7 +42,7 @@ def add_cron_parsers(sub: Any) -> None:
         parsers.append(parser)
     for parser in parsers:
         parser.add_argument("--config", help=CONFIG_HELP)
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
     autonomy = sub.add_parser("autonomy", help="the kill switch of everything the agent does on its own")
     autonomy_sub = autonomy.add_subparsers(dest="autonomy_command", required=True, metavar="SUBCOMMAND")
@@ -53,7 +53,7 @@ def add_cron_parsers(sub: Any) -> None:
     ):
         parser = autonomy_sub.add_parser(name, help=text)
         parser.add_argument("--config", help=CONFIG_HELP)
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--json", action="store_true", help="print the status as JSON")
 
 
 def command_cron(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ def add_dlq_parser(sub: Any) -> None:
     purge = dlq_sub.add_parser("purge", help="drop dead letters for good")
     for parser in (listing, replay, purge):
         parser.add_argument("--config", help=CONFIG_HELP)
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--json", action="store_true", help="print the answer as JSON")
     for parser in (listing, purge):
         parser.add_argument("--server", help="only this channel server")
 

@@ -33,7 +33,9 @@ def add_doctor_parsers(sub: Any) -> None:
     )
     for parser in (capabilities, setup_doctor):
         parser.add_argument("--config", help=CONFIG_HELP)
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument(
+            "--json", action="store_true", help="print the findings as JSON, with error and warning counts"
+        )
 
 
 def _report(findings: list[Finding], as_json: bool, clean: str) -> int:
@@ -42,11 +44,11 @@ def _report(findings: list[Finding], as_json: bool, clean: str) -> int:
 
     if as_json:
         print_json(to_json(findings))
-    elif not findings:
+        return exit_code(findings)
+    for finding in findings:
+        print(finding.line())
+    if all(finding.level == "info" for finding in findings):
         print(clean)
-    else:
-        for finding in findings:
-            print(finding.line())
     return exit_code(findings)
 
 
@@ -68,16 +70,48 @@ def command_setup_doctor(args: argparse.Namespace) -> int:
 
 
 async def gather(config: NexoConfig) -> SetupFacts:
-    """Ask the pairing server and each bound channel server (started here, like `nexo audit`)."""
-    from orchestrator.cli.direct import ready
-    from orchestrator.daemon import child_env
-    from orchestrator.doctor import PairedSender, SetupFacts
-    from orchestrator.mesh import Mesh
-    from shared.protocol import pairing as p
+    """Ask the pairing server and each bound channel server. A channel server the running daemon
+    holds is asked through the daemon (a second copy could not take its socket or port); the others
+    are started here, like `nexo audit` does."""
+    from orchestrator.cli.check import running_status
+    from orchestrator.control import ask, control_path
+    from orchestrator.doctor import SetupFacts
 
     facts = SetupFacts()
     channels = {name for agent in config.agents for name in agent.channels}
+    held: dict[str, dict[str, Any]] = {}
+    status = await running_status(config)
+    if status is not None:
+        try:
+            answer = await ask(control_path(config.state_path), {"op": "channels"})
+        except (OSError, TimeoutError):
+            answer = {}  # it stopped in between: start the servers here after all
+        held = {name: info for name, info in answer.get("servers", {}).items() if name in channels}
+        if held:
+            facts.through = f"the running nexo (pid {status['pid']}, config {status['config']})"
+    for name, info in held.items():
+        if info.get("capabilities") is None:
+            facts.unreachable[name] = str(info.get("error") or "not connected")
+            continue
+        facts.outbound_tools[name] = set(info.get("tools") or ())
+        if "nexo/channel/permission" in info["capabilities"]:
+            facts.relay_capable.add(name)
     workspaces = {name for name, server in config.servers.items() if runs_workspace(server)}
+    await _gather_started(config, facts, channels - set(held), workspaces)
+    return facts
+
+
+async def _gather_started(
+    config: NexoConfig, facts: SetupFacts, channels: set[str], workspaces: set[str]
+) -> None:
+    """Start the servers the running nexo does not hold (all of them when none runs) and ask them;
+    a workspace server is asked whether it offers a shell (starting a second one is harmless)."""
+    from orchestrator.cli.direct import ready
+    from orchestrator.daemon import child_env
+    from orchestrator.doctor import PairedSender
+    from orchestrator.mesh import Mesh
+    from shared.protocol import pairing as p
+
     names = sorted(channels | workspaces | ({config.pairing.server} & set(config.servers)))
     servers = {name: config.servers[name] for name in names if name in config.servers}
     async with Mesh(servers, config.supervision, base_env=child_env(config)) as mesh:
@@ -108,7 +142,6 @@ async def gather(config: NexoConfig) -> SetupFacts:
                         PairedSender(r.channel, r.account, r.scope, r.sender, r.role) for r in listed.records
                     ]
                     facts.pending = len(listed.pending)
-    return facts
 
 
 def runs_workspace(server: ServerConfig) -> bool:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.cli.audit import READ_TIMEOUT_S, run_with_audit
 from orchestrator.cli.common import EXIT_OK, fail, print_json
 from orchestrator.cli.direct import Action
+from shared.protocol.audit import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection
@@ -34,6 +35,13 @@ def _clip(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def _phase(goal: Goal) -> str:
+    """What a live goal is doing; a finished goal has no phase, whatever an older ledger kept."""
+    if goal.status in TERMINAL_STATUSES:
+        return "-"
+    return _clip(goal.phase, 20) or "-"
+
+
 def goals_table(goals: list[Goal]) -> str:
     rows = [["ID", "KIND", "STATUS", "AGENT", "PHASE", "STARTED", "ORIGIN", "PROMPT"]]
     for goal in goals:
@@ -43,7 +51,7 @@ def goals_table(goals: list[Goal]) -> str:
                 goal.kind,
                 goal.status,
                 goal.agent,
-                _clip(goal.phase, 20) or "-",
+                _phase(goal),
                 _time(goal.started_at),
                 _clip(_origin(goal), 32),
                 _clip(goal.prompt.strip().split("\n", 1)[0], PROMPT_COLUMN),
@@ -65,7 +73,7 @@ def snapshot(goal: Goal) -> str:
         f"- **agent:** {goal.agent}",
         f"- **prompt:** {' '.join(goal.prompt.split()) or '-'}",
         f"- **origin:** {_origin(goal)}",
-        f"- **phase:** {goal.phase or '-'}",
+        f"- **phase:** {_phase(goal)}",
         f"- **created:** {_time(goal.created_at)}",
         f"- **started:** {_time(goal.started_at)}",
         f"- **finished:** {_time(goal.finished_at)}",

@@ -6,16 +6,29 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
+
+from orchestrator.cli.common import EXIT_USAGE
+
+CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
+
+
+class NexoArgumentParser(argparse.ArgumentParser):
+    """Usage errors exit 64 (EX_USAGE of sysexits), so that 2 keeps meaning "warnings only"."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = NexoArgumentParser(
         prog="nexo", description="An autonomous personal agent built from MCP servers."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="start the mesh and answer on every bound channel")
-    run.add_argument("--config", help="YAML config (default: $NEXO_CONFIG or the built-in defaults)")
+    run.add_argument("--config", help=CONFIG_HELP)
     run.add_argument(
         "--check-config", action="store_true", help="validate the config and reach every server, then exit"
     )
@@ -23,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="with --check-config: print the report as JSON")
 
     chat = sub.add_parser("chat", help="talk to the running agent through the console channel")
-    chat.add_argument("--config")
+    chat.add_argument("--config", help=CONFIG_HELP)
     chat.add_argument("--agent", help="agent id (default: the first agent)")
     chat.add_argument("--chat-id", default="operator", help="conversation id (one session per chat id)")
     chat.add_argument(
@@ -33,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     agent = sub.add_parser("agent", help="run goals")
     agent_sub = agent.add_subparsers(dest="agent_command", required=True, metavar="SUBCOMMAND")
     agent_run = agent_sub.add_parser("run", help="run one goal in the foreground")
-    agent_run.add_argument("prompt")
-    agent_run.add_argument("--config")
+    agent_run.add_argument("prompt", help="what the agent should do, in words")
+    agent_run.add_argument("--config", help=CONFIG_HELP)
     agent_run.add_argument("--agent", help="agent id (default: the first agent)")
     agent_run.add_argument("--json", action="store_true", help="print the outcome as JSON")
     agent_run.add_argument(
@@ -45,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent_cancel = agent_sub.add_parser("cancel", help="cancel a goal running in the daemon")
     agent_cancel.add_argument("goal", metavar="GOAL", help="goal id, as shown by `nexo agent ps`")
-    agent_cancel.add_argument("--config")
-    agent_cancel.add_argument("--json", action="store_true")
+    agent_cancel.add_argument("--config", help=CONFIG_HELP)
+    agent_cancel.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     from orchestrator.cli.goals import add_goal_subparsers
 
@@ -87,8 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser(
         "status", help="each server of the running orchestrator: state, tools, last error"
     )
-    status.add_argument("--config")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--config", help=CONFIG_HELP)
+    status.add_argument("--json", action="store_true", help="print the whole status as JSON")
     return parser
 
 

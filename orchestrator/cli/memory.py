@@ -10,16 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
 
 from orchestrator.cli.common import EXIT_OK, EXIT_WARN, fail, load_config, print_json, setup_logging
+from orchestrator.cli.progress import ProgressBar
+from orchestrator.cli.wording import for_person
 from shared.protocol import memory as wire
 
 R = TypeVar("R", bound=types.Result)
@@ -30,6 +31,7 @@ CALL_TIMEOUT_S = 120.0
 IMPORT_BATCH = 100
 PAGE = 100
 PREVIEW_CHARS = 100
+LIST_LIMIT = 100
 MISMATCH_ENV = {"NEXO_MEMORY_ALLOW_MODEL_MISMATCH": "true"}
 
 
@@ -37,48 +39,69 @@ class CommandFailed(Exception):
     """Reported as ``nexo: <message>`` with exit code 1."""
 
 
+JSON_HELP = "print the result as JSON on stdout"
+AGENT_HELP = "agent id (default: the first agent of the config)"
+
+
 def add_memory_parser(sub: Any) -> None:
     memory = sub.add_parser("memory", help="search, list, export, import and maintain the agent's memory")
     commands = memory.add_subparsers(dest="memory_command", required=True, metavar="SUBCOMMAND")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str, *, json_output: bool = True) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = commands.add_parser(name, help=help_text)
         parser.add_argument("--config", help="YAML config (default: $NEXO_CONFIG or the built-in defaults)")
+        if json_output:
+            parser.add_argument("--json", action="store_true", help=JSON_HELP)
         return parser
 
     search = command("search", "recall memories like the agent would (without touching their access counts)")
-    search.add_argument("query")
-    search.add_argument("--agent", help="agent id (default: the first agent of the config)")
-    search.add_argument("--mode", choices=wire.RECALL_MODES, default="hybrid")
-    search.add_argument("--limit", type=int, default=8, help="1 to 50 (default 8)")
+    search.add_argument("query", help="what to recall, in words")
+    search.add_argument("--agent", help=AGENT_HELP)
+    search.add_argument("--mode", choices=wire.RECALL_MODES, default="hybrid", help="default hybrid")
+    search.add_argument("--limit", type=int, default=8, help=f"1 to {wire.MAX_SEARCH_LIMIT} (default 8)")
     search.add_argument("--archived", action="store_true", help="include archived memories")
-    search.add_argument("--json", action="store_true")
 
     listing = command("list", "list memories, oldest first")
     listing.add_argument("--agent", help="only this agent's (default: every agent's)")
-    listing.add_argument("--kind", choices=wire.KINDS)
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--kind", choices=wire.KINDS, help="only memories of this kind")
+    listing.add_argument(
+        "--limit",
+        type=int,
+        default=LIST_LIMIT,
+        help=f"at most this many (default {LIST_LIMIT}, 0 for all); the rest is counted on stderr",
+    )
 
     forget = command("forget", "delete one memory for good")
-    forget.add_argument("id", type=int)
-    forget.add_argument("--json", action="store_true")
+    forget.add_argument("id", type=int, help="the memory's id, as `nexo memory list` or `search` shows it")
 
-    export = command("export", "write memories as JSON lines (one record per line)")
+    export = command("export", "write memories as JSON lines (one record per line)", json_output=False)
     export.add_argument("--agent", help="only this agent's (default: every agent's)")
     export.add_argument("--output", "-o", help="file to write (default: standard output)")
 
     importing = command("import", "add memories from a JSON lines file written by export")
-    importing.add_argument("file")
+    importing.add_argument(
+        "file", help="a JSON lines file, one record per line, as `nexo memory export` writes"
+    )
 
     reindex = command("reindex", "re-embed every memory with the configured embedding model")
-    reindex.add_argument("--batch-size", type=int, default=64)
+    reindex.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help=f"memories per step, 1 to {wire.MAX_REINDEX_BATCH} (default 64)",
+    )
+
+    history = command("history", "the revisions of the agent's MEMORY.md, newest first")
+    history.add_argument("--agent", help=AGENT_HELP)
+    history.add_argument(
+        "--limit", type=int, default=20, help=f"how many revisions, 1 to {wire.MAX_HISTORY} (default 20)"
+    )
 
     rollback = command("rollback", "restore the agent's MEMORY.md as it was at a revision")
-    rollback.add_argument("rev", help="a revision from `memory_history` or `git log` (full or abbreviated)")
-    rollback.add_argument("--agent", help="agent id (default: the first agent of the config)")
+    rollback.add_argument("rev", help="a revision from `nexo memory history` (full or at least 4 characters)")
+    rollback.add_argument("--agent", help=AGENT_HELP)
 
-    stats = command("stats", "counts per agent, kind and provenance; database and index sizes")
-    stats.add_argument("--json", action="store_true")
+    command("stats", "counts per agent, kind and provenance; database and index sizes")
 
 
 def command_memory(args: argparse.Namespace) -> int:
@@ -96,9 +119,12 @@ def command_memory(args: argparse.Namespace) -> int:
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
-    limit = getattr(args, "limit", 1)
-    if not 1 <= limit <= wire.MAX_SEARCH_LIMIT:
-        raise CommandFailed(f"--limit {limit} is out of range; use 1 to {wire.MAX_SEARCH_LIMIT}")
+    limit = getattr(args, "limit", None)
+    highest = {"search": wire.MAX_SEARCH_LIMIT, "history": wire.MAX_HISTORY}.get(args.memory_command)
+    if limit is not None and highest is not None and not 1 <= limit <= highest:
+        raise CommandFailed(f"--limit {limit} is out of range; use 1 to {highest}")
+    if limit is not None and args.memory_command == "list" and limit < 0:
+        raise CommandFailed(f"--limit {limit} is out of range; use 0 (all) or more")
     batch = getattr(args, "batch_size", 1)
     if not 1 <= batch <= wire.MAX_REINDEX_BATCH:
         raise CommandFailed(f"--batch-size {batch} is out of range; use 1 to {wire.MAX_REINDEX_BATCH}")
@@ -115,6 +141,7 @@ async def _dispatch(args: argparse.Namespace, config: Any) -> int:
         "export": _export,
         "import": _import,
         "reindex": _reindex,
+        "history": _history,
         "rollback": _rollback,
         "stats": _stats,
     }
@@ -202,36 +229,6 @@ def _line(record: wire.MemoryRecord) -> str:
     )
 
 
-class ProgressBar:
-    """``label done/total (pct) rate/s`` on stderr; redrawn in place on a terminal, one line per
-    update otherwise (so logs of scripted runs stay readable)."""
-
-    def __init__(
-        self, label: str, total: int, *, stream: TextIO | None = None, unit: str = "records"
-    ) -> None:
-        self.label = label
-        self.total = total
-        self.unit = unit
-        self._stream = stream or sys.stderr
-        self._started = time.monotonic()
-        self._tty = self._stream.isatty()
-
-    def update(self, done: int) -> None:
-        elapsed = max(time.monotonic() - self._started, 1e-6)
-        pct = f" ({100 * done / self.total:.0f}%)" if self.total else ""
-        text = f"{self.label} {done}/{self.total}{pct} {done / elapsed:.1f} {self.unit}/s"
-        if self._tty:
-            self._stream.write(f"\r\x1b[K{text}")
-        else:
-            self._stream.write(text + "\n")
-        self._stream.flush()
-
-    def close(self) -> None:
-        if self._tty:
-            self._stream.write("\n")
-            self._stream.flush()
-
-
 # -- subcommands -----------------------------------------------------------------------------------
 
 
@@ -262,19 +259,26 @@ async def _search(server: _Server, args: argparse.Namespace, config: Any) -> int
 
 async def _list(server: _Server, args: argparse.Namespace, config: Any) -> int:
     records: list[wire.MemoryRecord] = []
-    params = wire.ListParams(agent=args.agent, kind=args.kind, limit=PAGE)
+    wanted = args.limit or None
+    params = wire.ListParams(agent=args.agent, kind=args.kind, limit=min(PAGE, wanted or PAGE))
     while True:
         page = await server.call(wire.ListRequest(params=params), wire.ListResult)
         records.extend(page.memories)
         if not args.json:
             print("\n".join(_line(record) for record in page.memories), end="\n" if page.memories else "")
-        if page.next_after_id is None:
+        if page.next_after_id is None or (wanted is not None and len(records) >= wanted):
             break
-        params = params.model_copy(update={"after_id": page.next_after_id})
+        left = PAGE if wanted is None else min(PAGE, wanted - len(records))
+        params = params.model_copy(update={"after_id": page.next_after_id, "limit": left})
+    more = page.remaining if page.next_after_id is not None else 0
     if args.json:
         print_json([record.model_dump(mode="json") for record in records])
     elif not records:
         print("no memories", file=sys.stderr)
+    if more:
+        print(
+            f"{more} more not shown; raise --limit (0 shows all) or use `nexo memory export`", file=sys.stderr
+        )
     return EXIT_OK
 
 
@@ -347,7 +351,7 @@ async def _import(server: _Server, args: argparse.Namespace, config: Any) -> int
     entries: list[tuple[int, wire.ImportRecord | str]] = args.entries
     problems = [f"line {n}: {entry}" for n, entry in entries if isinstance(entry, str)]
     records = [(n, entry) for n, entry in entries if not isinstance(entry, str)]
-    bar = ProgressBar("importing", len(entries))
+    bar = ProgressBar("importing", len(entries), quiet=args.json)
     imported = refreshed = 0
     done = len(problems)
     for start in range(0, len(records), IMPORT_BATCH):
@@ -357,10 +361,12 @@ async def _import(server: _Server, args: argparse.Namespace, config: Any) -> int
         )
         imported += result.imported
         refreshed += result.refreshed
-        problems.extend(f"line {batch[p.index][0]}: {p.error}" for p in result.rejected)
+        problems.extend(f"line {batch[p.index][0]}: {for_person(p.error)}" for p in result.rejected)
         done += len(batch)
         bar.update(done)
     bar.close()
+    if args.json:
+        print_json({"imported": imported, "refreshed": refreshed, "rejected": problems})
     for problem in problems:
         print(f"rejected {problem}", file=sys.stderr)
     print(
@@ -375,12 +381,29 @@ async def _reindex(server: _Server, args: argparse.Namespace, config: Any) -> in
         step = await server.call(
             wire.ReindexRequest(params=wire.ReindexParams(batch_size=args.batch_size)), wire.ReindexResult
         )
-        bar = bar or ProgressBar("reindexing", step.total, unit="memories")
+        bar = bar or ProgressBar("reindexing", step.total, unit="memories", quiet=args.json)
         bar.update(step.done)
         if step.finished:
             break
     bar.close()
+    if args.json:
+        print_json({"reindexed": step.done, "model_id": step.model_id, "dim": step.dim})
     print(f"reindexed {step.done} memories with {step.model_id} ({step.dim} dims)", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _history(server: _Server, args: argparse.Namespace, config: Any) -> int:
+    agent = _default_agent(args, config)
+    result = await server.call(
+        wire.HistoryRequest(params=wire.HistoryParams(agent=agent, limit=args.limit)), wire.HistoryResult
+    )
+    if args.json:
+        print_json({"agent": agent, **result.model_dump(mode="json", exclude={"meta"})})
+        return EXIT_OK
+    for revision in result.revisions:
+        print(f"{revision.rev[:12]}  {revision.when[:19].replace('T', ' ')}  {revision.message}")
+    if not result.revisions:
+        print(f"MEMORY.md of agent {agent} has no revisions yet", file=sys.stderr)
     return EXIT_OK
 
 
@@ -389,6 +412,8 @@ async def _rollback(server: _Server, args: argparse.Namespace, config: Any) -> i
     result = await server.call(
         wire.RollbackRequest(params=wire.RollbackParams(agent=agent, rev=args.rev)), wire.RollbackResult
     )
+    if args.json:
+        print_json({"agent": agent, "restored_from": args.rev, "rev": result.rev, "content": result.content})
     print(
         f"MEMORY.md of agent {agent} restored from {args.rev} as revision {result.rev[:12]}", file=sys.stderr
     )

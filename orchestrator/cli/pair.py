@@ -39,18 +39,22 @@ def add_pair_parser(sub: Any) -> None:
     deny = pair_sub.add_parser("deny", help="turn an open request down")
     deny.add_argument("pending_id", metavar="REQUEST", help="the request id `nexo pair list` shows")
     revoke = pair_sub.add_parser("revoke", help="remove a pairing")
-    revoke.add_argument("target", metavar="CHANNEL:SENDER")
+    revoke.add_argument(
+        "target", metavar="CHANNEL:SENDER", help="as `nexo pair list` shows it, e.g. telegram:123456789"
+    )
     revoke.add_argument("--account", help="only this account of the channel (default: every account)")
-    revoke.add_argument("--scope", choices=("dm", "group"), default="dm")
+    revoke.add_argument(
+        "--scope", choices=("dm", "group"), default="dm", help="group: SENDER is a group chat (default dm)"
+    )
     seed = pair_sub.add_parser("seed", help="pair senders (or group chats) directly")
-    seed.add_argument("channel", metavar="CHANNEL")
+    seed.add_argument("channel", metavar="CHANNEL", help="the channel server's name under servers:")
     seed.add_argument("account", metavar="ACCOUNT", help="the channel's account, usually `default`")
     seed.add_argument("senders", metavar="SENDER", nargs="+", help="stable platform ids, never display names")
     seed.add_argument("--owner", action="store_true", help="as owners (their approval answers count)")
     seed.add_argument("--scope", choices=("dm", "group"), default="dm", help="group: the ids are group chats")
     for parser in (listing, approve, deny, revoke, seed):
         parser.add_argument("--config", help=CONFIG_HELP)
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def command_pair(args: argparse.Namespace) -> int:
@@ -58,6 +62,13 @@ def command_pair(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.pair_command == "revoke" and ":" not in args.target:
         return fail(f"expected CHANNEL:SENDER, e.g. telegram:123456789; got {args.target!r}")
+    if args.pair_command == "approve":
+        from shared.protocol.pairing import InvalidCode, normalize_code
+
+        try:
+            normalize_code(args.code)
+        except InvalidCode as exc:
+            return fail(f"{exc} (nothing was sent, so this does not count toward the approval lockout)")
 
     async def action(connection: ServerConnection) -> int:
         return await _run(config, connection, args)

@@ -15,7 +15,6 @@ from orchestrator.cli.common import (
     config_label,
     fail,
     load_config,
-    print_json,
     setup_logging,
 )
 from orchestrator.cli.run_log import TerminalNotices, divert_stderr, log_file
@@ -25,16 +24,18 @@ logger = logging.getLogger("nexo.run")
 
 
 def command_run(args: argparse.Namespace) -> int:
-    from orchestrator.config import stdio_commands_missing
+    from orchestrator.cli.check import check
+    from orchestrator.config import provider_keys_missing, stdio_commands_missing
     from shared.settings import ConfigError
 
     config = load_config(args.config)
-    problems = stdio_commands_missing(config, config_label(args.config))
+    label = config_label(args.config)
+    problems = stdio_commands_missing(config, label) + provider_keys_missing(config, label)
     if problems:
         print(str(ConfigError(problems)), file=sys.stderr)
         return EXIT_FAIL
     if args.check_config:
-        return anyio.run(_check, config, args)
+        return anyio.run(check, config, args)
     from orchestrator.config import workspace_root
 
     try:
@@ -91,32 +92,3 @@ def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[
         print(f"nexo: {exc}", file=terminal)
         return EXIT_FAIL
     return EXIT_OK
-
-
-async def _check(config: Any, args: argparse.Namespace) -> int:
-    """Reach every server once: an unreachable one is an error naming its key path."""
-    from orchestrator.daemon import child_env
-    from orchestrator.mesh import ServerConnection
-
-    label = config_label(args.config)
-    report: dict[str, Any] = {"config": label, "servers": {}, "ok": True}
-    for name, server in config.servers.items():
-        connection = ServerConnection(name, server, config.supervision, base_env=child_env(config))
-        error = await connection.probe()
-        report["servers"][name] = {"ok": error is None, "tools": len(connection.tools), "error": error}
-        if error is not None:
-            report["ok"] = False
-            fix = (
-                "start it or correct the url"
-                if server.transport == "http"
-                else "run the command by hand to see why"
-            )
-            print(
-                f"{label}: servers.{name}: cannot reach {server.describe()}: {error}. Fix: {fix}",
-                file=sys.stderr,
-            )
-    if args.json:
-        print_json(report)
-    elif report["ok"]:
-        print(f"{label}: ok ({len(report['servers'])} servers reachable)")
-    return EXIT_OK if report["ok"] else EXIT_FAIL

@@ -203,6 +203,7 @@ class ServerConnection:
         return {
             "capabilities": list(self.capability_names()),
             "server_name": info.name if info is not None else None,
+            "tools": sorted(tool.name for tool in self.tools),
             "error": None,
         }
 

@@ -279,10 +279,13 @@ class GoalRegistry:
         now = self.ledger.now()
         started = goal.started_at or (now if status == "running" else None)
         finished = now if status in TERMINAL_STATUSES else None
+        # A phase says what a live goal is doing; a finished goal is doing nothing.
+        phase = "" if finished is not None else goal.phase
         queue_pos = await self._next_queue_pos(writer.tx) if status == "queued" else None
         await writer.tx.execute(
-            "UPDATE goals SET status = ?, started_at = ?, finished_at = ?, queue_pos = ? WHERE id = ?",
-            (status, started, finished, queue_pos, goal.id),
+            "UPDATE goals SET status = ?, phase = ?, started_at = ?, finished_at = ?, queue_pos = ? "
+            "WHERE id = ?",
+            (status, phase, started, finished, queue_pos, goal.id),
         )
         changed = await self._require(writer.tx, goal.id)
         await self._record(writer, changed, goal.status, reason, source)

@@ -1,9 +1,9 @@
 """The memory server's control plane: custom request methods that no model ever sees as tools.
 
 The orchestrator resolves and appends session transcripts here; the operator's ``nexo memory``
-commands search, list, forget, export, import, reindex, roll back and count. Each method is one
-small handler over :class:`MemoryService`; a refusal comes back as ``INVALID_PARAMS`` with the
-service's message.
+commands search, list, forget, export, import, reindex, show the history of MEMORY.md, roll back
+and count. Each method is one small handler over :class:`MemoryService`; a refusal comes back as
+``INVALID_PARAMS`` with the service's message.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from shared.protocol.memory import (
     CONSOLIDATE_METHOD,
     EXPORT_METHOD,
     FORGET_METHOD,
+    HISTORY_METHOD,
     IMPORT_METHOD,
     LIST_METHOD,
     MEMORY_EXTENSION,
@@ -43,6 +44,9 @@ from shared.protocol.memory import (
     ExportResult,
     ForgetParams,
     ForgetResult,
+    HistoryParams,
+    HistoryResult,
+    HistoryRevision,
     ImportParams,
     ImportResult,
     ListParams,
@@ -132,6 +136,7 @@ class MemoryAdmin(Extension):
             _bind_reporting(IMPORT_METHOD, ImportParams, _import),
             _bind_reporting(REINDEX_METHOD, ReindexParams, _reindex),
             _bind(ROLLBACK_METHOD, RollbackParams, _rollback),
+            _bind(HISTORY_METHOD, HistoryParams, _history),
             _bind(STATS_METHOD, StatsParams, _stats),
             _bind(CONSOLIDATE_METHOD, ConsolidateParams, _consolidate),
         )
@@ -199,7 +204,14 @@ async def _list(service: MemoryService, params: ListParams) -> ListResult:
         include_archived=params.include_archived,
     )
     last = page[-1].id if len(page) == params.limit else None
-    return ListResult(memories=[m.record() for m in page], next_after_id=last)
+    remaining = 0
+    if last is not None:
+        remaining = await service.store.count_page(
+            agent=params.agent, kind=params.kind, after_id=last, include_archived=params.include_archived
+        )
+    return ListResult(
+        memories=[m.record() for m in page], next_after_id=last if remaining else None, remaining=remaining
+    )
 
 
 async def _forget(service: MemoryService, params: ForgetParams) -> ForgetResult:
@@ -241,6 +253,17 @@ async def _rollback(service: MemoryService, params: RollbackParams) -> RollbackR
         params.agent or service.settings.default_agent, params.rev
     )
     return RollbackResult(rev=rev, content=content)
+
+
+async def _history(service: MemoryService, params: HistoryParams) -> HistoryResult:
+    notes = await service.notebooks.notes(params.agent or service.settings.default_agent, params.limit)
+    return HistoryResult(
+        content=notes.content,
+        revisions=[
+            HistoryRevision(rev=r.rev, when=r.when.isoformat(timespec="seconds"), message=r.message)
+            for r in notes.revisions
+        ],
+    )
 
 
 async def _stats(service: MemoryService, params: StatsParams) -> StatsResult:

@@ -210,19 +210,19 @@ class MemoryStore:
         include_archived: bool = True,
     ) -> list[Memory]:
         """Memories in id order after ``after_id``; every agent's when ``agent`` is None."""
-        sql = f"SELECT {_COLUMNS} FROM memories WHERE id > ?"
-        params: list[Any] = [after_id]
-        if agent is not None:
-            sql += " AND agent = ?"
-            params.append(agent)
-        if kind is not None:
-            sql += " AND kind = ?"
-            params.append(kind)
-        if not include_archived:
-            sql += " AND archived = 0"
-        sql += " ORDER BY id LIMIT ?"
-        params.append(limit)
-        return [Memory.from_row(row) for row in await self.db.fetchall(sql, params)]
+        where, params = _page_filter(agent, kind, after_id, include_archived)
+        rows = await self.db.fetchall(
+            f"SELECT {_COLUMNS} FROM memories {where} ORDER BY id LIMIT ?", [*params, limit]
+        )
+        return [Memory.from_row(row) for row in rows]
+
+    async def count_page(
+        self, *, agent: str | None, kind: str | None = None, after_id: int = 0, include_archived: bool = True
+    ) -> int:
+        """How many memories :meth:`page` would walk through from ``after_id`` to the end."""
+        where, params = _page_filter(agent, kind, after_id, include_archived)
+        row = await self.db.fetchone(f"SELECT COUNT(*) FROM memories {where}", params)
+        return int(row[0]) if row is not None else 0
 
     async def active(self, agent: str) -> list[Memory]:
         """Every memory of the agent that is not archived (consolidation scores them all)."""
@@ -306,3 +306,19 @@ class MemoryStore:
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (key, value),
                 )
+
+
+def _page_filter(
+    agent: str | None, kind: str | None, after_id: int, include_archived: bool
+) -> tuple[str, list[Any]]:
+    sql = "WHERE id > ?"
+    params: list[Any] = [after_id]
+    if agent is not None:
+        sql += " AND agent = ?"
+        params.append(agent)
+    if kind is not None:
+        sql += " AND kind = ?"
+        params.append(kind)
+    if not include_archived:
+        sql += " AND archived = 0"
+    return sql, params

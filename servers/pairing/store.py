@@ -58,10 +58,14 @@ class PairingStore:
         self, *, code: str | None = None, pending_id: str | None = None, by: str, role: Role = "contact"
     ) -> tuple[PairedRecord, PendingRequest]:
         """Pair the sender of one open request, found by its code or its id. Every refusal but a
-        lockout counts as a failed attempt; enough of them lock all approvals for a while."""
+        lockout or a malformed code counts as a failed attempt; enough of them lock all approvals for
+        a while. A malformed code cannot match any request, so it is a typo, never a guess."""
         find: Callable[[Transaction, str], Awaitable[PendingRequest | PairingError]]
         if code is not None and pending_id is None:
-            find = partial(self._by_code, code)
+            try:
+                find = partial(self._by_code, normalize_code(code))
+            except InvalidCode as exc:
+                raise CodeRefused(f"{exc} (a malformed code does not count toward the lockout)") from exc
         elif pending_id is not None and code is None:
             find = partial(self._by_id, pending_id)
         else:
@@ -100,11 +104,7 @@ class PairingStore:
             )
         return request
 
-    async def _by_code(self, code: str, tx: Transaction, now: str) -> PendingRequest | PairingError:
-        try:
-            normalized = normalize_code(code)
-        except InvalidCode as exc:
-            return CodeRefused(str(exc))
+    async def _by_code(self, normalized: str, tx: Transaction, now: str) -> PendingRequest | PairingError:
         row = await tx.fetchone(
             f"SELECT {PENDING_COLUMNS} FROM pending WHERE code_hash = ? ORDER BY created_at DESC LIMIT 1",
             (self.codes.digest(normalized),),

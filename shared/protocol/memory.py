@@ -6,7 +6,7 @@ trusted. The orchestrator puts both in the ``_meta`` of each ``tools/call`` unde
 :data:`AGENT_META_KEY` and :data:`PROVENANCE_META_KEY`.
 
 Everything else the orchestrator and the operator's CLI need (session transcripts, search, export,
-import, reindex, rollback, stats) is a custom JSON-RPC request method under ``nexo/memory/``, so it
+import, reindex, rollback, history, stats) is a custom JSON-RPC request method under ``nexo/memory/``, so it
 never appears in any model's tool list. Send them with
 ``client.session.send_request(Request(params=...), Result)``.
 Wire models only: no I/O.
@@ -57,6 +57,7 @@ EXPORT_METHOD = "nexo/memory/export"
 IMPORT_METHOD = "nexo/memory/import"
 REINDEX_METHOD = "nexo/memory/reindex"
 ROLLBACK_METHOD = "nexo/memory/rollback"
+HISTORY_METHOD = "nexo/memory/history"
 STATS_METHOD = "nexo/memory/stats"
 CONSOLIDATE_METHOD = "nexo/memory/consolidate"
 
@@ -197,6 +198,8 @@ class ListResult(types.Result):
     memories: list[MemoryRecord]
     next_after_id: int | None = None
     """Pass as ``after_id`` for the next page; None after the last page."""
+    remaining: int = 0
+    """How many matching memories come after this page."""
 
 
 class ForgetParams(types.RequestParams):
@@ -259,6 +262,28 @@ class RollbackResult(types.Result):
     rev: str
     """The new revision that restores the old content (history is never rewritten)."""
     content: str
+
+
+MAX_HISTORY = 1000
+
+
+class HistoryParams(types.RequestParams):
+    agent: AgentId | None = None
+    limit: int = Field(20, ge=1, le=MAX_HISTORY)
+
+
+class HistoryRevision(BaseModel):
+    rev: str
+    when: str
+    """ISO 8601 with the offset."""
+    message: str
+
+
+class HistoryResult(types.Result):
+    content: str
+    """MEMORY.md as it is now."""
+    revisions: list[HistoryRevision]
+    """Newest first; any ``rev`` (or a prefix of at least 4 characters) can be rolled back to."""
 
 
 class EmbedderInfo(BaseModel):
@@ -346,6 +371,10 @@ class RollbackRequest(types.Request[RollbackParams, Literal["nexo/memory/rollbac
     method: Literal["nexo/memory/rollback"] = "nexo/memory/rollback"
 
 
+class HistoryRequest(types.Request[HistoryParams, Literal["nexo/memory/history"]]):
+    method: Literal["nexo/memory/history"] = "nexo/memory/history"
+
+
 class StatsRequest(types.Request[StatsParams, Literal["nexo/memory/stats"]]):
     method: Literal["nexo/memory/stats"] = "nexo/memory/stats"
 
@@ -366,6 +395,7 @@ METHODS: tuple[str, ...] = (
     IMPORT_METHOD,
     REINDEX_METHOD,
     ROLLBACK_METHOD,
+    HISTORY_METHOD,
     STATS_METHOD,
     CONSOLIDATE_METHOD,
 )

@@ -68,3 +68,25 @@ def test_every_cli_command_is_documented() -> None:
     text = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
     missing = [command for command in _commands(build_parser()) if command not in text]
     assert missing == [], f"document these commands in README.md or docs/: {missing}"
+
+
+def _undocumented_arguments(parser: argparse.ArgumentParser, prefix: str = "nexo") -> Iterator[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _undocumented_arguments(sub, f"{prefix} {name}")
+        elif not isinstance(action, argparse._HelpAction) and not action.help:
+            yield f"{prefix} {'/'.join(action.option_strings) or action.dest}"
+
+
+def test_every_cli_argument_has_help_text() -> None:
+    assert list(_undocumented_arguments(build_parser())) == []
+
+
+def test_readme_exit_code_table_matches_the_codes_commands_return() -> None:
+    from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, EXIT_WARN
+
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("| Code | Meaning |") :].split("\n\n", 1)[0]
+    documented = [int(line.split("|")[1]) for line in table.splitlines()[2:]]
+    assert documented == [EXIT_OK, EXIT_FAIL, EXIT_WARN, EXIT_USAGE]

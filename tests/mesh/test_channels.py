@@ -47,6 +47,9 @@ def test_doctor_names_each_verdict_and_its_fix_with_the_daemon_down_and_up(tmp_p
         online = nexo("channel", "doctor", "--json", "--config", str(config))
         listed = nexo("channel", "list", "--config", str(config))
     assert offline.returncode == 2
+    assert offline.stderr.splitlines()[-1] == (
+        f"from {config}: nexo is not running, so each server was started once for this check"
+    )
     assert offline.stdout.splitlines() == [
         "console      WOULD REGISTER for nexo",
         "time         SKIP capability for nexo: it declares neither nexo/channel nor claude/channel. "
@@ -94,6 +97,29 @@ def test_channel_test_prints_the_session_key_and_the_rendered_message(tmp_path: 
     ]
     assert unbound.returncode == 0
     assert json.loads(unbound.stdout)["session_key"] == "time|chat_id=test-chat"
+
+
+def test_list_and_doctor_report_the_running_daemons_bindings_not_another_config_file(
+    tmp_path: Path,
+) -> None:
+    gate = {"enabled": True, "approved": [{"server": "console"}]}
+    daemon = write_config(
+        tmp_path / "daemon.yaml",
+        state_dir=tmp_path / "state",
+        llm_base_url="http://127.0.0.1:9/v1",
+        servers={"console": python_server("channel_servers.console"), "time": python_server("servers.time")},
+        extra={"channels": gate},
+    )
+    edited = _config(tmp_path, "http://127.0.0.1:9/v1", channels=gate)
+    with running(daemon) as orchestrator:
+        listed = nexo("channel", "list", "--json", "--config", str(edited))
+        doctor = nexo("channel", "doctor", "--config", str(edited))
+        pid = orchestrator.process.pid
+    report = json.loads(listed.stdout)
+    assert report["source"] == {"running": True, "pid": pid, "config": str(daemon)}
+    assert [(row["server"], row["agents"]) for row in report["channels"]] == [("console", ["nexo"])]
+    assert (doctor.returncode, doctor.stdout) == (0, "console      WOULD REGISTER for nexo\n")
+    assert doctor.stderr.splitlines()[-1] == f"from the running nexo (pid {pid}, config {daemon})"
 
 
 async def test_two_conversations_never_see_each_others_context(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.mesh.harness import nexo, python_server, write_config
+from tests.mesh.harness import nexo, python_server, running, write_config
 from tests.mesh.inbox import inbox_server
 
 pytestmark = [pytest.mark.scenario]
@@ -124,3 +124,37 @@ def test_setup_doctor_says_how_to_install_bubblewrap_when_the_agent_has_no_shell
         "('/nonexistent/bwrap' is not an executable on PATH)"
     )
     assert finding["fix"] == "install bubblewrap with `sudo apt-get install bubblewrap` and restart nexo"
+
+
+def test_check_config_and_setup_doctor_check_through_a_running_daemon(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "live.yaml",
+        state_dir=tmp_path / "state",
+        llm_base_url=NO_LLM,
+        servers={
+            "console": python_server("channel_servers.console"),
+            "pairing": python_server("servers.pairing"),
+        },
+        extra={
+            "channel_options": {"console": {"pairing": {"policy": "allowlist", "allow_from": ["operator"]}}}
+        },
+    )
+    with running(config) as orchestrator:
+        checked = nexo("run", "--check-config", "--config", str(config), timeout=120)
+        doctor = nexo("setup", "doctor", "--config", str(config), timeout=120)
+        pid = orchestrator.process.pid
+    assert (checked.returncode, checked.stdout) == (
+        0,
+        f"{config}: ok (2 servers reachable; 2 of them checked through the running nexo, pid {pid}, which "
+        "holds them)\n",
+    )
+    assert "Traceback" not in checked.stderr
+    assert (doctor.returncode, doctor.stdout.splitlines()) == (
+        0,
+        [
+            f"INFO    live                     channels: asked through the running nexo (pid {pid}, config "
+            f"{config}), which holds the servers",
+            "pairing and policies are consistent",
+        ],
+    )
+    assert "Traceback" not in doctor.stderr

@@ -16,9 +16,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.cli.audit import add_audit_parser, command_audit, summarize
+from orchestrator.cli.audit import command_audit, parse_head, summarize
 from orchestrator.cli.direct import CONNECT_TIMEOUT_S
-from orchestrator.cli.goals import add_goal_subparsers, command_goals, snapshot
+from orchestrator.cli.goals import command_goals, goals_table, snapshot
+from orchestrator.cli.main import build_parser
 from servers.audit.goals import GoalRegistry
 from shared.protocol.audit import Budget, Goal, Origin
 from tests.mesh.harness import python_server, write_config
@@ -28,12 +29,7 @@ CHAT = Origin(source="channel:console", chat_id="operator")
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="nexo")
-    sub = root.add_subparsers(dest="command", required=True)
-    add_audit_parser(sub)
-    agent = sub.add_parser("agent")
-    add_goal_subparsers(agent.add_subparsers(dest="agent_command", required=True))
-    return root
+    return build_parser()
 
 
 def nexo(*argv: str) -> int:
@@ -125,8 +121,30 @@ def test_bad_arguments_are_refused_before_any_server_starts(
 def test_a_malformed_expected_head_is_a_usage_error(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         nexo("audit", "verify", "--expect-head", "12", "--config", str(config))
-    assert caught.value.code == 2
-    assert "expected SEQ:HASH as printed by `nexo audit verify`" in capsys.readouterr().err
+    assert caught.value.code == 64
+    assert "expected SEQ:HASH as the line `head SEQ:HASH` of `nexo audit verify` prints it" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_shortened_head_hash_is_refused_with_the_length_it_needs(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        nexo("audit", "verify", "--expect-head", "18342:3fa9c1d0", "--config", str(config))
+    assert caught.value.code == 64
+    assert (
+        "argument --expect-head: the hash in '18342:3fa9c1d0' has 8 hex characters; give all 64 as "
+        "`nexo audit verify` prints them"
+    ) in capsys.readouterr().err
+    assert not database(config).exists()
+
+
+def test_the_head_shown_in_the_operations_guide_is_one_verify_accepts() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    heads = [word for line in guide.splitlines() for word in line.split() if word.startswith("18342:")]
+    assert len(heads) == 3
+    assert {parse_head(head) for head in heads} == {(18342, heads[0].split(":")[1])}
 
 
 def test_entries_without_a_subject_are_summarized_from_their_body() -> None:
@@ -164,6 +182,31 @@ def test_a_lost_goal_snapshot_says_whether_its_origin_was_told() -> None:
     )
     assert snapshot(goal).splitlines()[-1] == "- **origin told:** not yet"
     assert snapshot(goal.model_copy(update={"notified": True})).splitlines()[-1] == "- **origin told:** yes"
+
+
+@pytest.mark.parametrize("status", ["done", "failed", "cancelled", "lost_on_restart"])
+def test_a_finished_goal_shows_no_phase_even_if_an_older_ledger_kept_one(status: str) -> None:
+    goal = Goal(
+        id="g-8",
+        agent="nexo",
+        kind="bg",
+        status=status,
+        origin=CHAT,
+        prompt="p",
+        phase="running",
+        created_at="2026-11-21T12:00:00.000000+00:00",
+        last_decision="",
+        last_event="",
+        budget=Budget(),
+        outcome="",
+        notified=False,
+    )
+    header, row = goals_table([goal]).splitlines()
+    assert header.split()[4] == "PHASE"
+    assert row.split()[:5] == ["g-8", "bg", status, "nexo", "-"]
+    assert "- **phase:** -" in snapshot(goal).splitlines()
+    live = goals_table([goal.model_copy(update={"status": "running"})]).splitlines()[1]
+    assert live.split()[:5] == ["g-8", "bg", "running", "nexo", "running"]
 
 
 # -- against real processes ----------------------------------------------------------------------

@@ -24,7 +24,8 @@ import yaml
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from orchestrator.cli.memory import ProgressBar, add_memory_parser, command_memory
+from orchestrator.cli.memory import add_memory_parser, command_memory
+from orchestrator.cli.progress import ProgressBar
 from servers.memory.reindex import recorded_model
 from servers.memory.settings import MemorySettings
 from servers.memory.state import open_database, open_service
@@ -148,8 +149,12 @@ def test_import_search_list_and_export_round_trip_over_http(
     imported = capsys.readouterr()
     assert nexo_memory(config, "search", "what does Ana drink", "--limit", "1", "--json") == 0
     found = json.loads(capsys.readouterr().out)
-    assert nexo_memory(config, "list", "--agent", "roundtrip", "--json") == 0
+    assert nexo_memory(config, "list", "--agent", "roundtrip", "--json", "--limit", "0") == 0
     listed = json.loads(capsys.readouterr().out)
+    assert nexo_memory(config, "list", "--agent", "roundtrip") == 0
+    by_default = capsys.readouterr()
+    assert nexo_memory(config, "list", "--agent", "roundtrip", "--limit", "3", "--json") == 0
+    first_three = capsys.readouterr()
     out = tmp_path / "out.jsonl"
     assert nexo_memory(config, "export", "--agent", "roundtrip", "--output", str(out)) == 0
     exported = capsys.readouterr()
@@ -163,6 +168,10 @@ def test_import_search_list_and_export_round_trip_over_http(
         ("roundtrip", content, "fact", ["t"]) for content in contents
     ]
     assert [json.loads(line) for line in out.read_text().splitlines()] == listed
+    assert len(by_default.out.splitlines()) == 100
+    assert by_default.err == "5 more not shown; raise --limit (0 shows all) or use `nexo memory export`\n"
+    assert json.loads(first_three.out) == listed[:3]
+    assert first_three.err == "102 more not shown; raise --limit (0 shows all) or use `nexo memory export`\n"
     assert [line.split(" (")[0] for line in exported.err.splitlines()] == [
         "exporting 100/105",
         "exporting 105/105",
@@ -204,6 +213,8 @@ def test_human_output_of_list_forget_and_export_to_stdout(
     [
         (("search", "tea", "--limit", "0"), "nexo: --limit 0 is out of range; use 1 to 50\n"),
         (("reindex", "--batch-size", "600"), "nexo: --batch-size 600 is out of range; use 1 to 512\n"),
+        (("history", "--limit", "0"), "nexo: --limit 0 is out of range; use 1 to 1000\n"),
+        (("list", "--limit", "-1"), "nexo: --limit -1 is out of range; use 0 (all) or more\n"),
     ],
 )
 def test_out_of_range_options_fail_before_any_server_starts(
@@ -252,8 +263,12 @@ def test_import_lists_rejected_lines_and_exits_2(
         tmp_path, "rejects", ["A fine memory"], ("{not json", json.dumps({"agent": "rejects"}))
     )
     path.write_text(path.read_text() + json.dumps({"agent": "rejects", "content": "x" * 9000}) + "\n")
-    assert nexo_memory(config, "import", str(path)) == 2
-    err = capsys.readouterr().err.splitlines()
+    assert nexo_memory(config, "import", str(path), "--json") == 2
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    report = json.loads(captured.out)
+    assert (report["imported"], report["refreshed"], len(report["rejected"])) == (1, 0, 3)
+    assert not any(line.startswith("importing") for line in err)
     assert err[-1] == "imported 1, refreshed 0 already known, rejected 3"
     assert [line.split(":")[0] for line in err if line.startswith("rejected line")] == [
         "rejected line 2",
@@ -277,7 +292,8 @@ def test_forget_deletes_and_an_unknown_id_fails_with_exit_1(
     failed = capsys.readouterr().err
     assert forgotten["content"] == "Forget me soon"
     assert failed == (
-        f"nexo: there is no memory with id {memory['id']}; call memory_recall to find the id of a memory\n"
+        f"nexo: there is no memory with id {memory['id']}; run `nexo memory search` to find the id of a "
+        "memory\n"
     )
 
 
@@ -303,16 +319,35 @@ def test_stats_and_rollback(tmp_path: Path, http_url: str, capsys: pytest.Captur
             return str(first.structured_content["rev"])
 
     rev = anyio.run(write_notes)
-    assert nexo_memory(config, "rollback", rev[:10]) == 0
-    rolled = capsys.readouterr().err
+    assert nexo_memory(config, "history", "--agent", "notes") == 0
+    history = capsys.readouterr().out.splitlines()
+    assert nexo_memory(config, "rollback", rev[:10], "--json") == 0
+    rolled = capsys.readouterr()
+    assert nexo_memory(config, "history", "--agent", "notes", "--limit", "1", "--json") == 0
+    newest = json.loads(capsys.readouterr().out)
     assert nexo_memory(config, "rollback", "feedbeef") == 1
     unknown = capsys.readouterr().err
     assert nexo_memory(config, "stats", "--json") == 0
     stats = json.loads(capsys.readouterr().out)
     assert nexo_memory(config, "stats") == 0
     human = capsys.readouterr().out
-    assert rolled.startswith(f"MEMORY.md of agent notes restored from {rev[:10]} as revision ")
-    assert unknown.startswith("nexo: unknown revision 'feedbeef' of MEMORY.md for agent 'notes'")
+    assert [line.split("  ", 2)[::2] for line in history] == [
+        [history[0][:12], "promote: Bob"],
+        [rev[:12], "promote: Ana"],
+    ]
+    restored = json.loads(rolled.out)
+    assert (restored["agent"], restored["restored_from"], restored["content"]) == (
+        "notes",
+        rev[:10],
+        "## People\n\n- Ana\n",
+    )
+    assert rolled.err.startswith(f"MEMORY.md of agent notes restored from {rev[:10]} as revision ")
+    assert (newest["agent"], newest["content"], len(newest["revisions"])) == ("notes", restored["content"], 1)
+    assert newest["revisions"][0]["rev"] == restored["rev"]
+    assert unknown == (
+        "nexo: unknown revision 'feedbeef' of MEMORY.md for agent 'notes'; run `nexo memory history` to "
+        "list revisions and pass one of their rev values\n"
+    )
     assert stats["embedder"]["reindex_needed"] is False
     assert stats["total"] == sum(stats["by_agent"].values())
     assert human.splitlines()[-1].startswith("embedder      all-MiniLM-L6-v2-onnx-int8 (384 dims)")
@@ -369,18 +404,17 @@ def test_reindex_over_stdio_moves_every_memory_to_the_configured_model(
     assert nexo_memory(maintenance, "stats") == 2
     stats = capfd.readouterr().out.splitlines()
     config = write_config(tmp_path, stdio)
-    assert nexo_memory(config, "reindex", "--batch-size", "2") == 0
-    err = capfd.readouterr().err.splitlines()
+    assert nexo_memory(config, "reindex", "--batch-size", "2", "--json") == 0
+    reindexed = capfd.readouterr()
+    err = reindexed.err.splitlines()
 
     async def model() -> tuple[str, int] | None:
         async with open_database(settings) as db:
             return await recorded_model(db)
 
     assert anyio.run(model) == ("all-MiniLM-L6-v2-onnx-int8", 384)
-    assert [line.split(" (")[0] for line in err if line.startswith("reindexing")] == [
-        "reindexing 2/3",
-        "reindexing 3/3",
-    ]
+    assert [line for line in err if line.startswith("reindexing")] == []
+    assert json.loads(reindexed.out) == {"reindexed": 3, "model_id": "all-MiniLM-L6-v2-onnx-int8", "dim": 384}
     assert err[-1] == "reindexed 3 memories with all-MiniLM-L6-v2-onnx-int8 (384 dims)"
     assert stats[-1] == "              the index holds old-model vectors: run `nexo memory reindex`"
 

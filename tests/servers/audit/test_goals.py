@@ -106,6 +106,15 @@ async def test_a_goal_with_a_bad_field_is_refused(
             await goals.create(**arguments)  # type: ignore[arg-type]
 
 
+async def test_a_goal_that_finishes_no_longer_has_a_phase(tmp_path: Path) -> None:
+    async with registry(tmp_path) as goals:
+        await create(goals)
+        working, _ = await goals.update("g-1", phase="running")
+        done, _ = await goals.update("g-1", status="done", outcome="watered")
+        stored = await goals.get("g-1")
+    assert (working.phase, done.phase, stored.phase) == ("running", "", "")
+
+
 async def test_updates_set_fields_and_record_every_status_change(tmp_path: Path) -> None:
     async with registry(tmp_path) as goals:
         await create(goals)

@@ -32,6 +32,9 @@ from shared.protocol.memory import (
     ForgetParams,
     ForgetRequest,
     ForgetResult,
+    HistoryParams,
+    HistoryRequest,
+    HistoryResult,
     ImportParams,
     ImportProblem,
     ImportRecord,
@@ -145,9 +148,13 @@ async def test_list_pages_through_every_agent_or_one_agent_and_kind(
         second = await ask(client, ListRequest(params=ListParams(limit=2, after_id=2)), ListResult)
         last = await ask(client, ListRequest(params=ListParams(limit=2, after_id=4)), ListResult)
         ana_facts = await ask(client, ListRequest(params=ListParams(agent="ana", kind="fact")), ListResult)
-    assert ([m.id for m in first.memories], first.next_after_id) == ([1, 2], 2)
-    assert ([m.id for m in second.memories], second.next_after_id) == ([3, 4], 4)
-    assert ([m.id for m in last.memories], last.next_after_id) == ([5], None)
+        bob_first = await ask(client, ListRequest(params=ListParams(agent="bob", limit=1)), ListResult)
+        exact = await ask(client, ListRequest(params=ListParams(agent="bob", limit=3)), ListResult)
+    assert ([m.id for m in first.memories], first.next_after_id, first.remaining) == ([1, 2], 2, 3)
+    assert ([m.id for m in second.memories], second.next_after_id, second.remaining) == ([3, 4], 4, 1)
+    assert ([m.id for m in last.memories], last.next_after_id, last.remaining) == ([5], None, 0)
+    assert ([m.id for m in bob_first.memories], bob_first.remaining) == ([1], 2)
+    assert ([m.id for m in exact.memories], exact.next_after_id, exact.remaining) == ([1, 3, 5], None, 0)
     assert [(m.agent, m.content) for m in ana_facts.memories] == [("ana", "fact 1")]
 
 
@@ -226,6 +233,27 @@ async def test_import_rejects_bad_records_one_by_one_and_keeps_the_rest(
         "store a shorter summary, or split it into several memories",
     )
     assert AWS_KEY not in result.rejected[0].error
+
+
+async def test_history_lists_the_revisions_of_memory_md_like_the_tool_does(
+    settings: MemorySettings, embedder: Embedder
+) -> None:
+    async with connect(settings, embedder) as client:
+        first = await call(
+            client, "memory_note", {"op": "append", "section": "People", "text": "Ana likes tea"}
+        )
+        second = await call(
+            client, "memory_note", {"op": "append", "section": "People", "text": "Bob likes coffee"}
+        )
+        listed = await ask(client, HistoryRequest(params=HistoryParams(limit=1)), HistoryResult)
+        tool = await call(client, "memory_history", {})
+        other = await ask(client, HistoryRequest(params=HistoryParams(agent="ana")), HistoryResult)
+    assert listed.model_dump(exclude={"meta"}) == {
+        "content": tool["content"],
+        "revisions": tool["revisions"][:1],
+    }
+    assert [r["rev"] for r in tool["revisions"]] == [second["rev"], first["rev"]]
+    assert (other.content, other.revisions) == ("", [])
 
 
 async def test_rollback_restores_memory_md_as_a_new_revision(

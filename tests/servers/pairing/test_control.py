@@ -184,6 +184,22 @@ async def test_five_wrong_codes_lock_approvals_with_their_own_error_codes(settin
     assert [p.sender for p in listed.pending] == ["111"]
 
 
+async def test_mistyped_codes_never_lock_approvals(settings: PairingSettings) -> None:
+    async with connected(settings) as client:
+        issued = await check(client, dm("111"))
+        for typo in ("2345-678", "2345-67O9", "2345 6789 1", "", "I0I0I0I0"):
+            with pytest.raises(MCPError) as refused:
+                await ask(client, ApproveRequest(params=ApproveParams(code=typo, by="cli")), ApproveResult)
+            assert refused.value.code == CODE_INVALID
+            assert refused.value.message.endswith("(a malformed code does not count toward the lockout)")
+        lockout = (await listing(client)).lockout
+        approved = await ask(
+            client, ApproveRequest(params=ApproveParams(code=issued.code, by="cli")), ApproveResult
+        )
+    assert (lockout.until, lockout.failures) == (None, 0)
+    assert approved.record.sender == "111"
+
+
 @pytest.mark.parametrize(
     ("method", "params", "code", "message"),
     [
@@ -206,7 +222,7 @@ async def test_five_wrong_codes_lock_approvals_with_their_own_error_codes(settin
             CODE_INVALID,
             "'ABCD-EFG0' is not a pairing code: codes are 8 characters from ABCDEFGHJKLMNPQRSTUVWXYZ23456789 "
             "(no I, O, 0 or 1), e.g. 7KQ2-MXHD; copy it from the sender's message "
-            "(4 more failed attempt(s) within 1 h lock approvals for 1 h)",
+            "(a malformed code does not count toward the lockout)",
         ),
         (
             "nexo/pairing/deny",

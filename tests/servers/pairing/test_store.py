@@ -335,7 +335,7 @@ async def test_five_failed_approvals_lock_every_approval_for_an_hour(
     store: PairingStore, clock: ManualClock
 ) -> None:
     messages: list[str] = []
-    for typed in ("AAAAAAAA", "BBBBBBBB", "bad", "CCCCCCCC"):
+    for typed in ("AAAAAAAA", "BBBBBBBB", "DDDDDDDD", "CCCCCCCC"):
         with pytest.raises(CodeRefused) as caught:
             await store.approve(code=typed, by="cli")
         messages.append(str(caught.value))

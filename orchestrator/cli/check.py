@@ -1,0 +1,84 @@
+"""``nexo run --check-config``: after the config loaded, reach every server once.
+
+A server the running daemon already holds is checked through the daemon (``nexo status``'s view):
+starting a second copy would fail on what the first one owns (the console's socket, a webhook's
+port) and report a fault that is not there. Servers the daemon does not run are started here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, config_label, print_json
+
+
+async def running_status(config: Any) -> dict[str, Any] | None:
+    """The running daemon's status on the config's state directory, or None when none runs."""
+    from orchestrator.control import ask_status, control_path
+
+    try:
+        return await ask_status(control_path(config.state_path))
+    except (OSError, TimeoutError):
+        return None
+
+
+async def check(config: Any, args: argparse.Namespace) -> int:
+    """Reach every server once: an unreachable one is an error naming its key path."""
+    from orchestrator.daemon import child_env
+    from orchestrator.mesh import ServerConnection
+
+    label = config_label(args.config)
+    status = await running_status(config)
+    live = {server["name"]: server for server in status["servers"]} if status else {}
+    report: dict[str, Any] = {
+        "config": label,
+        "servers": {},
+        "ok": True,
+        "running": None if status is None else {"pid": status["pid"], "config": status["config"]},
+    }
+    for name, server in config.servers.items():
+        if name in live:
+            held = live[name]
+            error = None if held["state"] == "ready" else (held["last_error"] or held["state"])
+            report["servers"][name] = {
+                "ok": error is None,
+                "tools": held["tools"],
+                "error": error,
+                "live": True,
+            }
+            fix = "see `nexo status`; the running nexo keeps reconnecting it"
+        else:
+            connection = ServerConnection(name, server, config.supervision, base_env=child_env(config))
+            error = await connection.probe()
+            report["servers"][name] = {
+                "ok": error is None,
+                "tools": len(connection.tools),
+                "error": error,
+                "live": False,
+            }
+            fix = (
+                "start it or correct the url"
+                if server.transport == "http"
+                else "run the command by hand to see why"
+            )
+        if error is not None:
+            report["ok"] = False
+            print(
+                f"{label}: servers.{name}: cannot reach {server.describe()}: {error}. Fix: {fix}",
+                file=sys.stderr,
+            )
+    if args.json:
+        print_json(report)
+    elif report["ok"]:
+        print(f"{label}: ok ({len(report['servers'])} servers reachable{_through(report)})")
+    return EXIT_OK if report["ok"] else EXIT_FAIL
+
+
+def _through(report: dict[str, Any]) -> str:
+    held = sum(server["live"] for server in report["servers"].values())
+    if not held:
+        return ""
+    pid = report["running"]["pid"]
+    return f"; {held} of them checked through the running nexo, pid {pid}, which holds them"
