@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,7 @@ async def test_ten_thousand_crafted_events_cause_no_turn_no_memory_write_and_no_
 ) -> None:
     events = list(corpus())
     assert len(events) == CORPUS_SIZE
+    print("pairing corpus:", dict(sorted(Counter(kind for kind, _ in events).items())))
     with FakeLLM(default=ModelReply("ok")) as llm:
         config = _config(tmp_path, llm.openai_base_url)
         _pair(config, "seed", "inbox", "default", CONTACT)
