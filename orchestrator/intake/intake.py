@@ -397,18 +397,19 @@ class Intake:
     ) -> GoalResult:
         """Run the goal, waiting out a provider outage (the chat is told once)."""
         delay = RETRY_INITIAL_S
+        gate = self.gate_for(sender.connection.name).for_principal(role)
         while True:
             result = await run_goal(
                 provider=self.provider,
                 system=self.agent.system_prompt,
                 prompt=prompt,
-                catalog=self.catalog(),
+                catalog=gate.visible(self.catalog()),
                 runner=self.runner.for_goal(
                     self.local,
                     GoalContext(self.agent.id, goal.id, sender.connection.name, dict(params.meta)),
                     meta={PROVENANCE_META_KEY: "owner" if role == "owner" else "paired_contact"},
                 ),
-                gate=self.gate_for(sender.connection.name),
+                gate=gate,
                 budgets=self.agent.budgets,
                 history=await self.sessions.history(session.key),
                 max_tokens=self.agent.model.max_tokens,

@@ -21,7 +21,7 @@ from servers.audit.state import AuditState, open_state
 from servers.audit.store import Clock, utc_now
 from shared.hosting import advertise_experimental, server_main
 from shared.protocol.audit import AUDIT_EXTENSION, ENTRY_KINDS, Entry, canonical_json
-from shared.protocol.policy import READ_ONLY_HINTS
+from shared.protocol.policy import READ_ONLY_HINTS, classification_meta
 
 MAX_TURNS = 200
 MAX_HITS = 100
@@ -107,7 +107,7 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
     )
     advertise_experimental(server, {AUDIT_EXTENSION: extension.settings()})
 
-    @server.tool(annotations=READ_ONLY_HINTS)
+    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", private_data=True))
     async def agent_turns_tail(goal_id: str, n: int = 20, *, ctx: Context[AuditState]) -> str:
         """The last n turns of a goal as a markdown table: index, time, outcome, decision, source."""
         state = ctx.request_context.lifespan_context
@@ -121,7 +121,7 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
         turns = await state.ledger.tail(goal_id=goal_id, kind="turn", limit=n)
         return render_turns(goal_id, turns)
 
-    @server.tool(annotations=READ_ONLY_HINTS)
+    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", private_data=True))
     async def audit_search(
         query: str,
         kind: str | None = None,

@@ -231,7 +231,7 @@ def build_server(
             )
             return view(await state.view(entry))
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only"))
+    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", private_data=True))
     async def cron_list(*, ctx: Context[CronState]) -> EntryList:
         """This agent's scheduled entries, oldest first: id, schedule, timezone, prompt preview, next
         fire time, state (parked entries missed runs while the agent was down; cron_resume them),

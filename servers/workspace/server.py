@@ -115,7 +115,10 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
     def state_of(ctx: Context[WorkspaceState]) -> WorkspaceState:
         return ctx.request_context.lifespan_context
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
+    @server.tool(
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", path_args=("path",), private_data=True),
+    )
     def read_file(
         path: str, offset: int = 1, limit: int | None = None, *, ctx: Context[WorkspaceState]
     ) -> FileText:
@@ -195,7 +198,10 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         state.files.write_atomic(located, updated)
         return Edited(path=located.rel, replacements=count if replace_all else 1, bytes=len(updated))
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
+    @server.tool(
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", path_args=("path",), private_data=True),
+    )
     def list_dir(path: str = ".", *, ctx: Context[WorkspaceState]) -> Listing:
         """The entries of one directory (not recursive), sorted by name, with kind and size in bytes.
         Symlinks are shown as such, never followed."""
@@ -216,14 +222,17 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
                 entries.append(DirEntry(name=entry.name, kind=entry.kind, size=entry.size))
         return Listing(path=located.rel, entries=entries, truncated=truncated)
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only"))
+    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", private_data=True))
     def glob(pattern: str, *, ctx: Context[WorkspaceState]) -> GlobResult:
         """Paths matching a glob relative to the workspace root, e.g. '**/*.py' or 'src/*.md'. `*` and
         `?` stay inside one directory, `**` spans any number. Symlinks are listed, never followed."""
         state = state_of(ctx)
         return glob_paths(state.files, pattern, state.settings)
 
-    @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))
+    @server.tool(
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", path_args=("path",), private_data=True),
+    )
     def grep(
         pattern: str,
         path: str = ".",
@@ -239,7 +248,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         return grep_files(state.files, state.settings, pattern, path, glob, ignore_case)
 
     # S604: `shell=True` marks the tool's `command` argument for the policy; nothing is spawned here.
-    @server.tool(annotations=SHELL, meta=classification_meta("dangerous", shell=True))  # noqa: S604
+    @server.tool(annotations=SHELL, meta=classification_meta("dangerous", shell=True, private_data=True))  # noqa: S604
     async def shell(command: str, timeout_s: float = 30, *, ctx: Context[WorkspaceState]) -> ShellResult:
         """Run a command line with /bin/sh -c in the workspace directory, stdin empty, a minimal
         environment and no network when sandboxed. Output is capped; the command and everything it
