@@ -20,6 +20,7 @@ from orchestrator.intake.notices import Notices
 from orchestrator.intake.outbound import ReplySender, send_patiently
 from orchestrator.intake.pump import ChannelPumps
 from orchestrator.intake.ratelimit import ChannelRates
+from orchestrator.intake.secret_guard import OutboundGuard
 from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import Provider
 from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
@@ -120,6 +121,7 @@ class Intake:
             tell_operator=lambda text, key: self.notices.tell_operator(text, key=key),
         )
         self.rates = ChannelRates(config, metrics)
+        self.secret_guard = OutboundGuard(config)
         self.pumps = ChannelPumps(config, agent, mesh, self._dispatch)
         self.away = AwayDigest(
             mesh.get(config.audit.server), config.operator.channel, config.autonomy.return_digest_after_s
@@ -352,6 +354,9 @@ class Intake:
             text = f"[cancelled] {goal.cancel_reason or 'cancelled'} (goal {goal.id})"
         else:
             text = result.text if result.outcome is Outcome.DONE and result.text else _explain(result)
+        text = self.secret_guard.reply(
+            text, server=connection.name, chat_id=params.meta.get("chat_id"), to_owner=role == "owner"
+        )
         await self._send(sender, params, text, f"reply:{connection.name}:{event.dedupe_key}")
         logger.info(
             "answered %s on %s (%d characters)",
