@@ -83,6 +83,7 @@ class Intake:
         self.metrics = metrics
         # Channel turns come from the operator's own console for now; pairing will label contacts.
         self.model_label = f"{agent.model.provider}/{getattr(provider, 'model', '') or 'unknown'}"
+        self.secret_guard = OutboundGuard(config)
         # Who acts (servers key their data by it); each goal adds how far its input is trusted.
         self.runner = ToolRunner(
             mesh,
@@ -92,6 +93,7 @@ class Intake:
                 BINDING_META_KEY: agent.id,
                 MODEL_META_KEY: self.model_label,
             },
+            screen=self.secret_guard.arguments,
         )
         memory = mesh.get(agent.memory.server)
         self.sessions = SessionHistory(agent.id, agent.history_turns, memory)
@@ -121,7 +123,6 @@ class Intake:
             tell_operator=lambda text, key: self.notices.tell_operator(text, key=key),
         )
         self.rates = ChannelRates(config, metrics)
-        self.secret_guard = OutboundGuard(config)
         self.pumps = ChannelPumps(config, agent, mesh, self._dispatch)
         self.away = AwayDigest(
             mesh.get(config.audit.server), config.operator.channel, config.autonomy.return_digest_after_s

@@ -10,8 +10,12 @@ chat (``operator.channel`` / ``operator.chat_id``). Nothing logged here contains
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from orchestrator.config import NexoConfig
+from orchestrator.mesh import CatalogTool
+from orchestrator.permissions.policy import RECIPIENT_ARGS
 from orchestrator.tools.local import LocalToolError
 from shared.secrets import SecretDetector
 
@@ -71,3 +75,23 @@ class OutboundGuard:
                 "[nexo] I held back my answer: it contained what looks like a secret "
                 f"({', '.join(withheld.rule_ids)})."
             )
+
+    def arguments(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The arguments of a server's outbound tool with every string screened (raises SecretWithheld).
+
+        A call addressed only to the operator's chat on the operator's channel passes unchanged.
+        """
+        if tool.classification != "outbound" or not tool.server:
+            return arguments
+        chats = {str(arguments[name]) for name in RECIPIENT_ARGS if name in arguments}
+        chat_id = chats.pop() if len(chats) == 1 else None
+        return {key: self._screened(value, tool.server, chat_id) for key, value in arguments.items()}
+
+    def _screened(self, value: Any, server: str, chat_id: str | None) -> Any:
+        if isinstance(value, str):
+            return self.screen(value, server=server, chat_id=chat_id)
+        if isinstance(value, list):
+            return [self._screened(item, server, chat_id) for item in value]
+        if isinstance(value, dict):
+            return {key: self._screened(item, server, chat_id) for key, item in value.items()}
+        return value

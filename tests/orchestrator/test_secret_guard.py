@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from orchestrator.config import NexoConfig
 from orchestrator.intake.secret_guard import OutboundGuard, SecretWithheld
+from orchestrator.mesh import CatalogTool
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 SAID = f"Sure: the owner's PIN: 4711, the wifi password is Tr0ub4dor3x and the token {TOKEN}."
@@ -60,3 +61,40 @@ def test_disabled_rules_are_skipped_and_unknown_ones_are_a_config_error() -> Non
     assert _guard(disabled_rules=["pin-phrase"]).screen("PIN: 4711", server="t", chat_id="1") == "PIN: 4711"
     with pytest.raises(ValidationError, match="unknown secret guard rule id\\(s\\) 'pin'; use ids from"):
         _guard(disabled_rules=["pin"])
+
+
+SEND = CatalogTool(
+    "slack", "post", "slack__post", "", {}, read_only=False, destructive=False, classification="outbound"
+)
+NOTE = CatalogTool(
+    "notes", "write", "notes__write", "", {}, read_only=False, destructive=False, classification="write"
+)
+
+
+def test_a_servers_outbound_tool_has_every_string_argument_screened() -> None:
+    guard = _guard()
+    arguments = {"chat_id": "C1", "text": SAID, "blocks": [{"text": "PIN: 4711"}], "silent": True}
+    assert guard.arguments(SEND, arguments) == {
+        "chat_id": "C1",
+        "text": guard.screen(SAID, server="slack", chat_id="C1"),
+        "blocks": [{"text": "PIN: [REDACTED:pin-phrase]"}],
+        "silent": True,
+    }
+    assert guard.arguments(NOTE, {"text": SAID}) == {"text": SAID}
+    with pytest.raises(SecretWithheld):
+        _guard(outbound="block").arguments(SEND, arguments)
+
+
+def test_an_outbound_call_to_the_operators_own_chat_passes_unchanged() -> None:
+    operator_send = CatalogTool(
+        "console",
+        "reply",
+        "console__reply",
+        "",
+        {},
+        read_only=False,
+        destructive=False,
+        classification="outbound",
+    )
+    arguments = {"chat_id": "operator", "text": SAID}
+    assert _guard(outbound="block").arguments(operator_send, arguments) == arguments
