@@ -76,22 +76,12 @@ class ToolRunner:
         self._screen = screen
 
     def for_goal(
-        self,
-        local: LocalTools,
-        context: GoalContext,
-        *,
-        meta: Mapping[str, Any] | None = None,
-        screen: ArgumentScreen | None = None,
+        self, local: LocalTools, context: GoalContext, *, meta: Mapping[str, Any] | None = None
     ) -> ToolRunner:
-        """The same runner, also running the orchestrator's own tools for one goal (``meta`` adds to
-        or overrides the call ``_meta``, e.g. the provenance of the goal's input; ``screen`` rewrites
-        server tool arguments, e.g. redacting secrets from outbound text)."""
+        """The same runner (and argument screen), also running the orchestrator's own tools for one
+        goal (``meta`` adds to or overrides the call ``_meta``, e.g. the provenance of the goal's input)."""
         return ToolRunner(
-            self._mesh,
-            {**self._meta, **(meta or {})},
-            local=local,
-            context=context,
-            screen=screen or self._screen,
+            self._mesh, {**self._meta, **(meta or {})}, local=local, context=context, screen=self._screen
         )
 
     async def run(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> ToolOutcome:

@@ -45,7 +45,7 @@ class PolicyGate:
         notify: Notify | None = None,
         unattended: bool = False,
         approval_live: bool = False,
-        private_data: bool = True,
+        private_data: bool | None = None,
     ) -> None:
         self._broker = broker
         self._relays = relays
@@ -53,7 +53,8 @@ class PolicyGate:
         self._notify = notify
         self.unattended = unattended
         self.approval_live = approval_live
-        self.private_data = private_data
+        # Without a principal the turn is the operator's own (`nexo agent run`, cron, heartbeat).
+        self.private_data = self.engine.grants_private_data("owner") if private_data is None else private_data
 
     def for_turn(self, unattended: bool, *, approval_live: bool = False) -> PolicyGate:
         """The same policy, broker and rate limits for a turn with (or without) a human in the loop."""

@@ -513,6 +513,11 @@ def test_a_contacts_gate_hides_private_data_tools_from_the_model() -> None:
     assert [t.qualified for t in contact.visible(catalog)] == ["notes__search", "telegram__reply"]
     assert [t.qualified for t in owner.visible(catalog)] == [t.qualified for t in catalog]
     assert contact.for_turn(unattended=False).private_data is False
+    assert gate.for_turn(unattended=True).private_data is True
+    assert (
+        PolicyGate(_NoApprover(), list, _engine(private_data="nobody")).for_turn(unattended=True).private_data
+        is False
+    )
 
 
 def test_private_data_is_declared_in_the_tools_meta_and_read_into_the_catalog() -> None:
