@@ -37,13 +37,16 @@ class SecretDetector:
             )
         self.disabled_rules = frozenset(disabled_rules)
         self._rules: tuple[Rule, ...] = tuple(r for r in RULES if r.id not in self.disabled_rules)
+        # Each keyword is looked up once per text, not once per rule that lists it.
+        self._keywords = tuple(sorted({keyword for rule in self._rules for keyword in rule.keywords}))
 
     def scan(self, text: str) -> list[Finding]:
         """Every finding, sorted by position; findings of different rules may overlap."""
         lowered = text.lower()
         found: set[Finding] = set()
+        present = {keyword for keyword in self._keywords if keyword in lowered}
         for rule in self._rules:
-            if rule.keywords and not any(keyword in lowered for keyword in rule.keywords):
+            if rule.keywords and present.isdisjoint(rule.keywords):
                 continue
             secret_group = "secret" in rule.pattern.groupindex
             for match in rule.pattern.finditer(text):

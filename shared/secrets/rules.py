@@ -289,6 +289,7 @@ RULES: tuple[Rule, ...] = (
         "twilio-api-key",
         "Twilio API key SID (SK + 32 hex)",
         _L + r"SK[0-9a-fA-F]{32}" + _R,
+        ("sk",),
     ),
     _rule(
         "sendgrid-api-key",
