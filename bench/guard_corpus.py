@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from bench.stats import Result, table
 from servers.memory.guard import SecretGuard
-from servers.memory.guard_rules import RULES
+from shared.secrets.rules import RULES
 from tests.servers.memory.test_guard_corpus import SEED, Hit, ordinary_corpus, true_positives
 
 SCAN_BYTES = 16_384

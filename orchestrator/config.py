@@ -17,6 +17,7 @@ from orchestrator.permissions.policy import PermissionPolicy
 from orchestrator.proactive import AutonomyConfig, HeartbeatConfig, ProactiveConfig
 from shared.net import is_loopback
 from shared.protocol.channel import SessionScope
+from shared.secrets import RULE_IDS
 from shared.settings import ConfigError, ConfigProblem, load_config
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
@@ -205,6 +206,25 @@ class PairingOptions(_Strict):
     Without it only each channel's ``pairing.allow_from`` senders reach the model."""
 
 
+class SecretGuardOptions(_Strict):
+    outbound: Literal["redact", "block"] = "redact"
+    """Secrets in text sent to anyone but the operator (replies to contacts, channel_send, notices to
+    other chats): redact replaces each with [REDACTED:<rule id>], block withholds the text."""
+    disabled_rules: list[str] = Field(default_factory=list)
+    """Rule ids of docs/secret-guard.md that the outbound guard skips."""
+
+    @field_validator("disabled_rules")
+    @classmethod
+    def _known_rules(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - RULE_IDS)
+        if unknown:
+            raise ValueError(
+                f"unknown secret guard rule id(s) {', '.join(map(repr, unknown))}; use ids from the table "
+                "in docs/secret-guard.md, e.g. github-pat or password-phrase"
+            )
+        return value
+
+
 class MetricsOptions(_Strict):
     port: int | None = Field(None, ge=0, le=65535)
     """Serve Prometheus metrics at http://HOST:PORT/metrics; null (the default) serves none."""
@@ -234,6 +254,8 @@ class NexoConfig(_Strict):
     cron: CronOptions = Field(default_factory=CronOptions)
     pairing: PairingOptions = Field(default_factory=PairingOptions)
     metrics: MetricsOptions = Field(default_factory=MetricsOptions)
+    secret_guard: SecretGuardOptions = Field(default_factory=SecretGuardOptions)
+    """What happens to secrets in text nexo sends to anyone but the operator (docs/secret-guard.md)."""
     log_format: Literal["text", "json"] = "text"
     """json: one JSON object per log line with agent, goal, server and tool as fields."""
     supervision: SupervisionConfig = Field(default_factory=SupervisionConfig)

@@ -20,6 +20,7 @@ from orchestrator.intake.notices import Notices
 from orchestrator.intake.outbound import ReplySender, send_patiently
 from orchestrator.intake.pump import ChannelPumps
 from orchestrator.intake.ratelimit import ChannelRates
+from orchestrator.intake.secret_guard import OutboundGuard
 from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import Provider
 from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
@@ -81,6 +82,7 @@ class Intake:
         self.metrics = metrics
         # Channel turns come from the operator's own console for now; pairing will label contacts.
         self.model_label = f"{agent.model.provider}/{getattr(provider, 'model', '') or 'unknown'}"
+        self.secret_guard = OutboundGuard(config)
         # Who acts (servers key their data by it); each goal adds how far its input is trusted.
         self.runner = ToolRunner(
             mesh,
@@ -90,6 +92,7 @@ class Intake:
                 BINDING_META_KEY: agent.id,
                 MODEL_META_KEY: self.model_label,
             },
+            screen=self.secret_guard.arguments,
         )
         memory = mesh.get(agent.memory.server)
         self.sessions = SessionHistory(agent.id, agent.history_turns, memory)
@@ -359,6 +362,9 @@ class Intake:
             text = f"[cancelled] {goal.cancel_reason or 'cancelled'} (goal {goal.id})"
         else:
             text = result.text if result.outcome is Outcome.DONE and result.text else _explain(result)
+        text = self.secret_guard.reply(
+            text, server=connection.name, chat_id=params.meta.get("chat_id"), to_owner=role == "owner"
+        )
         await self._send(sender, params, text, f"reply:{connection.name}:{event.dedupe_key}")
         logger.info(
             "answered %s on %s (%d characters)",
@@ -404,18 +410,19 @@ class Intake:
     ) -> GoalResult:
         """Run the goal, waiting out a provider outage (the chat is told once)."""
         delay = RETRY_INITIAL_S
+        gate = self.gate_for(sender.connection.name).for_principal(role)
         while True:
             result = await run_goal(
                 provider=self.provider,
                 system=self.agent.system_prompt,
                 prompt=prompt,
-                catalog=self.catalog(),
+                catalog=gate.visible(self.catalog()),
                 runner=self.runner.for_goal(
                     self.local,
                     GoalContext(self.agent.id, goal.id, sender.connection.name, dict(params.meta)),
                     meta={PROVENANCE_META_KEY: _PROVENANCE[role]},
                 ),
-                gate=self.gate_for(sender.connection.name),
+                gate=gate,
                 budgets=self.agent.budgets,
                 history=await self.sessions.history(session.key),
                 max_tokens=self.agent.model.max_tokens,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -48,6 +48,11 @@ def render_result(result: types.CallToolResult) -> str:
     return text
 
 
+ArgumentScreen = Callable[[CatalogTool, Mapping[str, Any]], Mapping[str, Any]]
+"""Rewrites a server tool's arguments before the call (the outbound secret guard); raising
+LocalToolError refuses the call with a message for the model."""
+
+
 class ToolRunner:
     """Runs catalog tools through the mesh; every failure comes back as data for the model.
 
@@ -62,22 +67,31 @@ class ToolRunner:
         *,
         local: LocalTools | None = None,
         context: GoalContext | None = None,
+        screen: ArgumentScreen | None = None,
     ) -> None:
         self._mesh = mesh
         self._meta = dict(meta or {})
         self._local = local
         self._context = context
+        self._screen = screen
 
     def for_goal(
         self, local: LocalTools, context: GoalContext, *, meta: Mapping[str, Any] | None = None
     ) -> ToolRunner:
-        """The same runner, also running the orchestrator's own tools for one goal (``meta`` adds to
-        or overrides the call ``_meta``, e.g. the provenance of the goal's input)."""
-        return ToolRunner(self._mesh, {**self._meta, **(meta or {})}, local=local, context=context)
+        """The same runner (and argument screen), also running the orchestrator's own tools for one
+        goal (``meta`` adds to or overrides the call ``_meta``, e.g. the provenance of the goal's input)."""
+        return ToolRunner(
+            self._mesh, {**self._meta, **(meta or {})}, local=local, context=context, screen=self._screen
+        )
 
     async def run(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> ToolOutcome:
         if not tool.server:
             return await self._run_local(tool, arguments)
+        if self._screen is not None:
+            try:
+                arguments = self._screen(tool, arguments)
+            except LocalToolError as exc:
+                return ToolOutcome(f"{tool.qualified}: {exc}", is_error=True)
         try:
             result = await self._mesh[tool.server].call_tool(tool.name, arguments, meta=self._meta or None)
         except ServerUnavailable as exc:

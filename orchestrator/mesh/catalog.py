@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import mcp_types as types
 
-from shared.protocol.policy import PATH_ARGS_META_KEY, SHELL_META_KEY, Classification, classification_of
+from shared.protocol.policy import (
+    PATH_ARGS_META_KEY,
+    SHELL_META_KEY,
+    Classification,
+    classification_of,
+    reads_private_data,
+)
 
 SEPARATOR = "__"
 MAX_NAME = 64
@@ -41,6 +47,8 @@ class CatalogTool:
     """Argument names that are file-system paths, resolved by the permission policy."""
     tier: Tier | None = None
     """A tier the orchestrator fixes for its own tools; never read from a server."""
+    private_data: bool = False
+    """The tool reads the operator's private data (``nexo/private_data``): only for principals that may."""
 
     def __post_init__(self) -> None:
         if self.classification is None:
@@ -107,6 +115,7 @@ class Catalog:
                     classification=classification_of(tool.meta),
                     shell=_shell(tool),
                     path_args=_path_args(tool),
+                    private_data=reads_private_data(tool.meta),
                 )
                 if qualified in seen:
                     other = seen[qualified]
@@ -122,6 +131,10 @@ class Catalog:
         """This catalog plus ``extra`` (the orchestrator's own tools), filtered by ``allowed``."""
         added = [t for t in extra if any(fnmatch.fnmatchcase(t.qualified, pattern) for pattern in allowed)]
         return Catalog([*self._tools.values(), *added])
+
+    def only(self, keep: Callable[[CatalogTool], bool]) -> Catalog:
+        """The tools for which ``keep`` is true."""
+        return Catalog(t for t in self._tools.values() if keep(t))
 
     def __len__(self) -> int:
         return len(self._tools)

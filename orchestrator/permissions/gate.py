@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from orchestrator.loop.tools import Decision
-from orchestrator.mesh import CatalogTool, ServerConnection
-from orchestrator.permissions.policy import PolicyEngine
+from orchestrator.mesh import Catalog, CatalogTool, ServerConnection
+from orchestrator.permissions.policy import PolicyEngine, Standing
 from shared.protocol.channel import input_preview
 
 logger = logging.getLogger("nexo.permissions")
@@ -44,6 +44,7 @@ class PolicyGate:
         notify: Notify | None = None,
         unattended: bool = False,
         approval_live: bool = False,
+        private_data: bool | None = None,
     ) -> None:
         self._broker = broker
         self._relays = relays
@@ -51,6 +52,8 @@ class PolicyGate:
         self._notify = notify
         self.unattended = unattended
         self.approval_live = approval_live
+        # Without a principal the turn is the operator's own (`nexo agent run`, cron, heartbeat).
+        self.private_data = self.engine.grants_private_data("owner") if private_data is None else private_data
 
     def for_turn(self, unattended: bool, *, approval_live: bool = False) -> PolicyGate:
         """The same policy, broker and rate limits for a turn with (or without) a human in the loop."""
@@ -61,11 +64,34 @@ class PolicyGate:
             notify=self._notify,
             unattended=unattended,
             approval_live=approval_live,
+            private_data=self.private_data,
         )
+
+    def for_principal(self, role: Standing) -> PolicyGate:
+        """The same gate for a conversation with a sender of ``role`` (pairing's verdict)."""
+        return PolicyGate(
+            self._broker,
+            self._relays,
+            self.engine,
+            notify=self._notify,
+            unattended=self.unattended,
+            approval_live=self.approval_live,
+            private_data=self.engine.grants_private_data(role),
+        )
+
+    def visible(self, catalog: Catalog) -> Catalog:
+        """The tools this gate's principal may be offered: private-data readers only with the capability."""
+        if self.private_data:
+            return catalog
+        return catalog.only(lambda tool: not self.engine.reads_private_data(tool))
 
     async def check(self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str) -> Decision:
         decision = self.engine.decide(
-            tool, arguments, unattended=self.unattended, approval_live=self.approval_live
+            tool,
+            arguments,
+            unattended=self.unattended,
+            approval_live=self.approval_live,
+            private_data=self.private_data,
         )
         logger.info(
             "%s %s (%s, tier %s): %s",

@@ -21,9 +21,14 @@ from orchestrator.mesh import CatalogTool
 from orchestrator.mesh.catalog import Tier
 from orchestrator.permissions.autoapprove import auto_approve
 from orchestrator.permissions.commands import destructive_reason
+from shared.protocol.pairing import Role
 from shared.protocol.policy import Classification
 
+Standing = Role | Literal["source"]
+"""Who a turn serves: pairing's role, or a source that authenticated itself (a webhook, a poller)."""
 Action = Literal["run", "notify", "ask", "deny"]
+PrivateDataGrant = Literal["owner", "everyone", "nobody"]
+"""Who holds the private_data capability under a policy: the operator only, contacts too, or nobody."""
 RECIPIENT_ARGS = ("chat_id", "recipient", "to", "channel_id")
 """Argument names an outbound call names its addressee with (also inside a nested ``arguments``)."""
 _LABELS = ("read_only", "write", "outbound", "dangerous", "unclassified")
@@ -90,10 +95,16 @@ class PermissionPolicy(_Strict):
     """Let the auto-approve table run ``confirm`` calls it can vouch for (e.g. read-only shell commands)."""
     dangerous_mode: bool = False
     """Run every allowed call unasked. Unattended turns still refuse dangerous and destructive calls."""
+    private_data: PrivateDataGrant = "owner"
+    """Who may use tools that read the operator's private data (the ledger, transcripts, memories,
+    workspace files): ``owner`` (the operator's own turns: their messages, `nexo agent run`, cron and
+    heartbeat), ``everyone`` (a paired contact too) or ``nobody``. Refused tools are also hidden."""
+    private_data_tools: list[str] = Field(default_factory=list)
+    """Patterns of further tools that read private data (a server that does not declare it)."""
 
-    @field_validator("tools", "classify", "rate_limits")
+    @field_validator("tools", "classify", "rate_limits", "private_data_tools")
     @classmethod
-    def _patterns_not_empty(cls, value: dict[str, Any]) -> dict[str, Any]:
+    def _patterns_not_empty(cls, value: dict[str, Any] | list[str]) -> dict[str, Any] | list[str]:
         for key in value:
             if not key.strip():
                 raise ValueError(
@@ -166,6 +177,15 @@ class PolicyEngine:
         pattern = _matches(tool, self.policy.classify)
         return self.policy.classify[pattern] if pattern is not None else tool.classification
 
+    def reads_private_data(self, tool: CatalogTool) -> bool:
+        """The tool declares it reads private data, or the operator listed it in ``private_data_tools``."""
+        return tool.private_data or _matches(tool, self.policy.private_data_tools) is not None
+
+    def grants_private_data(self, role: Standing) -> bool:
+        """Whether a turn for a principal of ``role`` holds the private_data capability."""
+        grant = self.policy.private_data
+        return grant == "everyone" or (grant == "owner" and role == "owner")
+
     def tier(self, tool: CatalogTool, classification: Classification | None) -> Tier:
         """Operator's per-tool tier, else the tier the orchestrator fixed for its own tool, else by class."""
         pattern = _matches(tool, self.policy.tools)
@@ -230,11 +250,13 @@ class PolicyEngine:
         *,
         unattended: bool,
         approval_live: bool = False,
+        private_data: bool = True,
     ) -> PolicyDecision:
         """The decision for one call. ``unattended``: no human is in the loop (cron, heartbeat).
 
         ``approval_live``: an unattended turn can still reach an operator who answers approval prompts;
         its asks stay asks, and dangerous or destructive calls ask instead of being refused.
+        ``private_data``: the turn's principal holds the private_data capability.
         """
         classification = self.classification(tool)
         label = classification or "unclassified"
@@ -249,6 +271,13 @@ class PolicyEngine:
         allowed = self.policy.allowed_tools
         if allowed is not None and _matches(tool, allowed) is None:
             return decision("deny", f"{name} is not in permissions.allowed_tools")
+        if not private_data and self.reads_private_data(tool):
+            return decision(
+                "deny",
+                f"{name} reads the operator's private data, and this conversation's sender does not hold "
+                "the private_data capability; answer without it (the operator can grant it with "
+                "`private_data: everyone` in the binding's permissions)",
+            )
         limits = [key for key in self.policy.rate_limits if key == label or fnmatch.fnmatchcase(name, key)]
         for key in limits:
             if not self._bucket(key).available():

@@ -44,6 +44,10 @@ def _content(arguments: Mapping[str, Any]) -> str:
     return content
 
 
+def _chat(value: object) -> str | None:
+    return value if isinstance(value, str) else None if value is None else str(value)
+
+
 def channel_tools(intake: Intake) -> list[LocalTool]:
     config, agent, mesh = intake.config, intake.agent, intake.mesh
 
@@ -92,12 +96,14 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
         extra = arguments.get("arguments") or {}
         if not isinstance(extra, dict):
             raise LocalToolError(f"arguments must be an object such as {{'chat_id': '...'}}; got {extra!r}")
+        content = intake.secret_guard.screen(content, server=server, chat_id=_chat(extra.get("chat_id")))
         key = _key(context, "channel_send", server, content, extra)
         detail = await sender(server).call({**extra, "text": content, "idempotency_key": key})
         intake.traffic(f"channel:{server}", "out", str(extra.get("chat_id", "-")), "sent", None, len(content))
         return f"sent through {server}: {detail}"
 
     async def say(server: str, chat_id: str, content: str, key: str, status: str, *, notice: bool) -> None:
+        content = intake.secret_guard.screen(content, server=server, chat_id=chat_id)
         await notify(mesh, config, server, chat_id, content, key=key, notice=notice)
         intake.traffic(f"channel:{server}", "out", chat_id or "-", status, None, len(content))
 

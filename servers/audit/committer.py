@@ -16,7 +16,7 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from servers.audit.drafts import validate_draft
+from servers.audit.drafts import checked_draft
 from servers.audit.errors import WriterStopped
 from servers.audit.store import Checked, Ledger
 from shared.protocol.audit import Appended, EntryDraft
@@ -50,7 +50,7 @@ class GroupCommitter:
 
     async def append(self, drafts: Sequence[EntryDraft]) -> list[Appended]:
         """Validate, then wait until the entries are committed; InvalidEntry before anything is queued."""
-        pending = _Pending([(draft, validate_draft(draft)) for draft in drafts])
+        pending = _Pending([checked_draft(draft) for draft in drafts])
         if self._send is None:
             raise WriterStopped("the audit writer is not running (is the server shutting down?)")
         try:

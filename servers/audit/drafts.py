@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field, ValidationError
 
 from servers.audit.errors import InvalidEntry
+from servers.audit.redaction import redact_draft
 from shared.protocol.audit import (
     ENTRY_KINDS,
     KIND_BODIES,
@@ -62,6 +63,12 @@ def validate_draft(draft: EntryDraft) -> Body:
             f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
         )
         raise InvalidEntry(f"invalid {kind} body: {problems}") from None
+
+
+def checked_draft(draft: EntryDraft) -> tuple[EntryDraft, Body]:
+    """The draft with its secrets redacted, and its validated body: what the ledger may store."""
+    redacted = redact_draft(draft)
+    return redacted, validate_draft(redacted)
 
 
 class GoalBody(Body):

@@ -12,6 +12,7 @@ from typing import Any
 
 from servers.audit.drafts import AGENT_RE, GOAL_ID_RE, SOURCE_RE, GoalBody, internal_draft
 from servers.audit.errors import GoalNotFound, InvalidRequest, TransitionRefused
+from servers.audit.redaction import redact_text
 from servers.audit.store import ChainWriter, Ledger
 from shared.db import Transaction
 from shared.protocol.audit import (
@@ -44,7 +45,7 @@ def capped(text: str, limit: int) -> str:
 
 
 def stored_prompt(prompt: str) -> str:
-    return capped(prompt.strip(), PROMPT_MAX)
+    return capped(redact_text(prompt.strip()), PROMPT_MAX)
 
 
 def new_goal_id() -> str:
@@ -190,11 +191,13 @@ class GoalRegistry:
         async with self.ledger.writing() as writer:
             goal = await self._require(writer.tx, goal_id)
             fields = {
-                "phase": None if phase is None else capped(phase, PHASE_MAX),
-                "last_decision": None if last_decision is None else capped(last_decision, TEXT_MAX),
-                "last_event": None if last_event is None else capped(last_event, TEXT_MAX),
+                "phase": None if phase is None else capped(redact_text(phase), PHASE_MAX),
+                "last_decision": None
+                if last_decision is None
+                else capped(redact_text(last_decision), TEXT_MAX),
+                "last_event": None if last_event is None else capped(redact_text(last_event), TEXT_MAX),
                 "budget": None if budget is None else budget.model_dump_json(),
-                "outcome": None if outcome is None else capped(outcome, OUTCOME_MAX),
+                "outcome": None if outcome is None else capped(redact_text(outcome), OUTCOME_MAX),
             }
             changed = {column: value for column, value in fields.items() if value is not None}
             if changed:
@@ -295,7 +298,10 @@ class GoalRegistry:
         self, writer: ChainWriter, goal: Goal, previous: GoalStatus | None, reason: str, source: str
     ) -> None:
         body = GoalBody(
-            status=goal.status, previous=previous, goal_kind=goal.kind, reason=capped(reason, 4000)
+            status=goal.status,
+            previous=previous,
+            goal_kind=goal.kind,
+            reason=capped(redact_text(reason), 4000),
         )
         subject = f"goal {goal.id} {previous or 'new'} -> {goal.status}"
         draft = internal_draft(body, source=source, agent=goal.agent, goal_id=goal.id, subject=subject)

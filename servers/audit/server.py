@@ -21,7 +21,7 @@ from servers.audit.state import AuditState, open_state
 from servers.audit.store import Clock, utc_now
 from shared.hosting import advertise_experimental, server_main
 from shared.protocol.audit import AUDIT_EXTENSION, ENTRY_KINDS, Entry, canonical_json
-from shared.protocol.policy import READ_ONLY_HINTS
+from shared.protocol.policy import READ_ONLY_HINTS, classification_meta
 from shared.serverkit import NexoServer
 
 MAX_TURNS = 200
@@ -107,7 +107,11 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
     )
     advertise_experimental(server, {AUDIT_EXTENSION: extension.settings()})
 
-    @server.tool(title="Latest turns of a goal", annotations=READ_ONLY_HINTS)
+    @server.tool(
+        title="Latest turns of a goal",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", private_data=True),
+    )
     async def agent_turns_tail(
         goal_id: Annotated[
             str, Field(description="The goal's id, from your goal context or audit_search(kind='goal').")
@@ -128,7 +132,11 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
         turns = await state.ledger.tail(goal_id=goal_id, kind="turn", limit=n)
         return render_turns(goal_id, turns)
 
-    @server.tool(title="Search the audit ledger", annotations=READ_ONLY_HINTS)
+    @server.tool(
+        title="Search the audit ledger",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", private_data=True),
+    )
     async def audit_search(
         query: Annotated[
             str,

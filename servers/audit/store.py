@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from servers.audit.chain import GENESIS, RemovedRange, Row, canonical_entry, entry_hash, verify_rows
-from servers.audit.drafts import validate_draft
+from servers.audit.drafts import checked_draft
 from servers.audit.errors import InvalidRequest
 from servers.audit.schema import MIGRATIONS
 from shared.db import Database, Transaction
@@ -161,7 +161,7 @@ class Ledger:
 
     async def append(self, drafts: Sequence[EntryDraft]) -> list[Appended]:
         """Validate and append in one transaction of its own (the group-commit writer batches instead)."""
-        checked = [(draft, validate_draft(draft)) for draft in drafts]
+        checked = [checked_draft(draft) for draft in drafts]
         async with self.writing() as writer:
             return await writer.add(checked)
 

@@ -266,7 +266,9 @@ def build_server(
             return view(await state.view(entry))
 
     @server.tool(
-        title="List scheduled entries", annotations=READ_ONLY_HINTS, meta=classification_meta("read_only")
+        title="List scheduled entries",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", private_data=True),
     )
     async def cron_list(*, ctx: Context[CronState]) -> EntryList:
         """This agent's scheduled entries, oldest first: id, schedule, timezone, prompt preview, next

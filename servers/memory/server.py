@@ -42,7 +42,7 @@ from shared.protocol.memory import (
     RECALL_MODES,
     Provenance,
 )
-from shared.protocol.policy import READ_ONLY_HINTS, tool_hints
+from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
 from shared.serverkit import NexoServer
 
 SERVER_NAME = "memory"
@@ -234,7 +234,12 @@ def build_server(
             )
         return Remembered(id=stored.memory.id, status="stored" if stored.created else "refreshed")
 
-    @server.tool(title="Recall memories", annotations=READ_ONLY_HINTS, description=RECALL_DESCRIPTION)
+    @server.tool(
+        title="Recall memories",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", private_data=True),
+        description=RECALL_DESCRIPTION,
+    )
     async def memory_recall(
         query: Annotated[
             str, Field(description="A few words about what to recall.", examples=["Ana birthday"])
@@ -276,7 +281,11 @@ def build_server(
             forgotten = await ctx.request_context.lifespan_context.forget(agent, id)
         return Forgotten(id=forgotten.id, content=quoted(forgotten))
 
-    @server.tool(title="MEMORY.md and its history", annotations=READ_ONLY_HINTS)
+    @server.tool(
+        title="MEMORY.md and its history",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", private_data=True),
+    )
     async def memory_history(limit: HistoryLimitArg = 20, *, ctx: Context[MemoryService]) -> History:
         """MEMORY.md as it is now, and its latest revisions (newest first) with what each changed."""
         agent, _ = caller(ctx, settings)

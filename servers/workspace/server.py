@@ -152,7 +152,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
     @server.tool(
         title="Read a file",
         annotations=READ_ONLY_HINTS,
-        meta=classification_meta("read_only", path_args=("path",)),
+        meta=classification_meta("read_only", path_args=("path",), private_data=True),
     )
     def read_file(
         path: PathArg,
@@ -249,7 +249,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
     @server.tool(
         title="List a directory",
         annotations=READ_ONLY_HINTS,
-        meta=classification_meta("read_only", path_args=("path",)),
+        meta=classification_meta("read_only", path_args=("path",), private_data=True),
     )
     def list_dir(
         path: DirectoryArg = ".",
@@ -276,7 +276,9 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         return Listing(path=located.rel, entries=entries, truncated=truncated)
 
     @server.tool(
-        title="Find paths by pattern", annotations=READ_ONLY_HINTS, meta=classification_meta("read_only")
+        title="Find paths by pattern",
+        annotations=READ_ONLY_HINTS,
+        meta=classification_meta("read_only", private_data=True),
     )
     def glob(
         pattern: GlobArg,
@@ -291,7 +293,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
     @server.tool(
         title="Search file contents",
         annotations=READ_ONLY_HINTS,
-        meta=classification_meta("read_only", path_args=("path",)),
+        meta=classification_meta("read_only", path_args=("path",), private_data=True),
     )
     def grep(
         pattern: RegexArg,
@@ -311,7 +313,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
     @server.tool(
         title="Run a shell command",
         annotations=SHELL,
-        meta=classification_meta("dangerous", shell=True),  # noqa: S604
+        meta=classification_meta("dangerous", shell=True, private_data=True),  # noqa: S604
     )
     async def shell(
         command: CommandArg,

@@ -107,6 +107,14 @@ def _ascii_id(raw: str, what: str) -> str:
     text = raw.strip(_ASCII_WHITESPACE)
     if not text:
         raise InvalidSender(f"{what} is empty: pass the platform's id of the {what.split()[0]}")
+    if text != raw:
+        # "owner1 " is not the owner: a platform that sends padding sends another id, so it is refused
+        # instead of being trimmed into a match.
+        raise InvalidSender(
+            f"{what} {_shown(raw)} has leading or trailing whitespace: ids are matched exactly, so "
+            f"pass {_shown(text)} without the surrounding spaces (check the channel server or the "
+            "config entry that produced it)"
+        )
     if len(text) > MAX_ID_LENGTH:
         raise InvalidSender(f"{what} {_shown(text)} is {len(text)} characters long; ids have at most 256")
     for index, char in enumerate(text):
@@ -209,8 +217,19 @@ def _generic(text: str, what: str) -> str:
 
 def _normalize(platform: str, raw: str, *, chat: bool) -> str:
     what = "chat id" if chat else "sender id"
-    text = _ascii_id(raw, what)
     kind = platform.strip(_ASCII_WHITESPACE).lower()
+    canonical = _canonical(kind, _ascii_id(raw, what), what, chat=chat)
+    # Pairing stores the canonical form and the gate compares canonical forms: an id whose canonical
+    # form would canonicalise to something else again could match two different stored ids.
+    if _canonical(kind, canonical, what, chat=chat) != canonical:
+        raise InvalidSender(
+            f"{what} {_shown(raw)} does not keep one spelling ({_shown(canonical)} would change again); "
+            "use the platform's own id exactly as the platform sends it"
+        )
+    return canonical
+
+
+def _canonical(kind: str, text: str, what: str, *, chat: bool) -> str:
     if kind == "telegram":
         return _telegram(text, what)
     if kind == "slack":

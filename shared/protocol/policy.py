@@ -26,9 +26,18 @@ SHELL_META_KEY = "nexo/shell"
 PATH_ARGS_META_KEY = "nexo/path_args"
 """``_meta`` list of a tool's argument names that are file-system paths (the policy resolves them)."""
 
+PRIVATE_DATA_META_KEY = "nexo/private_data"
+"""``_meta`` flag of a tool that reads the operator's private data: the ledger, transcripts,
+memories, workspace files. Read-only is not harmless: the policy runs such a tool only in a turn
+whose principal holds the ``private_data`` capability (the operator, not a contact by default)."""
+
 
 def classification_meta(
-    classification: Classification, *, shell: bool = False, path_args: tuple[str, ...] = ()
+    classification: Classification,
+    *,
+    shell: bool = False,
+    path_args: tuple[str, ...] = (),
+    private_data: bool = False,
 ) -> dict[str, Any]:
     """The ``meta=`` a server passes to ``@server.tool`` to classify the tool."""
     if classification not in CLASSIFICATIONS:
@@ -40,7 +49,14 @@ def classification_meta(
         meta[SHELL_META_KEY] = True
     if path_args:
         meta[PATH_ARGS_META_KEY] = list(path_args)
+    if private_data:
+        meta[PRIVATE_DATA_META_KEY] = True
     return meta
+
+
+def reads_private_data(meta: dict[str, Any] | None) -> bool:
+    """True when a tool's ``_meta`` declares that it reads the operator's private data."""
+    return meta is not None and meta.get(PRIVATE_DATA_META_KEY) is True
 
 
 def classification_of(meta: dict[str, Any] | None) -> Classification | None:

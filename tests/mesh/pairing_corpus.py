@@ -46,6 +46,17 @@ _CONFUSABLE_OWNER = (
     "alice-1\u200d",  # zero-width joiner
     "ALICE-1",
 )
+_PADDED = (
+    "local ",
+    " local",
+    "local\t",
+    "local\n",
+    "\tlocal",
+    "local\r\n",
+    "alice-1 ",
+    " alice-1",
+)
+"""The owner's and the contact's ids with whitespace around them: other ids, never trimmed into a match."""
 _NAMES = ("local", "Local", "operator", "alice-1", "Alice", "the owner", "nexo admin")
 
 
@@ -76,6 +87,7 @@ def corpus(seed: int = 7, size: int = CORPUS_SIZE) -> Iterator[tuple[str, dict[s
         "missing_id",
         "shadowed_id",
         "sourceless_claim",
+        "padded_id",
     )
     for n in range(size):
         kind = kinds[n % len(kinds)]
@@ -107,6 +119,8 @@ def corpus(seed: int = 7, size: int = CORPUS_SIZE) -> Iterator[tuple[str, dict[s
             text = rng.choice(_TEXTS[:9])
         elif kind == "role_spoof":
             meta = _meta(rng, n, _stranger(rng), sender_role="owner", role="owner", is_owner="true")
+        elif kind == "padded_id":
+            meta = _meta(rng, n, rng.choice(_PADDED))
         elif kind == "missing_id":
             meta = _meta(rng, n, None, user="local", sender_name="local")
         elif kind == "sourceless_claim":  # no sender id, claiming to be a source or a principal

@@ -93,7 +93,7 @@ def test_channel_test_prints_the_session_key_and_the_rendered_message(tmp_path: 
     assert result.stdout.splitlines() == [
         "session key (thread scope for nexo): console|thread_id=t7",
         '<channel source="console" chat_id="test-chat" message_id="test-1" thread_id="t7" '
-        'user_id="test-user">a "quoted" <tag></channel>',
+        'user_id="test-user">a "quoted" &lt;tag&gt;</channel>',
     ]
     assert unbound.returncode == 0
     assert json.loads(unbound.stdout)["session_key"] == "time|chat_id=test-chat"

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from orchestrator.mesh import Catalog, CatalogTool
 from orchestrator.mesh.catalog import Tier
-from orchestrator.permissions import PermissionPolicy, PolicyDecision, PolicyEngine
+from orchestrator.permissions import PermissionPolicy, PolicyDecision, PolicyEngine, PolicyGate
 from orchestrator.tools.local import LocalTool, local_catalog_tools
 from shared.protocol.policy import Classification, classification_meta
 
@@ -460,3 +460,80 @@ def test_local_tools_carry_their_classification_and_tier() -> None:
     ]
     engine = PolicyEngine()
     assert [_decide(engine, t).action for t in tools] == ["run", "ask", "run", "ask"]
+
+
+# -- the private_data capability -----------------------------------------------------------------
+
+LEDGER = CatalogTool(
+    "audit",
+    "audit_search",
+    "audit__audit_search",
+    "",
+    {},
+    read_only=True,
+    destructive=False,
+    private_data=True,
+)
+
+
+def test_a_contact_may_not_run_a_read_only_tool_that_reads_the_operators_private_data() -> None:
+    engine = _engine()
+    contact = engine.decide(LEDGER, {}, unattended=False, private_data=engine.grants_private_data("contact"))
+    owner = engine.decide(LEDGER, {}, unattended=False, private_data=engine.grants_private_data("owner"))
+    assert (contact.action, owner.action) == ("deny", "run")
+    assert contact.reason == (
+        "audit__audit_search reads the operator's private data, and this conversation's sender does not "
+        "hold the private_data capability; answer without it (the operator can grant it with "
+        "`private_data: everyone` in the binding's permissions)"
+    )
+    assert engine.decide(SEARCH, {}, unattended=False, private_data=False).action == "run"
+
+
+@pytest.mark.parametrize(
+    ("grant", "owner", "contact"),
+    [("owner", True, False), ("everyone", True, True), ("nobody", False, False)],
+)
+def test_the_binding_says_who_holds_the_private_data_capability(
+    grant: str, owner: bool, contact: bool
+) -> None:
+    engine = _engine(private_data=grant)
+    assert (engine.grants_private_data("owner"), engine.grants_private_data("contact")) == (owner, contact)
+
+
+def test_the_operator_can_mark_a_servers_tools_as_reading_private_data() -> None:
+    engine = _engine(private_data_tools=["notes__*"])
+    assert (engine.reads_private_data(SEARCH), engine.reads_private_data(SEND)) == (True, False)
+    assert engine.decide(SEARCH, {}, unattended=False, private_data=False).action == "deny"
+
+
+def test_a_contacts_gate_hides_private_data_tools_from_the_model() -> None:
+    catalog = Catalog([LEDGER, SEARCH, SEND])
+    gate = PolicyGate(_NoApprover(), list, _engine())
+    contact, owner = gate.for_principal("contact"), gate.for_principal("owner")
+    assert [t.qualified for t in contact.visible(catalog)] == ["notes__search", "telegram__reply"]
+    assert [t.qualified for t in owner.visible(catalog)] == [t.qualified for t in catalog]
+    assert contact.for_turn(unattended=False).private_data is False
+    assert gate.for_turn(unattended=True).private_data is True
+    assert (
+        PolicyGate(_NoApprover(), list, _engine(private_data="nobody")).for_turn(unattended=True).private_data
+        is False
+    )
+
+
+def test_private_data_is_declared_in_the_tools_meta_and_read_into_the_catalog() -> None:
+    tool = types.Tool(
+        name="audit_search",
+        input_schema={"type": "object"},
+        meta=classification_meta("read_only", private_data=True),
+    )
+    plain = types.Tool(name="now", input_schema={"type": "object"}, meta=classification_meta("read_only"))
+    catalog = Catalog.build({"audit": [tool], "time": [plain]})
+    assert [(t.qualified, t.private_data) for t in catalog] == [
+        ("audit__audit_search", True),
+        ("time__now", False),
+    ]
+
+
+class _NoApprover:
+    async def ask(self, *_: object) -> Any:
+        raise AssertionError("nothing in these tests asks")

@@ -26,6 +26,7 @@ from shared.protocol.audit import (
     TailResult,
 )
 from shared.protocol.policy import READ_ONLY_HINTS as READ_ONLY
+from shared.protocol.policy import reads_private_data
 from tests.servers.audit.conftest import connected, notice, opened_ledger, tool_call, turn
 
 pytestmark = pytest.mark.anyio
@@ -55,6 +56,10 @@ async def test_the_server_offers_two_read_only_tools_and_no_control_methods_as_t
         ("audit_search", READ_ONLY),
     ]
     assert READ_ONLY.read_only_hint is True
+    assert {tool.name: reads_private_data(tool.meta) for tool in tools} == {
+        "agent_turns_tail": True,
+        "audit_search": True,
+    }
 
 
 async def test_agent_turns_tail_renders_the_last_turns_as_a_markdown_table(settings: AuditSettings) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from servers.memory.guard import Finding, SecretBlocked, SecretGuard, redact
-from servers.memory.guard_rules import RULE_IDS, RULES
+from servers.memory.guard import SecretBlocked, SecretGuard
+from shared.secrets import Finding, redact
+from shared.secrets.rules import RULE_IDS, RULES
 from tests.servers.memory.test_guard_corpus import SEED, Hit, true_positives
 
 GITHUB_PAT = "ghp_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hJ6"
@@ -189,3 +190,18 @@ def test_every_rule_is_documented_in_its_table_order() -> None:
     rules_section = page.split("\n## Rules\n", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| `([a-z0-9-]+)` \|", rules_section, re.MULTILINE)
     assert (documented, f"\n{len(RULES)} rules." in rules_section) == ([rule.id for rule in RULES], True)
+
+
+@pytest.mark.parametrize(
+    ("text", "rule_id"),
+    [
+        ("my password is Tr0ub4dor3", "password-phrase"),
+        ("The password is hunter2!", "password-phrase"),
+        ("PIN: 1234", "pin-phrase"),
+        ("the code is 4711", "code-phrase"),
+    ],
+)
+def test_a_credential_given_in_words_is_not_stored_in_memory(text: str, rule_id: str) -> None:
+    with pytest.raises(SecretBlocked) as blocked:
+        SecretGuard().check(text, where="memory")
+    assert rule_id in blocked.value.rule_ids

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from servers.memory.guard import SecretGuard
-from servers.memory.guard_rules import RULE_IDS
+from shared.secrets.rules import RULE_IDS
 
 if TYPE_CHECKING:
     from bench.guard_corpus import Report
@@ -134,6 +134,13 @@ AZURE_CONTEXTS = (
 DSN_CONTEXTS = (
     "SENTRY_DSN=https://$SECRET@o{digits:6}.ingest.sentry.io/{digits:7}",
     "dsn: 'https://$SECRET@sentry.example.com/{digits:2}'",
+)
+PASSWORD_CONTEXTS = (
+    "my password is $SECRET",
+    "Password: $SECRET",
+    'the wifi password is "$SECRET".',
+    "passphrase = $SECRET",
+    "The passcode was $SECRET, change it.",
 )
 PEM_CONTEXTS = ("$SECRET", "key file:\n$SECRET\n", "```\n$SECRET\n```\nThat was the deploy key.")
 
@@ -261,6 +268,40 @@ CASES: tuple[Case, ...] = (
     Case("private-key", "{pem:RSA}", ("{pem:PUBLIC}", "{pem:CERT}"), PEM_CONTEXTS),
     *(Case("private-key", f"{{pem:{kind}}}", (), PEM_CONTEXTS) for kind in ("PKCS8", "EC", "OPENSSH", "PGP")),
     Case("private-key", "{pem:TRUNCATED}", (), PEM_CONTEXTS),
+    Case(
+        "password-phrase",
+        "{alnum:12}",
+        (
+            "The password is stored in 1Password.",
+            "password = ${DB_PASSWORD}",
+            "password: ********",
+            "Store the passphrase in the keychain, the password is not needed here.",
+        ),
+        PASSWORD_CONTEXTS,
+    ),
+    Case(
+        "pin-phrase",
+        "{digits:4}",
+        ("PIN: {digits:2}", "pin {digits:4}", "Reset the PIN in the banking app."),
+        ("PIN: $SECRET", "my pin is $SECRET", "the PIN number is $SECRET.", "pin=$SECRET"),
+    ),
+    Case(
+        "code-phrase",
+        "{digits:6}",
+        (
+            "zip code is {digits:5}",
+            "HTTP status code: {digits:3}",
+            "exit code is {digits:1}",
+            "the code is in the repo",
+            "postal code: {digits:5}",
+        ),
+        (
+            "the code is $SECRET",
+            "Door code: $SECRET",
+            "your login code is $SECRET.",
+            "The alarm code was $SECRET",
+        ),
+    ),
     Case("jwt", "{jwt}", ("eyJ{alnum:30}.eyJ{alnum:30}.{url:43}", "eyJ{alnum:30}.{url:30}.{url:43}")),
 )
 
@@ -303,6 +344,13 @@ TRICKY = (
     "The azure key vault is named kv-prod-weu.",
     'JWTs start with eyJ because that is base64 for {".',
     "Set aws_secret_access_key = ${AWS_SECRET_ACCESS_KEY} in the template.",
+    "Never tell anyone your PIN, not even the bank.",
+    "Change your password every 90 days.",
+    "Enter the code from the SMS when the site asks for it.",
+    "The zip code is 28001 and the area code is 91.",
+    "HTTP status code: 404 means the page is gone.",
+    "The password is not required for the guest network.",
+    "Did the code review happen on Tuesday?",
 )
 CODE = (
     'token = os.environ["{upper:6}_TOKEN"]',
@@ -404,6 +452,11 @@ def test_every_rule_has_generated_secrets_and_near_misses() -> None:
 
 
 def test_every_generated_secret_is_caught_by_its_own_rule(report: Report) -> None:
+    generated = {rule_id: score.generated for rule_id, score in report.scores.items()}
+    print(
+        f"secret guard corpus: {sum(generated.values())} secrets, {report.ordinary} ordinary texts;",
+        generated,
+    )
     assert report.missed == []
     assert all(score.generated >= PER_CASE for score in report.scores.values())
 

@@ -20,7 +20,6 @@ from shared.protocol.pairing import (
     ("platform", "raw", "expected"),
     [
         ("telegram", "123456789", "123456789"),
-        ("telegram", "  123456789\n", "123456789"),
         ("telegram", "-1001234567890", "-1001234567890"),
         ("Telegram", "42", "42"),
         ("slack", "u024be7lh", "U024BE7LH"),
@@ -109,6 +108,41 @@ def test_invalid_ids_are_refused_with_the_reason_and_the_fix(platform: str, raw:
     with pytest.raises(InvalidSender) as caught:
         normalize_sender(platform, raw)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    ("platform", "raw"),
+    [
+        ("generic", "owner1 "),
+        ("generic", " owner1"),
+        ("console", "owner1\t"),
+        ("telegram", "  123456789\n"),
+        ("email", "alice@example.org\r\n"),
+        ("slack", "U024BE7LH "),
+        ("whatsapp", " +15551234567"),
+        ("discord", "80351110224678912\v"),
+    ],
+)
+def test_ids_padded_with_whitespace_are_refused_not_trimmed_into_a_match(platform: str, raw: str) -> None:
+    with pytest.raises(InvalidSender, match="leading or trailing whitespace: ids are matched exactly"):
+        normalize_sender(platform, raw)
+    with pytest.raises(InvalidSender, match="leading or trailing whitespace"):
+        normalize_chat(platform, raw)
+
+
+def test_every_canonical_id_canonicalises_to_itself() -> None:
+    samples = [
+        ("telegram", "-1001234567890"),
+        ("slack", "u024be7lh"),
+        ("whatsapp", "+1 (555) 123-4567"),
+        ("whatsapp", "15551234567@C.US"),
+        ("email", "Alice.Smith+nexo@Example.ORG"),
+        ("discord", "80351110224678912"),
+        ("generic", "github:octo-org.repo@main+1"),
+    ]
+    for platform, raw in samples:
+        canonical = normalize_sender(platform, raw)
+        assert normalize_sender(platform, canonical) == canonical
 
 
 @pytest.mark.parametrize(

@@ -75,12 +75,31 @@ async def test_direct_messages_follow_the_policy_table(
 ) -> None:
     if paired is not None:
         await seed(store, "111", role=paired)
-    allow_from = [" 111 "] if owner else ["999"]
+    allow_from = ["111"] if owner else ["999"]
     result = await store.check(dm("111", policy=Policy.model_validate({"dm": policy}), allow_from=allow_from))
     assert verdict(result) == expected
     challenged = expected[0] == "challenge"
     assert (result.reply is not None, result.code is not None, result.new_pending) == (challenged,) * 3
     assert await open_requests(store) == ([("111", 1)] if challenged else [])
+
+
+@pytest.mark.parametrize("padded", ["owner1 ", " owner1", "owner1\t", "owner1\n", "\u00a0owner1"])
+async def test_a_sender_id_padded_with_whitespace_is_not_the_owner_and_gets_no_code(
+    store: PairingStore, padded: str
+) -> None:
+    params = dm(padded, allow_from=["owner1"]).model_copy(update={"platform": "generic"})
+    assert verdict(await store.check(params)) == ("drop", None, "invalid_sender")
+    assert await open_requests(store) == []
+
+
+async def test_a_padded_id_is_refused_at_pairing_and_at_the_gate_alike(store: PairingStore) -> None:
+    with pytest.raises(InvalidRequest, match="leading or trailing whitespace"):
+        await seed(store, "alice ", platform="generic")
+    with pytest.raises(InvalidRequest, match="leading or trailing whitespace"):
+        await store.check(dm("111", allow_from=[" 111"]))
+    await seed(store, "alice", platform="generic")
+    padded = dm("alice ").model_copy(update={"platform": "generic"})
+    assert verdict(await store.check(padded)) == ("drop", None, "invalid_sender")
 
 
 @pytest.mark.parametrize(
@@ -190,7 +209,7 @@ async def test_display_names_never_match_and_are_shown_cleaned(store: PairingSto
 
 async def test_a_new_sender_gets_a_code_and_the_same_code_when_writing_again(store: PairingStore) -> None:
     first = await store.check(dm("111", display_name="Alice"))
-    second = await store.check(dm(" 111 "))
+    second = await store.check(dm("111"))
     assert first.code is not None
     assert first == CheckResult(
         verdict="challenge",
@@ -392,7 +411,7 @@ async def test_failures_older_than_the_window_do_not_count(store: PairingStore, 
 
 async def test_seeding_is_idempotent_and_reactivates_revoked_records(store: PairingStore) -> None:
     first, added = await store.seed(
-        channel=CHANNEL, account="default", platform="telegram", senders=["111", "222", " 111"],
+        channel=CHANNEL, account="default", platform="telegram", senders=["111", "222", "111"],
         role="contact", scope="dm", by="cli",
     )  # fmt: skip
     _, again = await store.seed(

@@ -16,7 +16,12 @@ from mcp.client import Client
 from servers.workspace.sandbox import UNCONFINED_WARNING
 from servers.workspace.server import EDIT, OVERWRITE, SHELL
 from servers.workspace.settings import WorkspaceSettings
-from shared.protocol.policy import CLASSIFICATION_META_KEY, PATH_ARGS_META_KEY, SHELL_META_KEY
+from shared.protocol.policy import (
+    CLASSIFICATION_META_KEY,
+    PATH_ARGS_META_KEY,
+    PRIVATE_DATA_META_KEY,
+    SHELL_META_KEY,
+)
 from shared.protocol.policy import READ_ONLY_HINTS as READ_ONLY
 from tests.mesh.harness import REPO
 from tests.servers.workspace.conftest import (
@@ -38,16 +43,19 @@ async def test_every_tool_carries_its_classification_and_annotations(settings: W
     described: dict[str, tuple[types.ToolAnnotations | None, dict[str, object] | None]] = {
         tool.name: (tool.annotations, tool.meta) for tool in tools
     }
-    reads = {CLASSIFICATION_META_KEY: "read_only", PATH_ARGS_META_KEY: ["path"]}
+    reads = {CLASSIFICATION_META_KEY: "read_only", PATH_ARGS_META_KEY: ["path"], PRIVATE_DATA_META_KEY: True}
     writes = {CLASSIFICATION_META_KEY: "write", PATH_ARGS_META_KEY: ["path"]}
     assert described == {
         "read_file": (READ_ONLY, reads),
         "write_file": (OVERWRITE, writes),
         "edit_file": (EDIT, writes),
         "list_dir": (READ_ONLY, reads),
-        "glob": (READ_ONLY, {CLASSIFICATION_META_KEY: "read_only"}),
+        "glob": (READ_ONLY, {CLASSIFICATION_META_KEY: "read_only", PRIVATE_DATA_META_KEY: True}),
         "grep": (READ_ONLY, reads),
-        "shell": (SHELL, {CLASSIFICATION_META_KEY: "dangerous", SHELL_META_KEY: True}),
+        "shell": (
+            SHELL,
+            {CLASSIFICATION_META_KEY: "dangerous", SHELL_META_KEY: True, PRIVATE_DATA_META_KEY: True},
+        ),
         "workspace_info": (READ_ONLY, {CLASSIFICATION_META_KEY: "read_only"}),
     }
     assert (READ_ONLY.read_only_hint, READ_ONLY.destructive_hint) == (True, False)

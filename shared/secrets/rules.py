@@ -72,6 +72,42 @@ def _pem_body(value: str) -> bool:
     return re.search(r"[A-Za-z0-9+/]{40,}", value) is not None
 
 
+_PHRASE_ASSIGN = r"""(?:\s+(?:is|was|=|:)|\s*[:=])\s*["'`]?"""
+"""Between a credential word and its value: "is", "was", ":" or "=" (a bare space is prose)."""
+_NOT_A_SECRET_CODE = "".join(
+    rf"(?<!{word} )"
+    for word in (
+        "zip", "postal", "post", "status", "exit", "error", "area", "country", "source", "return",
+        "response", "http", "product", "dial", "airport", "tracking", "reference", "booking", "tax",
+        "sort", "swift", "bank", "color", "colour", "promo", "discount", "coupon", "voucher", "dress",
+        "region", "language", "currency", "item", "order", "article", "postcode", "station", "ZIP",
+        "Zip", "Postal", "Status", "Exit", "Error", "Area", "Country", "HTTP", "Product", "Tracking",
+        "Reference", "Booking", "Promo", "Discount", "Order", "Item",
+    )
+)  # fmt: skip
+"""Codes that are labels, not secrets: a zip code, an HTTP status code, an exit code."""
+_NOT_PASSWORDS = frozenset(
+    (
+        "stored", "saved", "kept", "set", "not", "the", "in", "required", "needed", "correct",
+        "wrong", "incorrect", "invalid", "expired", "missing", "empty", "changed", "reset", "too",
+        "now", "still", "also", "hidden", "masked", "redacted", "unknown", "secret", "none", "null",
+        "optional", "protected", "encrypted", "hashed", "rotated", "updated", "different", "same",
+        "weak", "strong", "long", "short", "ok", "fine", "good", "bad", "there", "here", "below",
+        "above", "attached", "managed", "generated",
+    )
+)  # fmt: skip
+
+
+def _password_value(value: str) -> bool:
+    """A value, not a word of the sentence around it or a placeholder for one."""
+    lowered = value.lower()
+    if lowered in _NOT_PASSWORDS or lowered.strip("*•x.") == "":
+        return False
+    if value[0] in "$<{%[(" or value.startswith("REDACTED") or "[REDACTED:" in value:
+        return False
+    return not (value.isalpha() and value.islower() and len(value) <= 5)
+
+
 _PEM_LABEL = r"[ A-Z0-9_\-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
 
 RULES: tuple[Rule, ...] = (
@@ -253,6 +289,7 @@ RULES: tuple[Rule, ...] = (
         "twilio-api-key",
         "Twilio API key SID (SK + 32 hex)",
         _L + r"SK[0-9a-fA-F]{32}" + _R,
+        ("sk",),
     ),
     _rule(
         "sendgrid-api-key",
@@ -358,6 +395,31 @@ RULES: tuple[Rule, ...] = (
         "Shopify app shared secret (shpss_ + 32 hex)",
         _L + r"shpss_[a-fA-F0-9]{32}" + _R,
         ("shpss_",),
+    ),
+    # -- credentials in prose ----------------------------------------------------------------
+    _rule(
+        "password-phrase",
+        "A password, passphrase or passcode given in words (my password is ..., Password: ...)",
+        r"(?i:\b(?:password|passwd|passphrase|passcode|pwd)\b)"
+        + _PHRASE_ASSIGN
+        + r"""(?P<secret>[^\s"'`]{3,127}[^\s"'`.,;:!?)\]])""",
+        ("pass", "pwd"),
+        _password_value,
+    ),
+    _rule(
+        "pin-phrase",
+        "A PIN given in words (PIN: 1234, my pin code is 4711)",
+        r"(?i:\bpin(?:\s+(?:code|number))?\b)" + _PHRASE_ASSIGN + r"(?P<secret>\d{4,12})(?![\d\w])",
+        ("pin",),
+    ),
+    _rule(
+        "code-phrase",
+        "An access, door, login or one-time code given in words (the code is 4711, door code: 12-34)",
+        _NOT_A_SECRET_CODE
+        + r"(?i:\bcode\b)"
+        + _PHRASE_ASSIGN
+        + r"(?P<secret>\d(?:[ \-]?\d){3,11})(?![\d\w])",
+        ("code",),
     ),
     # -- formats rather than issuers ---------------------------------------------------------
     _rule(
