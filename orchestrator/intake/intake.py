@@ -26,7 +26,7 @@ from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
 from orchestrator.loop.extract import remember_from_turn
 from orchestrator.mesh import Catalog, Mesh, ServerConnection, describe_error
 from orchestrator.metrics import Metrics
-from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate
+from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate, origin_line
 from orchestrator.tools.channels import channel_tools
 from orchestrator.tools.local import GoalContext, LocalTools, local_catalog_tools
 from shared.protocol.audit import Origin
@@ -408,7 +408,9 @@ class Intake:
                     GoalContext(self.agent.id, goal.id, sender.connection.name, dict(params.meta)),
                     meta={PROVENANCE_META_KEY: "owner" if role == "owner" else "paired_contact"},
                 ),
-                gate=self.gate_for(sender.connection.name),
+                gate=self.gate_for(sender.connection.name).for_origin(
+                    origin_line(sender.connection.name, params.meta, role)
+                ),
                 budgets=self.agent.budgets,
                 history=await self.sessions.history(session.key),
                 max_tokens=self.agent.model.max_tokens,

@@ -26,6 +26,8 @@ class Approver(Protocol):
         arguments: Mapping[str, Any],
         call_id: str,
         relays: Sequence[ServerConnection],
+        *,
+        origin: str = "",
     ) -> Decision: ...
 
 
@@ -44,6 +46,7 @@ class PolicyGate:
         notify: Notify | None = None,
         unattended: bool = False,
         approval_live: bool = False,
+        origin: str = "",
     ) -> None:
         self._broker = broker
         self._relays = relays
@@ -51,6 +54,20 @@ class PolicyGate:
         self._notify = notify
         self.unattended = unattended
         self.approval_live = approval_live
+        self.origin = origin
+        """The chat and sender the goal serves, named in every prompt it raises (see ``origin_line``)."""
+
+    def for_origin(self, origin: str) -> PolicyGate:
+        """The same gate for a goal serving ``origin``."""
+        return PolicyGate(
+            self._broker,
+            self._relays,
+            self.engine,
+            notify=self._notify,
+            unattended=self.unattended,
+            approval_live=self.approval_live,
+            origin=origin,
+        )
 
     def for_turn(self, unattended: bool, *, approval_live: bool = False) -> PolicyGate:
         """The same policy, broker and rate limits for a turn with (or without) a human in the loop."""
@@ -61,6 +78,7 @@ class PolicyGate:
             notify=self._notify,
             unattended=unattended,
             approval_live=approval_live,
+            origin=self.origin,
         )
 
     async def check(self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str) -> Decision:
@@ -81,7 +99,7 @@ class PolicyGate:
             await self._tell(f"nexo is running {tool.qualified} {input_preview(arguments)}")
             return Decision(True, decision.reason)
         if decision.action == "ask":
-            return await self._broker.ask(tool, arguments, call_id, self._relays())
+            return await self._broker.ask(tool, arguments, call_id, self._relays(), origin=self.origin)
         return Decision(False, decision.reason)
 
     async def _tell(self, line: str) -> None:
