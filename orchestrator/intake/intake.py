@@ -213,7 +213,9 @@ class Intake:
                 verdict = PermissionVerdictParams.model_validate(event.payload)
                 sender = event.payload.get("sender")
                 if not await self._may_answer(connection.name, sender):
-                    self.notices.refuse_verdict(connection.name, verdict.request_id, sender)
+                    await self.notices.refuse_verdict(
+                        connection.name, verdict.request_id, sender, event.payload.get("chat_id")
+                    )
                 else:
                     self.broker.resolve(verdict.request_id, verdict.behavior, f"channel:{connection.name}")
                 await self._ack(connection, event)
