@@ -407,7 +407,7 @@ class Intake:
                 catalog=self.catalog(),
                 runner=self.runner.for_goal(
                     self.local,
-                    GoalContext(self.agent.id, goal.id, sender.connection.name, dict(params.meta)),
+                    GoalContext(self.agent.id, goal.id, sender.connection.name, dict(params.meta), role),
                     meta={PROVENANCE_META_KEY: "owner" if role == "owner" else "paired_contact"},
                 ),
                 gate=self.gate_for(sender.connection.name).for_origin(

@@ -1,0 +1,50 @@
+"""What the agent's own messages may not look like: an approval prompt, or a message from nobody.
+
+Approval prompts reach the operator only through the permission relay. A goal driven by a contact's
+message could otherwise have the model post ``[approval kmpqr] notes__read {}`` into the operator's
+chat, with the id of a real pending request whose actual call is something else, and the operator's
+``yes kmpqr`` would approve that. So text the agent sends through its channel tools is refused when
+it carries the prompt's marker or names a request that is waiting for an answer, and a message to
+the operator sent while serving a contact says whose conversation it comes from.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Collection
+
+from orchestrator.permissions import origin_line
+from orchestrator.tools.local import GoalContext, LocalToolError
+
+_PROMPT_MARKER = re.compile(r"\[\s*(approval|permission)\b", re.IGNORECASE)
+
+
+def _readable(text: str) -> str:
+    """The text as a reader sees it: compatibility forms folded (fullwidth brackets and letters),
+    format characters (zero-width spaces, bidi controls) dropped."""
+    return "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+
+
+def refuse_prompt_lookalike(text: str, open_requests: Collection[str]) -> None:
+    """Raise ``LocalToolError`` when ``text`` imitates an approval prompt or names a pending request."""
+    readable = _readable(text)
+    if marker := _PROMPT_MARKER.search(readable):
+        raise LocalToolError(
+            f"the message contains {marker[0]!r}, the marker of approval prompts; only nexo's approval "
+            "relay shows prompts. Describe what you need in your own words, without that marker"
+        )
+    words = set(re.findall(r"[a-z]+", readable.lower()))
+    if named := sorted(words.intersection(open_requests)):
+        raise LocalToolError(
+            f"the message names {named[0]!r}, a request waiting for the operator's answer; only nexo's "
+            "approval relay asks about it. Leave the request id out"
+        )
+
+
+def labelled_for_operator(context: GoalContext, text: str) -> str:
+    """``text`` prefixed with the conversation it comes from when the goal serves a contact."""
+    if context.origin_server is None or context.origin_role == "owner":
+        return text
+    origin = origin_line(context.origin_server, context.origin_meta, context.origin_role or "contact")
+    return f"[while serving {origin}] {text}"
