@@ -20,10 +20,22 @@ from orchestrator.tools.local import GoalContext, LocalToolError
 _PROMPT_MARKER = re.compile(r"\[\s*(approval|permission)\b", re.IGNORECASE)
 
 
+_LOOKALIKES = str.maketrans(
+    # Cyrillic and Greek letters drawn like Latin ones: "[аpprоval kmрqr]" reads as the real thing.
+    "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u04cf\u0501\u051b\u051d"
+    "\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0406"
+    "\u03bf\u03c1\u03b1\u03bd\u03b9\u039f\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d"
+    "\u03a1\u03a4\u03a7",
+    "aeopcyxijsldqwABEKMHOPCTXIopavioABEZHIKMNPTX",
+)
+
+
 def _readable(text: str) -> str:
     """The text as a reader sees it: compatibility forms folded (fullwidth brackets and letters),
-    format characters (zero-width spaces, bidi controls) dropped."""
-    return "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+    Cyrillic and Greek look-alikes read as the Latin letters they imitate, format characters
+    (zero-width spaces, bidi controls) dropped."""
+    folded = unicodedata.normalize("NFKC", text).translate(_LOOKALIKES)
+    return "".join(c for c in folded if unicodedata.category(c) != "Cf")
 
 
 def refuse_prompt_lookalike(text: str, open_requests: Collection[str]) -> None:
