@@ -21,7 +21,13 @@ class TerminalApprover:
         self.assume_yes = assume_yes
 
     async def ask(
-        self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str, relays: Sequence[Any]
+        self,
+        tool: CatalogTool,
+        arguments: Mapping[str, Any],
+        call_id: str,
+        relays: Sequence[Any],
+        *,
+        origin: str = "",
     ) -> Decision:
         if self.assume_yes:
             return Decision(True, "approved by --yes")

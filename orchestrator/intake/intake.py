@@ -27,7 +27,7 @@ from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
 from orchestrator.loop.extract import remember_from_turn
 from orchestrator.mesh import Catalog, Mesh, ServerConnection, describe_error
 from orchestrator.metrics import Metrics
-from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate
+from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate, origin_line
 from orchestrator.tools.channels import channel_tools
 from orchestrator.tools.local import GoalContext, LocalTools, local_catalog_tools
 from shared.protocol.audit import Origin
@@ -217,7 +217,9 @@ class Intake:
                 verdict = PermissionVerdictParams.model_validate(event.payload)
                 sender = event.payload.get("sender")
                 if not await self._may_answer(connection.name, sender):
-                    self.notices.refuse_verdict(connection.name, verdict.request_id, sender)
+                    await self.notices.refuse_verdict(
+                        connection.name, verdict.request_id, sender, event.payload.get("chat_id")
+                    )
                 else:
                     self.broker.resolve(verdict.request_id, verdict.behavior, f"channel:{connection.name}")
                 await self._ack(connection, event)
@@ -419,10 +421,10 @@ class Intake:
                 catalog=gate.visible(self.catalog()),
                 runner=self.runner.for_goal(
                     self.local,
-                    GoalContext(self.agent.id, goal.id, sender.connection.name, dict(params.meta)),
+                    GoalContext(self.agent.id, goal.id, sender.connection.name, dict(params.meta), role),
                     meta={PROVENANCE_META_KEY: _PROVENANCE[role]},
                 ),
-                gate=gate,
+                gate=gate.for_origin(origin_line(sender.connection.name, params.meta, role)),
                 budgets=self.agent.budgets,
                 history=await self.sessions.history(session.key),
                 max_tokens=self.agent.model.max_tokens,

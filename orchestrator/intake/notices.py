@@ -83,10 +83,40 @@ class Notices:
         if self._metrics is not None:
             self._metrics.messages.labels(source.removeprefix("channel:"), direction).inc()
 
-    def refuse_verdict(self, server: str, request_id: str, sender: object) -> None:
+    async def refuse_verdict(self, server: str, request_id: str, sender: object, chat_id: object) -> None:
+        """Record a refused approval answer and tell the chat it came from, so nobody waits on it."""
         message = f"approval answer for {request_id} from {sender!r} on {server} refused: not an approver"
         logger.warning(message, extra={"server": server, "agent": self._agent})
         self.record("warning", message, source=f"channel:{server}", subject=f"refused answer {request_id}")
+        if not isinstance(chat_id, str) or not chat_id:
+            return
+        options = self._config.channel(server)
+        if options.approvers is not None:
+            who = f"only the senders in channel_options.{server}.approvers may answer approvals here"
+            fix = f"add {sender!r} to that list in the config and restart `nexo run`"
+        else:
+            who = (
+                "only the channel's owners (its pairing.allow_from and senders paired as owner) may "
+                "answer approvals here"
+            )
+            fix = f"run `nexo pair seed {server} {options.pairing.account} {sender} --owner`"
+        text = (
+            f"[refused] your answer to approval {request_id} was not counted: sender {sender!r} is not an "
+            f"approver on {server}; {who}. If you are the operator, {fix}, then answer again: the "
+            "request stays open until an approver answers it or it expires."
+        )
+        try:
+            with anyio.fail_after(OPERATOR_NOTICE_TIMEOUT_S):
+                await notify(
+                    self._mesh,
+                    self._config,
+                    server,
+                    chat_id,
+                    text,
+                    key=f"refused:{server}:{request_id}:{sender}",
+                )
+        except Exception as exc:  # noqa: BLE001 -- the log and the ledger still have it
+            logger.warning("could not tell %s chat %r its answer was refused: %s", server, chat_id, exc)
 
     async def dead_letter(
         self, connection: ServerConnection, event: Event, error: str, attempts: int

@@ -11,6 +11,7 @@ from orchestrator.permissions.policy import (
     RateLimit,
     TierTable,
 )
+from orchestrator.permissions.preview import approval_preview, origin_line
 
 __all__ = [
     "ApprovalBroker",
@@ -24,9 +25,11 @@ __all__ = [
     "PolicyGate",
     "RateLimit",
     "TierTable",
+    "approval_preview",
     "auto_approve",
     "call_hash",
     "destructive_reason",
     "edits_in_place",
     "is_read_only_command",
+    "origin_line",
 ]

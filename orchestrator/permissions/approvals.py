@@ -19,9 +19,10 @@ import anyio
 from orchestrator.goals.sink import AuditSink
 from orchestrator.loop.tools import Decision
 from orchestrator.mesh import CatalogTool, ServerConnection
+from orchestrator.permissions.preview import approval_preview
 from shared.channelkit.server import PermissionPrompt, PermissionRequestAccepted, PermissionRequestCall
 from shared.protocol.audit import ApprovalAnsweredBody, ApprovalRequestedBody, EntryDraft, args_digest
-from shared.protocol.channel import input_preview, request_id_for
+from shared.protocol.channel import request_id_for
 
 logger = logging.getLogger("nexo.approvals")
 RELAY_TIMEOUT_S = 10.0
@@ -44,6 +45,11 @@ class _Pending:
     asked_at: float = field(default_factory=time.monotonic)
     asked: set[str] = field(default_factory=set)
     """The channel sources (``channel:<server>``) the prompt went to: only they may answer."""
+
+
+def _description(tool: CatalogTool, origin: str) -> str:
+    what = (tool.description or tool.qualified)[:300]
+    return f"for {origin[:300]}: {what}" if origin else what
 
 
 class ApprovalBroker:
@@ -78,14 +84,18 @@ class ApprovalBroker:
         arguments: Mapping[str, Any],
         call_id: str,
         relays: Sequence[ServerConnection],
+        *,
+        origin: str = "",
     ) -> Decision:
+        """Relay the prompt and wait for the first answer; ``origin`` names the chat and sender the
+        goal serves (the prompt says it first, so the operator knows whose request it is)."""
         pending = _Pending(self._new_id(call_id), call_hash(tool.qualified, arguments), tool.qualified)
         self._pending[pending.request_id] = pending
         params = PermissionPrompt(
             request_id=pending.request_id,
             tool_name=tool.qualified,
-            description=(tool.description or tool.qualified)[:300],
-            input_preview=input_preview(arguments),
+            description=_description(tool, origin),
+            input_preview=approval_preview(arguments),
         )
         try:
             delivered = 0

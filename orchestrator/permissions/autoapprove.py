@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.mesh import CatalogTool
-from orchestrator.permissions.commands import destructive_reason, edits_in_place, is_read_only_command
+from orchestrator.permissions.commands import (
+    destructive_reason,
+    edits_in_place,
+    is_read_only_command,
+    unsafe_variable,
+)
+from orchestrator.permissions.walk import assigned_name
 
 _ALWAYS_ASK = (
     ("config configure configuration settings setting policy permissions", "changes configuration"),
@@ -59,6 +65,13 @@ def _shell(tool: CatalogTool, arguments: Mapping[str, Any]) -> AutoDecision:
         return AutoDecision(False, f"destructive command: {reason}")
     if edits_in_place(command):
         return AutoDecision(False, "sed -i edits files in place")
+    if (assignment := unsafe_variable(command)) is not None:
+        return AutoDecision(
+            False,
+            f"the command runs with {assigned_name(assignment)} set, which can make a read-only "
+            "program run another one; only locale, time-zone and width variables (LANG, LC_*, TZ, "
+            "NO_COLOR, COLUMNS, LINES) run unasked",
+        )
     if not is_read_only_command(command):
         return AutoDecision(False, "the command may change something; only read-only commands run unasked")
     return AutoDecision(True, "read-only shell command")

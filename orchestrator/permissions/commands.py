@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 
 from orchestrator.permissions.options import git_split, parse_opts, split_words
-from orchestrator.permissions.readonly import command_read_only, read_only_name
+from orchestrator.permissions.readonly import command_read_only, read_only_name, unsafe_assignment
 from orchestrator.permissions.shell import INPUT_REDIRECTS, CommandParseError
 from orchestrator.permissions.walk import MAX_DEPTH, Command, TooDeep, walk_commands
 
@@ -25,6 +25,7 @@ __all__ = [
     "destructive_reason",
     "edits_in_place",
     "is_read_only_command",
+    "unsafe_variable",
 ]
 
 _DEVICE = re.compile(r"^/dev/(sd|hd|vd|xvd|nvme|mmcblk|disk|dm-|md|loop|mapper/|sr)")
@@ -239,6 +240,16 @@ def is_read_only_command(command: str) -> bool:
     except (CommandParseError, TooDeep):
         return False
     return bool(commands) and all(command_read_only(cmd) for cmd in commands)
+
+
+def unsafe_variable(command: str) -> str | None:
+    """The first ``NAME=value`` the line runs a command with that is not a harmless formatting
+    variable (``GIT_PAGER=sh git log``, ``env LD_PRELOAD=x ls``, ``PATH=/tmp; ls``), else None."""
+    try:
+        commands = list(walk_commands(command, 0, lenient=True))
+    except TooDeep:
+        return None
+    return next((found for cmd in commands if (found := unsafe_assignment(cmd)) is not None), None)
 
 
 def edits_in_place(command: str) -> bool:

@@ -26,6 +26,8 @@ class Approver(Protocol):
         arguments: Mapping[str, Any],
         call_id: str,
         relays: Sequence[ServerConnection],
+        *,
+        origin: str = "",
     ) -> Decision: ...
 
 
@@ -45,6 +47,7 @@ class PolicyGate:
         unattended: bool = False,
         approval_live: bool = False,
         private_data: bool | None = None,
+        origin: str = "",
     ) -> None:
         self._broker = broker
         self._relays = relays
@@ -54,30 +57,32 @@ class PolicyGate:
         self.approval_live = approval_live
         # Without a principal the turn is the operator's own (`nexo agent run`, cron, heartbeat).
         self.private_data = self.engine.grants_private_data("owner") if private_data is None else private_data
+        self.origin = origin
+        """The chat and sender the goal serves, named in every prompt it raises (see ``origin_line``)."""
+
+    def _derived(self, **changes: Any) -> PolicyGate:
+        """The same policy, broker, relays and rate limits, with ``changes`` to the turn's own facts."""
+        facts: dict[str, Any] = {
+            "unattended": self.unattended,
+            "approval_live": self.approval_live,
+            "private_data": self.private_data,
+            "origin": self.origin,
+        }
+        return PolicyGate(
+            self._broker, self._relays, self.engine, notify=self._notify, **{**facts, **changes}
+        )
 
     def for_turn(self, unattended: bool, *, approval_live: bool = False) -> PolicyGate:
-        """The same policy, broker and rate limits for a turn with (or without) a human in the loop."""
-        return PolicyGate(
-            self._broker,
-            self._relays,
-            self.engine,
-            notify=self._notify,
-            unattended=unattended,
-            approval_live=approval_live,
-            private_data=self.private_data,
-        )
+        """The same gate for a turn with (or without) a human in the loop."""
+        return self._derived(unattended=unattended, approval_live=approval_live)
 
     def for_principal(self, role: Standing) -> PolicyGate:
         """The same gate for a conversation with a sender of ``role`` (pairing's verdict)."""
-        return PolicyGate(
-            self._broker,
-            self._relays,
-            self.engine,
-            notify=self._notify,
-            unattended=self.unattended,
-            approval_live=self.approval_live,
-            private_data=self.engine.grants_private_data(role),
-        )
+        return self._derived(private_data=self.engine.grants_private_data(role))
+
+    def for_origin(self, origin: str) -> PolicyGate:
+        """The same gate for a goal serving ``origin``."""
+        return self._derived(origin=origin)
 
     def visible(self, catalog: Catalog) -> Catalog:
         """The tools this gate's principal may be offered: private-data readers only with the capability."""
@@ -107,7 +112,7 @@ class PolicyGate:
             await self._tell(f"nexo is running {tool.qualified} {input_preview(arguments)}")
             return Decision(True, decision.reason)
         if decision.action == "ask":
-            return await self._broker.ask(tool, arguments, call_id, self._relays())
+            return await self._broker.ask(tool, arguments, call_id, self._relays(), origin=self.origin)
         return Decision(False, decision.reason)
 
     async def _tell(self, line: str) -> None:

@@ -1,7 +1,10 @@
 """Which commands are known to change nothing: a table of programs with a check of their arguments.
 
 A program is read-only only with arguments that cannot write, delete or run anything else; a path
-outside the system binary directories (``./ls``) is never trusted.
+outside the system binary directories (``./ls``) is never trusted. Nor is a command run with a
+variable assignment (``FOO=1 ls``, ``env FOO=1 ls``) unless every variable is on a short list of
+ones that only change formatting: ``GIT_CONFIG_COUNT``, ``GIT_PAGER``, ``LD_PRELOAD``, ``PATH`` and
+many more make a read-only program run another one.
 """
 
 from __future__ import annotations
@@ -11,9 +14,18 @@ from collections.abc import Callable
 
 from orchestrator.permissions.options import git_split, parse_opts, split_words
 from orchestrator.permissions.shell import INPUT_REDIRECTS
-from orchestrator.permissions.walk import SHELLS, Command, shell_script
+from orchestrator.permissions.walk import SHELLS, Command, assigned_name, shell_script
 
 _TRUSTED_BIN_DIRS = ("/bin/", "/usr/bin/", "/usr/local/bin/", "/sbin/", "/usr/sbin/")
+
+SAFE_VARIABLES = frozenset(
+    split_words(
+        "LANG LANGUAGE LC_ALL LC_COLLATE LC_CTYPE LC_MESSAGES LC_MONETARY LC_NUMERIC LC_TIME TZ "
+        "NO_COLOR COLUMNS LINES"
+    )
+)
+"""Variables a read-only command may be given: locale, time zone and output width, nothing a
+program reads as a path, a command, a config or a library to load."""
 
 _SED_WRITES = re.compile(r"(^|[^\\A-Za-z])[wWe]([^A-Za-z]|$)")
 
@@ -53,15 +65,20 @@ def _shell_read_only(args: tuple[str, ...]) -> bool:
     return shell_script(args) is not None
 
 
+_GIT_RUNS_PROGRAMS = split_words(
+    "--output --ext-diff --textconv --upload-pack --receive-pack --exec --config --open-files-in-pager "
+    "--template --run"
+)
+"""Options that write a file or name a program (or a config that names one) for git to run."""
 _GIT_LIST_VALUES = split_words("--contains --no-contains --merged --no-merged --points-at --sort --format")
 
 
 def _git_read_only(args: tuple[str, ...]) -> bool:
     sub, rest, global_opts = git_split(args)
-    if global_opts.has("-c", "--config-env", "--exec-path"):
-        return False  # -c core.pager=... runs a program
+    if global_opts.has("-c", "--config-env", "--exec-path", "-p", "--paginate"):
+        return False  # -c core.pager=... runs a program; so may a forced pager
     opts = parse_opts(rest)
-    if opts.has("--output", "--ext-diff"):
+    if opts.has(*_GIT_RUNS_PROGRAMS):
         return False
     if sub in ("status", "log", "diff", "show", "rev-parse", "ls-files", "blame", "shortlog"):
         return True
@@ -138,9 +155,18 @@ def _redirects_read_only(redirects: tuple[tuple[str, str], ...]) -> bool:
     return True
 
 
+def unsafe_assignment(command: Command) -> str | None:
+    """The first variable the command is run with that is not in ``SAFE_VARIABLES``, else None."""
+    for assignment in command.assignments:
+        if assigned_name(assignment) not in SAFE_VARIABLES:
+            return assignment
+    return None
+
+
 def command_read_only(command: Command) -> bool:
-    """Whether this one command (not the ones nested in it) changes nothing, redirects included."""
-    if not _redirects_read_only(command.redirects):
+    """Whether this one command (not the ones nested in it) changes nothing, redirects and variables
+    included."""
+    if not _redirects_read_only(command.redirects) or unsafe_assignment(command) is not None:
         return False
     if "/" in command.path and not command.path.startswith(_TRUSTED_BIN_DIRS):
         return False  # ./ls is whatever the working directory holds

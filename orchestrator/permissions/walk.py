@@ -42,6 +42,9 @@ class Command:
     redirects: tuple[tuple[str, str], ...]
     via: str = ""
     """The program that runs this one with arguments of its own choosing (``xargs``, ``find``)."""
+    assignments: tuple[str, ...] = ()
+    """``NAME=value`` words it runs with: written before it, given to ``env``, or inherited from a
+    wrapper it runs under (``FOO=1 command git status`` runs git with ``FOO=1``)."""
 
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh"})
@@ -82,12 +85,10 @@ def _inner(name: str, args: tuple[str, ...]) -> tuple[list[tuple[str, tuple[str,
         return ([("", opts.rest)] if opts.rest else []), []
     if name == "env":
         opts = parse_opts(args, "uCS", ("--unset", "--chdir", "--split-string"), stop=True)
-        rest = opts.rest
-        while rest and _ASSIGNMENT.match(rest[0]):
-            rest = rest[1:]
         if split := opts.value("S", "--split-string"):
-            return [], [" ".join((*split, *rest))]
-        return ([("", rest)] if rest else []), []
+            return [], [" ".join((*split, *opts.rest))]
+        # The assignments stay in front of the command: _expand hands them to it.
+        return ([("", opts.rest)] if opts.rest else []), []
     if name in _WRAPPERS:
         short_values, long_values, positional = _WRAPPERS[name]
         opts = parse_opts(args, short_values, long_values, stop=True)
@@ -141,20 +142,34 @@ _WRAPPERS: dict[str, tuple[str, tuple[str, ...], int]] = {
 }
 
 
-def _strip_prefix(words: Sequence[str]) -> tuple[str, ...]:
-    """The command without reserved words, variable assignments and a ``function NAME`` header."""
+def is_assignment(word: str) -> bool:
+    """Whether ``word`` is a ``NAME=value`` (or ``NAME+=value``, ``NAME[i]=value``) assignment."""
+    return _ASSIGNMENT.match(word) is not None
+
+
+def assigned_name(assignment: str) -> str:
+    """The variable an assignment sets: ``GIT_PAGER`` for ``GIT_PAGER=sh``."""
+    return re.split(r"[\[+=]", assignment, maxsplit=1)[0]
+
+
+def _strip_prefix(words: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(its variable assignments, the command without them, reserved words and a ``function NAME``)."""
+    assignments: list[str] = []
     i = 0
     while i < len(words):
         if words[i] == "function":
             i += 2
-        elif words[i] in RESERVED or _ASSIGNMENT.match(words[i]):
+        elif words[i] in RESERVED:
+            i += 1
+        elif is_assignment(words[i]):
+            assignments.append(words[i])
             i += 1
         else:
             break
     rest = tuple(words[i:])
     if rest and rest[0] in _HEADERS:
-        return ()
-    return rest
+        return tuple(assignments), ()
+    return tuple(assignments), rest
 
 
 def walk_commands(text: str, depth: int, *, lenient: bool) -> Iterator[Command]:
@@ -205,20 +220,28 @@ def _walk_nested(script: Script, depth: int, *, lenient: bool) -> Iterator[Comma
 
 
 def _expand(
-    words: Sequence[str], redirects: tuple[tuple[str, str], ...], depth: int, *, lenient: bool, via: str = ""
+    words: Sequence[str],
+    redirects: tuple[tuple[str, str], ...],
+    depth: int,
+    *,
+    lenient: bool,
+    via: str = "",
+    inherited: tuple[str, ...] = (),
 ) -> Iterator[Command]:
     if depth > MAX_DEPTH:
         raise TooDeep
-    words = _strip_prefix(words)
+    own, words = _strip_prefix(words)
+    assignments = (*inherited, *own)
     if not words:
-        if redirects:
-            yield Command("", "", (), redirects, via)
+        if redirects or assignments:
+            # A bare `PATH=/tmp/x` changes what every later command of the line runs.
+            yield Command("", "", (), redirects, via, assignments)
         return
     path, args = words[0], tuple(words[1:])
     name = path.rsplit("/", 1)[-1] if "/" in path.rstrip("/") else path
-    yield Command(name, path, args, redirects, via)
+    yield Command(name, path, args, redirects, via, assignments)
     commands, scripts = _inner(name, args)
     for inner_via, inner in commands:
-        yield from _expand(inner, (), depth + 1, lenient=lenient, via=inner_via or via)
+        yield from _expand(inner, (), depth + 1, lenient=lenient, via=inner_via or via, inherited=assignments)
     for script in scripts:
         yield from walk_commands(script, depth + 1, lenient=lenient)

@@ -4,7 +4,8 @@
 ``notify_origin`` (to the chat the goal came from) stay inside conversations nexo is already in, so
 they run unasked. ``channel_send`` and ``notify_channel`` can reach anyone on a channel: they go
 through the permission gate. Every send carries an idempotency key derived from the goal and the
-message, so a retried goal never sends twice.
+message, so a retried goal never sends twice. No send may imitate an approval prompt, and a message
+to the operator from a goal serving a contact says so (``impersonation``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.intake.gate import channel_servers
 from orchestrator.intake.outbound import ReplySender, notify
+from orchestrator.tools.impersonation import labelled_for_operator, refuse_prompt_lookalike
 from orchestrator.tools.local import GoalContext, LocalTool, LocalToolError
 from shared.protocol.channel import MAX_CONTENT_CHARS
 
@@ -50,6 +52,11 @@ def _chat(value: object) -> str | None:
 
 def channel_tools(intake: Intake) -> list[LocalTool]:
     config, agent, mesh = intake.config, intake.agent, intake.mesh
+
+    def checked(arguments: Mapping[str, Any]) -> str:
+        content = _content(arguments)
+        refuse_prompt_lookalike(content, intake.broker.open_requests)
+        return content
 
     def bound_server(arguments: Mapping[str, Any]) -> str:
         server = arguments.get("server")
@@ -92,7 +99,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
 
     async def channel_send(context: GoalContext, arguments: Mapping[str, Any]) -> str:
         server = bound_server(arguments)
-        content = _content(arguments)
+        content = checked(arguments)
         extra = arguments.get("arguments") or {}
         if not isinstance(extra, dict):
             raise LocalToolError(f"arguments must be an object such as {{'chat_id': '...'}}; got {extra!r}")
@@ -109,7 +116,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
 
     async def notify_channel(context: GoalContext, arguments: Mapping[str, Any]) -> str:
         server = bound_server(arguments)
-        content = _content(arguments)
+        content = checked(arguments)
         chat_id = arguments.get("chat_id")
         if not isinstance(chat_id, str) or not chat_id:
             raise LocalToolError(f"chat_id must name a chat on {server}; got {chat_id!r}")
@@ -118,7 +125,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
         return f"notice sent to {chat_id} on {server}"
 
     async def notify_origin(context: GoalContext, arguments: Mapping[str, Any]) -> str:
-        content = _content(arguments)
+        content = checked(arguments)
         if context.origin_server is None:
             raise LocalToolError(
                 "this goal did not come from a chat; use send_user_message to reach the operator"
@@ -129,7 +136,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
         return f"notice sent to the chat this goal came from ({context.origin_server})"
 
     async def send_user_message(context: GoalContext, arguments: Mapping[str, Any]) -> str:
-        content = _content(arguments)
+        content = labelled_for_operator(context, checked(arguments))
         status = arguments.get("status", "normal")
         if status not in ("normal", "proactive"):
             raise LocalToolError(f"status must be 'normal' or 'proactive'; got {status!r}")

@@ -28,6 +28,8 @@ class GoalContext:
     goal_id: str
     origin_server: str | None = None
     origin_meta: Mapping[str, str] = field(default_factory=dict)
+    origin_role: str = ""
+    """Who sent the message the goal serves: ``owner``, ``contact`` or ``source`` (empty: not from a chat)."""
 
 
 @dataclass(frozen=True, slots=True)

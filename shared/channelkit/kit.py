@@ -134,7 +134,12 @@ class SendResult(BaseModel):
 
 
 class _OpenPrompts:
-    """Prompt ids the host asked about; only these can be answered from the chat, each once."""
+    """Prompt ids the host asked about; only these can be answered from the chat, each once per sender.
+
+    An answer does not close the prompt: whether its sender may approve is the host's decision (its
+    pairing and approvers), so a contact's refused ``yes abcde`` must leave the prompt answerable by
+    the operator. The host takes the first answer that counts; the prompt closes when it expires.
+    """
 
     def __init__(self, ttl_s: float, clock: Callable[[], float]) -> None:
         self._ttl = ttl_s
@@ -152,9 +157,9 @@ class _OpenPrompts:
         self._expire()
         return [params for _, params in self._open.values()]
 
-    def take(self, request_id: str) -> bool:
+    def is_open(self, request_id: str) -> bool:
         self._expire()
-        return self._open.pop(request_id, None) is not None
+        return request_id in self._open
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,20 +204,25 @@ class Channel:
         """Store a platform message before the platform is acknowledged; raises EventLogFull when full.
 
         With permission relay on, ``yes abcde`` / ``no abcde`` answering an open prompt is stored as
-        a verdict instead. Meta keys outside ``[A-Za-z_][A-Za-z0-9_]*`` are dropped.
+        a verdict instead, once per sender (the host decides whose answer counts). Meta keys outside
+        ``[A-Za-z_][A-Za-z0-9_]*`` are dropped.
         """
         if not dedupe_key:
             raise ValueError("inbound() needs the platform's dedupe key (e.g. chat id + message id)")
         reply = parse_permission_reply(content) if self._definition.prompt is not None else None
-        if reply is not None and self._prompts.take(reply.request_id):
+        if reply is not None and self._prompts.is_open(reply.request_id):
             verdict = PermissionVerdictParams(request_id=reply.request_id, behavior=reply.behavior)
-            sender = meta.get("user_id") or meta.get("sender")
+            raw_sender = meta.get("user_id") or meta.get("sender")
+            sender = str(raw_sender) if raw_sender is not None else None
+            # One answer per sender: a refused sender's answer never stands in for an approver's.
+            payload = verdict_event(verdict, sender)
+            if chat_id := meta.get("chat_id"):
+                payload["chat_id"] = str(chat_id)  # where to say so when the answer does not count
             appended = await self.events.append(
-                VERDICT_KIND,
-                f"{VERDICT_KIND}:{reply.request_id}",
-                verdict_event(verdict, str(sender) if sender is not None else None),
+                VERDICT_KIND, f"{VERDICT_KIND}:{reply.request_id}:{sender or '-'}", payload
             )
-            await self._sessions.push_verdict(verdict)
+            if appended.created:
+                await self._sessions.push_verdict(verdict)
             return Received(VERDICT_KIND, appended.seq, appended.created)
         params = normalize_inbound(content, meta)
         appended = await self.events.append(MESSAGE_KIND, dedupe_key, params.model_dump(mode="json"))

@@ -520,6 +520,25 @@ def test_a_contacts_gate_hides_private_data_tools_from_the_model() -> None:
     )
 
 
+def test_a_gate_keeps_its_principal_and_origin_through_every_derivation() -> None:
+    gate = PolicyGate(_NoApprover(), list, _engine())
+    contact = gate.for_principal("contact").for_origin('inbox chat "c7", sender "alice" (contact)')
+    turn = contact.for_turn(unattended=False, approval_live=True)
+    source = gate.for_origin('webhook chat "github", sender "webhook:github" (source)').for_principal(
+        "source"
+    )
+    assert (turn.private_data, turn.origin, turn.approval_live) == (
+        False,
+        'inbox chat "c7", sender "alice" (contact)',
+        True,
+    )
+    assert (source.private_data, source.origin) == (
+        False,
+        'webhook chat "github", sender "webhook:github" (source)',
+    )
+    assert gate.for_principal("owner").private_data is True
+
+
 def test_private_data_is_declared_in_the_tools_meta_and_read_into_the_catalog() -> None:
     tool = types.Tool(
         name="audit_search",
@@ -535,5 +554,5 @@ def test_private_data_is_declared_in_the_tools_meta_and_read_into_the_catalog() 
 
 
 class _NoApprover:
-    async def ask(self, *_: object) -> Any:
+    async def ask(self, *_: object, origin: str = "") -> Any:
         raise AssertionError("nothing in these tests asks")

@@ -48,6 +48,8 @@ class FakeBroker:
         arguments: Mapping[str, Any],
         call_id: str,
         relays: Sequence[ServerConnection],
+        *,
+        origin: str = "",
     ) -> Decision:
         self.asked.append((tool.qualified, dict(arguments), call_id, list(relays)))
         return self.answer

@@ -514,16 +514,16 @@ async def test_a_permission_prompt_and_its_answer_travel_the_whole_relay(tmp_pat
         await pushed.wait_for("notifications/claude/channel/permission")
         pulled = await pull(client)
         notified = pushed.distinct()
-        left = platform.live.open_prompts()
-        again = await platform.live.inbound("yes kmpqr", {"chat_id": "c1"}, "c1:m10")
+        again = await platform.live.inbound("no kmpqr", {"chat_id": "c1", "user_id": "u42"}, "c1:m10")
     assert accepted.delivered == 1
-    assert (platform.prompts, shown, left) == ([PROMPT], [PROMPT], [])
+    assert (platform.prompts, shown) == ([PROMPT], [PROMPT])
     assert answered == Received(kind="permission_verdict", seq=1, new=True)
     assert [(e.kind, e.dedupe_key, e.payload) for e in pulled.events] == [
         (
             "permission_verdict",
-            "permission_verdict:kmpqr",
-            {"request_id": "kmpqr", "behavior": "allow", "sender": "u42"},  # who answered, for approvers
+            "permission_verdict:kmpqr:u42",
+            # who answered (for approvers) and in which chat (to say so when it does not count)
+            {"request_id": "kmpqr", "behavior": "allow", "sender": "u42", "chat_id": "c1"},
         )
     ]
     verdict = PermissionVerdictParams(request_id="kmpqr", behavior="allow").model_dump_json()
@@ -531,7 +531,28 @@ async def test_a_permission_prompt_and_its_answer_travel_the_whole_relay(tmp_pat
         ("notifications/nexo/channel/permission", verdict),
         ("notifications/claude/channel/permission", verdict),
     }
-    assert again == Received(kind="message", seq=2, new=True)  # answered already: just a message
+    assert again == Received(kind="permission_verdict", seq=1, new=False)  # one answer per sender
+
+
+async def test_a_refused_senders_answer_leaves_the_prompt_answerable_by_the_operator(tmp_path: Path) -> None:
+    platform = Platform()
+    async with Client(build(tmp_path, platform, relay=True)) as client:
+        await client.session.send_request(
+            PermissionRequestCall(params=PROMPT.model_dump(by_alias=True)), PermissionRequestAccepted
+        )
+        contact = await platform.live.inbound("yes kmpqr", {"chat_id": "c2", "user_id": "contact-7"}, "c2:m1")
+        still_open = platform.live.open_prompts()
+        owner = await platform.live.inbound("yes kmpqr", {"chat_id": "c1", "user_id": "owner-1"}, "c1:m1")
+        pulled = await pull(client)
+    assert (contact, still_open, owner) == (
+        Received(kind="permission_verdict", seq=1, new=True),
+        [PROMPT],
+        Received(kind="permission_verdict", seq=2, new=True),
+    )
+    assert [(e.dedupe_key, e.payload["sender"]) for e in pulled.events] == [
+        ("permission_verdict:kmpqr:contact-7", "contact-7"),
+        ("permission_verdict:kmpqr:owner-1", "owner-1"),
+    ]
 
 
 async def test_an_answer_after_the_prompt_expired_is_an_ordinary_message(tmp_path: Path) -> None:

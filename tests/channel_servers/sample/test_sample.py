@@ -182,7 +182,10 @@ async def test_an_approval_is_shown_in_every_tab_and_answered_from_one(tmp_path:
     assert shown_late == shown
     assert answered == {"type": "verdict", "id": "m1", "seq": 1, "duplicate": False}
     assert [(e.kind, e.payload) for e in events] == [
-        ("permission_verdict", {"request_id": "kmpqr", "behavior": "allow", "sender": "operator"})
+        (
+            "permission_verdict",
+            {"request_id": "kmpqr", "behavior": "allow", "sender": "operator", "chat_id": "tab1"},
+        )
     ]
 
 
