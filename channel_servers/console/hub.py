@@ -15,6 +15,7 @@ from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ValidationError
 
+from shared.db import StorageFull
 from shared.protocol.console_wire import MAX_FRAME_BYTES, Error, Hello, Say, client_frames, encode
 
 logger = logging.getLogger("nexo.console")
@@ -116,9 +117,14 @@ class Hub:
                     client.chat_id = frame.chat_id
                     if client not in self.clients:
                         self.clients.append(client)
-                    await self._on_hello(client)
-                else:
-                    await self._on_say(client, frame)
+                try:
+                    if isinstance(frame, Hello):
+                        await self._on_hello(client)
+                    else:
+                        await self._on_say(client, frame)
+                except StorageFull as exc:
+                    # Refused, not lost: the chat is told and the console keeps serving.
+                    await client.send(Error(message=str(exc)))
         finally:
             if client in self.clients:
                 self.clients.remove(client)

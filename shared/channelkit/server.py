@@ -33,6 +33,7 @@ from shared.protocol.channel import (
     permission_verdict_notification,
 )
 from shared.protocol.events import EventsExtension, LogGetter, experimental_events_capability
+from shared.protocol.storage import StorageExtension
 
 logger = logging.getLogger("nexo.channel")
 
@@ -165,6 +166,7 @@ def make_channel_server(
         extensions=[
             ChannelExtension(outbound_tool=outbound_tool, permission=permission),
             EventsExtension(get_log, kinds=event_kinds),
+            StorageExtension(lambda state: [get_log(state).database.storage]),
         ],
         middleware=[sessions],
         log_level="WARNING",

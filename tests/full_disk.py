@@ -1,0 +1,73 @@
+"""A real filesystem that runs out of space: a small tmpfs mounted for one test, filled on demand.
+
+Mounting needs root (CI runs as root); elsewhere the tests using it are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SIZE = "4m"
+
+
+class FullDisk:
+    """The mounted directory `root`; `fill()` takes every free byte, `free()` gives them back."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._filler = root / "filler"
+
+    def fill(self) -> None:
+        fd = os.open(self._filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            for size in (65536, 4096, 1):
+                try:
+                    while True:
+                        os.write(fd, b"\0" * size)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+        finally:
+            os.close(fd)
+        assert shutil.disk_usage(self.root).free == 0
+
+    def free(self) -> None:
+        self._filler.unlink()
+
+
+def _mount(root: Path) -> str | None:
+    """None when mounted, else why it could not be."""
+    if os.geteuid() != 0:
+        return "mounting a tmpfs needs root (CI runs the suite as root)"
+    mount = shutil.which("mount")
+    if mount is None:
+        return "no `mount` command on this machine"
+    done = subprocess.run(
+        [mount, "-t", "tmpfs", "-o", f"size={SIZE},mode=0700", "tmpfs", str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        return f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}"
+    return None
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[FullDisk]:
+    root = tmp_path / "small"
+    root.mkdir()
+    why = _mount(root)
+    if why is not None:
+        pytest.skip(why)
+    try:
+        yield FullDisk(root)
+    finally:
+        subprocess.run(["umount", "--lazy", str(root)], check=True)
