@@ -9,12 +9,17 @@ import errno
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+from mcp import Client
+
+from shared.protocol.storage import StorageStatusParams, StorageStatusRequest, StorageStatusResult
 
 SIZE = "4m"
+T = TypeVar("T")
 
 
 class FullDisk:
@@ -71,3 +76,33 @@ def full_disk(tmp_path: Path) -> Iterator[FullDisk]:
         yield FullDisk(root)
     finally:
         subprocess.run(["umount", "--lazy", str(root)], check=True)
+
+
+ATTEMPTS = 200
+
+
+def refusal(path: Path) -> str:
+    """The sentence a write refused on a full disk carries."""
+    return (
+        f"not stored: the disk holding {path} is full. Fix: free space on that filesystem (`df -h` shows "
+        "it); nothing stored before was lost, and writes resume by themselves"
+    )
+
+
+async def until_refused(write: Callable[[int], Awaitable[T]], *, refused: Callable[[T], bool]) -> list[T]:
+    """Call `write(n)` for n = 0, 1, ... until an answer is a refusal; every answer, refusal last.
+
+    A tmpfs filled to the last byte still takes writes that fit in pages SQLite already holds, so the
+    refusal comes within a few writes rather than at the first.
+    """
+    answers: list[T] = []
+    for attempt in range(ATTEMPTS):
+        answers.append(await write(attempt))
+        if refused(answers[-1]):
+            return answers
+    raise AssertionError(f"{ATTEMPTS} writes on a full disk were all accepted")
+
+
+async def storage_status(client: Client) -> StorageStatusResult:
+    request = StorageStatusRequest(params=StorageStatusParams())
+    return await client.session.send_request(request, StorageStatusResult)

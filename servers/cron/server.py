@@ -43,6 +43,7 @@ from shared.protocol.cron import (
 from shared.protocol.events import EventsExtension, experimental_events_capability
 from shared.protocol.memory import AGENT_META_KEY, AGENT_PATTERN
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
+from shared.protocol.storage import StorageExtension
 
 SERVER_NAME = "cron"
 PREVIEW = 120
@@ -197,7 +198,11 @@ def build_server(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
-        extensions=[CronExtension(), EventsExtension(lambda state: state.events, kinds=EVENT_KINDS)],
+        extensions=[
+            CronExtension(),
+            EventsExtension(lambda state: state.events, kinds=EVENT_KINDS),
+            StorageExtension(lambda state: [state.store.db.storage]),
+        ],
         log_level="WARNING",
     )
     advertise_experimental(

@@ -43,6 +43,7 @@ from shared.protocol.memory import (
     Provenance,
 )
 from shared.protocol.policy import READ_ONLY_HINTS, tool_hints
+from shared.protocol.storage import StorageExtension
 
 SERVER_NAME = "memory"
 HISTORY_MAX = 100
@@ -173,7 +174,7 @@ def build_server(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
         lifespan=lambda _: open_service(settings, embedder=embedder, clock=clock),
-        extensions=[MemoryAdmin(settings)],
+        extensions=[MemoryAdmin(settings), StorageExtension(lambda service: [service.store.db.storage])],
         log_level="WARNING",
     )
     advertise_experimental(server, MemoryAdmin.experimental(settings))

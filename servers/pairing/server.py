@@ -23,6 +23,7 @@ from shared.db import Database
 from shared.hosting import advertise_experimental, server_main
 from shared.private import create_private_file
 from shared.protocol.pairing import PAIRING_EXTENSION
+from shared.protocol.storage import StorageExtension
 
 KEY_BYTES = 32
 
@@ -77,7 +78,7 @@ def build_server(settings: PairingSettings, *, clock: Clock = utc_now) -> MCPSer
             "control methods."
         ),
         lifespan=lifespan,
-        extensions=[extension],
+        extensions=[extension, StorageExtension(lambda store: [store.db.storage])],
         log_level="WARNING",
     )
     advertise_experimental(server, {PAIRING_EXTENSION: extension.settings()})

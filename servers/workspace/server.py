@@ -30,8 +30,11 @@ from servers.workspace.paths import Confinement, Kind, prepare_root
 from servers.workspace.sandbox import Active, Sandbox, probe
 from servers.workspace.settings import SandboxMode, WorkspaceSettings
 from servers.workspace.shell import MAX_COMMAND_BYTES, ShellResult, check_command, minimal_env, run_command
+from servers.workspace.storage import write_or_refuse
+from shared.db import StorageCondition
 from shared.hosting import server_main
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
+from shared.protocol.storage import StorageExtension
 
 logger = logging.getLogger("nexo.workspace")
 
@@ -46,6 +49,7 @@ class WorkspaceState:
     settings: WorkspaceSettings
     files: Confinement
     sandbox: Sandbox
+    storage: StorageCondition
 
 
 class Written(BaseModel):
@@ -99,7 +103,8 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
         sandbox = await probe(settings.sandbox, settings.bwrap, root, minimal_env(root))
         if sandbox.warning:
             logger.warning("workspace %s: %s (%s)", root, sandbox.warning, sandbox.reason)
-        yield WorkspaceState(settings=settings, files=Confinement(root), sandbox=sandbox)
+        files = Confinement(root)
+        yield WorkspaceState(settings=settings, files=files, sandbox=sandbox, storage=StorageCondition(root))
 
     server: MCPServer[WorkspaceState] = MCPServer(
         "workspace",
@@ -109,6 +114,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             "files with write_file and edit_file; run commands with shell (cwd is the workspace)."
         ),
         lifespan=lifespan,
+        extensions=[StorageExtension(lambda state: [state.storage])],
         log_level="WARNING",
     )
 
@@ -143,7 +149,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
                 "(NEXO_WORKSPACE_MAX_WRITE_BYTES). Split it into several files"
             )
         located = state.files.locate(path)
-        created = state.files.write_atomic(located, data)
+        created = write_or_refuse(state.files, state.storage, located, data)
         return Written(path=located.rel, bytes=len(data), created=created)
 
     @server.tool(annotations=EDIT, meta=classification_meta("write", path_args=("path",)))
@@ -192,7 +198,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
                 f"the edited file would be {len(updated)} bytes, over the {cap}-byte limit "
                 "(NEXO_WORKSPACE_MAX_WRITE_BYTES)"
             )
-        state.files.write_atomic(located, updated)
+        write_or_refuse(state.files, state.storage, located, updated)
         return Edited(path=located.rel, replacements=count if replace_all else 1, bytes=len(updated))
 
     @server.tool(annotations=READ_ONLY_HINTS, meta=classification_meta("read_only", path_args=("path",)))

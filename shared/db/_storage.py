@@ -24,6 +24,8 @@ logger = logging.getLogger("nexo.storage")
 
 SQLITE_FULL = 13
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+RECOVERED_FREE_BYTES = 1 << 20
+"""Free space at which a full disk counts as having room again (1 MiB)."""
 
 
 _refusals: ContextVar[list[StorageFull] | None] = ContextVar("storage_refusals", default=None)
@@ -117,11 +119,25 @@ class StorageCondition:
         return refusal
 
     def stored(self) -> None:
-        """A write succeeded: the condition (if any) has ended."""
+        """A write succeeded: the condition (if any) has ended, once the disk has room again.
+
+        A filesystem filled to the last byte still takes a write that fits in pages SQLite already
+        holds, so one success alone does not end the condition.
+        """
         if self._since is not None:
-            self._since = None
-            logger.warning("the disk holding %s has space again: writes are accepted", self.path)
+            free = free_bytes(self.path)
+            if free is not None and free < RECOVERED_FREE_BYTES:
+                return
+            self._recovered()
 
     def report(self) -> StorageReport:
+        """The condition now; a disk that has room again ends it even before the next write."""
+        free = free_bytes(self.path)
+        if self._since is not None and free is not None and free >= RECOVERED_FREE_BYTES:
+            self._recovered()
         since = None if self._since is None else self._since.isoformat(timespec="seconds")
-        return StorageReport(str(self.path), self.full, since, free_bytes(self.path))
+        return StorageReport(str(self.path), self.full, since, free)
+
+    def _recovered(self) -> None:
+        self._since = None
+        logger.warning("the disk holding %s has space again: writes are accepted", self.path)

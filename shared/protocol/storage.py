@@ -26,6 +26,9 @@ STATUS_METHOD = "nexo/storage/status"
 STORAGE_FULL = -32010
 """JSON-RPC error code: the request needed a write and the disk holding the server's files is full."""
 
+TOOL_ERROR_PREFIX = "Error executing tool {}: "
+"""How the SDK introduces every other tool error, kept so a refusal reads like them."""
+
 ConditionsGetter = Callable[[Any], Sequence[StorageCondition]]
 """Maps the server's lifespan state to the storage conditions of the files it writes."""
 
@@ -125,6 +128,11 @@ class StorageExtension(Extension):
             result = await call_next(ctx)
         if refusals and isinstance(result, types.CallToolResult) and result.is_error:
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=str(refusals[-1]))], is_error=True
+                content=[
+                    types.TextContent(
+                        type="text", text=f"{TOOL_ERROR_PREFIX.format(params.name)}{refusals[-1]}"
+                    )
+                ],
+                is_error=True,
             )
         return result

@@ -72,7 +72,7 @@ async def test_messages_typed_on_a_full_disk_are_refused_by_name_and_the_console
 
             reply = await client.call_tool("send_message", {"text": "hello", "chat_id": "operator"})
             assert reply.is_error
-            assert text_of(reply) == refusal
+            assert text_of(reply) == f"Error executing tool send_message: {refusal}"
             (while_full,) = (await storage(client)).files
             assert (while_full.path, while_full.full, while_full.free_bytes) == (str(database), True, 0)
 
