@@ -19,6 +19,7 @@ from shared.db._drivers import VEC_DRIVERS, sqlite_driver_for_vec
 from shared.db._errors import DatabaseError
 from shared.db._migrations import Migration, split_statements
 from shared.db._storage import (
+    RECOVERED_FREE_BYTES,
     StorageCondition,
     StorageFull,
     StorageReport,
@@ -27,6 +28,7 @@ from shared.db._storage import (
 )
 
 __all__ = [
+    "RECOVERED_FREE_BYTES",
     "VEC_DRIVERS",
     "Database",
     "DatabaseError",
