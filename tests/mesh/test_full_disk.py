@@ -15,7 +15,7 @@ from orchestrator.storage import FIX, storage_findings
 from shared.protocol.console_wire import Error, Say
 from tests.full_disk import FullDisk, refusal
 from tests.mesh.console import operator
-from tests.mesh.harness import running, write_config
+from tests.mesh.harness import nexo, running, write_config
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 
@@ -50,6 +50,7 @@ async def test_a_full_state_disk_refuses_chat_messages_in_one_sentence_and_the_d
         told = await anyio.to_thread.run_sync(orch.wait_for_line, told_line)
         status = await ask_status(control_path(state))
         findings = storage_findings(state, status)
+        shown = await anyio.to_thread.run_sync(lambda: nexo("status", "--config", str(config)))
 
         full_disk.free()
         space_again = f"server console: the disk holding {database} has space again"
@@ -61,6 +62,8 @@ async def test_a_full_state_disk_refuses_chat_messages_in_one_sentence_and_the_d
     [full] = status["storage"]
     assert (full["server"], full["path"]) == ("console", str(database))
     assert told_line in " ".join(status["warnings"])
+    assert shown.returncode == 2
+    assert shown.stdout.startswith(f"WARNING: {told_line}")
     console = next(server for server in status["servers"] if server["name"] == "console")
     assert (console["state"], console["restarts"]) == ("ready", 0)
     assert [(f.level, f.check, f.subject, f.fix) for f in findings] == [
