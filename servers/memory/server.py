@@ -174,7 +174,10 @@ def build_server(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
         lifespan=lambda _: open_service(settings, embedder=embedder, clock=clock),
-        extensions=[MemoryAdmin(settings), StorageExtension(lambda service: [service.store.db.storage])],
+        extensions=[
+            MemoryAdmin(settings),
+            StorageExtension(lambda service: [service.store.db.storage, service.notebooks.storage]),
+        ],
         log_level="WARNING",
     )
     advertise_experimental(server, MemoryAdmin.experimental(settings))

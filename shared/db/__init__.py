@@ -24,6 +24,7 @@ from shared.db._storage import (
     StorageFull,
     StorageReport,
     collect_refusals,
+    disk_is_full,
     is_storage_full,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "Synchronous",
     "Transaction",
     "collect_refusals",
+    "disk_is_full",
     "is_storage_full",
     "split_statements",
     "sqlite_driver_for_vec",

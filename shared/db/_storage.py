@@ -78,6 +78,15 @@ def free_bytes(path: Path) -> int | None:
         return None
 
 
+def disk_is_full(path: Path) -> bool:
+    """Whether the filesystem holding `path` has less than `RECOVERED_FREE_BYTES` free.
+
+    For failures that carry no errno, such as a subprocess (git) that could not write.
+    """
+    free = free_bytes(path)
+    return free is not None and free < RECOVERED_FREE_BYTES
+
+
 @dataclass(frozen=True, slots=True)
 class StorageReport:
     """What a server says about one file it writes: whether the last write found the disk full."""

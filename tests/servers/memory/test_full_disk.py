@@ -35,6 +35,12 @@ async def test_remembering_on_a_full_disk_is_refused_by_name_and_recall_still_an
             assert [file.path for file in (await storage_status(client)).full] == [str(settings.database)]
             recalled = await call(client, "memory_recall", {"query": "what tea does Ana like"})
             assert "green tea" in str(recalled)
+            note = {"op": "append", "section": "People", "text": "Ana: " + "green tea, no sugar. " * 400}
+            noted = await client.call_tool("memory_note", note)
+            [content] = noted.content
+            assert isinstance(content, types.TextContent)
+            assert content.text == f"Error executing tool memory_note: {refusal(settings.agents_dir)}"
+            assert len((await storage_status(client)).full) == 2
 
             full_disk.free()
             await call(client, "memory_remember", {"content": "Ana's birthday is in May"})
