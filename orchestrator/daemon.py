@@ -27,6 +27,7 @@ from orchestrator.mesh import Mesh
 from orchestrator.metrics import Metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
 from orchestrator.proactive.runtime import Autonomy
+from orchestrator.storage import StorageWatch
 from shared.protocol.audit import ConfigChangeBody, EntryDraft
 from shared.protocol.channel import NAMESPACES, ChannelParams, channel_method
 
@@ -65,6 +66,7 @@ class Orchestrator:
         self.goals = GoalTracker(audit, metrics=self.metrics)
         self.background = Background(config, self.mesh, self.goals, self.sink, {})
         self.autonomy = Autonomy(config, self.mesh, self.sink)
+        self.storage = StorageWatch(config, self.mesh, self.sink)
         self._running: anyio.CancelScope | None = None
         self._pushes: MemoryObjectSendStream[tuple[str, ChannelParams]] | None = None
 
@@ -87,6 +89,7 @@ class Orchestrator:
             ],
             "warnings": self.warnings(),
             "refused": self.refused(),
+            "storage": self.storage.status(),
             "autonomy": self.autonomy.status(),
             "goals": {
                 "live": [
@@ -121,7 +124,7 @@ class Orchestrator:
                     found.append(
                         f"DANGEROUS MODE is on for agent {agent.id}{where}: tool calls run without asking"
                     )
-        return found
+        return found + self.storage.warnings()
 
     async def _on_push(self, server: str, method: str, params: BaseModel) -> None:
         """Pushed channel messages, queued from the moment a server connects: a Claude Code channel
@@ -231,6 +234,7 @@ class Orchestrator:
                             exc.strerror or exc,
                         )
                 missing = await self.mesh.wait_ready(STARTUP_WAIT_S)
+                tg.start_soon(self.storage.run, self.config.supervision.storage_check_s, name="storage-watch")
                 for name in missing:
                     snap = self.mesh[name].snapshot()
                     logger.warning(

@@ -102,6 +102,10 @@ class EventLog:
         self._clock = clock
         self._changed = anyio.Event()
 
+    @property
+    def database(self) -> Database:
+        return self._db
+
     def _wake(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()

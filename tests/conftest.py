@@ -4,3 +4,6 @@ import pytest
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+from tests.full_disk import full_disk  # noqa: E402, F401 -- the fixture, for every test package

@@ -14,6 +14,7 @@ from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic import BaseModel, ValidationError
 
+from shared.db import StorageFull
 from shared.private import make_private_dirs
 from shared.protocol.console_wire import MAX_FRAME_BYTES, Error, Hello, Say, client_frames, encode
 
@@ -112,9 +113,14 @@ class Hub:
                     client.chat_id = frame.chat_id
                     if client not in self.clients:
                         self.clients.append(client)
-                    await self._on_hello(client)
-                else:
-                    await self._on_say(client, frame)
+                try:
+                    if isinstance(frame, Hello):
+                        await self._on_hello(client)
+                    else:
+                        await self._on_say(client, frame)
+                except StorageFull as exc:
+                    # Refused, not lost: the chat is told and the console keeps serving.
+                    await client.send(Error(message=str(exc)))
         finally:
             if client in self.clients:
                 self.clients.remove(client)

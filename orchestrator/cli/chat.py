@@ -34,6 +34,22 @@ from shared.protocol.console_wire import (
 
 CONNECT_WAIT_S = 30.0
 READ_CHUNK_BYTES = 4096
+_STREAM_ENDED = (
+    anyio.EndOfStream,
+    anyio.IncompleteRead,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+)
+
+
+class ConsoleClosed(ConnectionError):
+    """The console channel ended the connection: one sentence for the person, never a traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the console channel closed the connection (its server stopped or is restarting); "
+            "run `nexo status` to see why, then `nexo chat` again"
+        )
 
 
 def console_socket(state_dir: Path) -> Path:
@@ -66,10 +82,16 @@ class ChatSession:
         self.approvals: list[str] = []
 
     async def send(self, frame: Say | Hello) -> None:
-        await self.stream.send(encode(frame))
+        try:
+            await self.stream.send(encode(frame))
+        except (*_STREAM_ENDED, OSError) as exc:
+            raise ConsoleClosed from exc
 
     async def receive(self) -> Welcome | Queued | Reply | Approval | Verdict | Error:
-        line = await self.reader.receive_until(b"\n", MAX_FRAME_BYTES)
+        try:
+            line = await self.reader.receive_until(b"\n", MAX_FRAME_BYTES)
+        except (*_STREAM_ENDED, OSError) as exc:
+            raise ConsoleClosed from exc
         return server_frames.validate_json(line)
 
     def show_approval(self, frame: Approval) -> None:
@@ -116,8 +138,8 @@ async def run_interactive(session: ChatSession, stdin: TextIO) -> int:
             while True:
                 try:
                     frame = await session.receive()
-                except (anyio.EndOfStream, anyio.IncompleteRead):
-                    print("\n[console closed]", file=session.err)
+                except ConsoleClosed as exc:
+                    print(f"\n[console closed] {exc}", file=session.err)
                     tg.cancel_scope.cancel()
                     return
                 if isinstance(frame, Reply):
@@ -139,7 +161,11 @@ async def run_interactive(session: ChatSession, stdin: TextIO) -> int:
             # A bare y/n answers the only open approval.
             if text.lower() in ("y", "yes", "n", "no") and len(session.approvals) == 1:
                 text = f"{text} {session.approvals.pop()}"
-            await session.send(Say(id=uuid.uuid4().hex, text=text))
+            try:
+                await session.send(Say(id=uuid.uuid4().hex, text=text))
+            except ConsoleClosed as exc:
+                print(f"[console closed] {exc}", file=session.err)
+                break
         tg.cancel_scope.cancel()
     return EXIT_OK
 

@@ -62,11 +62,26 @@ def command_doctor(args: argparse.Namespace) -> int:
 
 def command_setup_doctor(args: argparse.Namespace) -> int:
     from orchestrator.doctor import setup
+    from orchestrator.storage import storage_findings
 
     setup_logging("WARNING")
     config = load_config(args.config)
     facts = anyio.run(gather, config)
-    return _report(setup(config, facts), args.json, "pairing and policies are consistent")
+    storage = storage_findings(config.state_path, _daemon_status(config))
+    return _report(setup(config, facts) + storage, args.json, "pairing and policies are consistent")
+
+
+def _daemon_status(config: NexoConfig) -> dict[str, Any] | None:
+    """What the running daemon reports (it knows which servers found their disk full), or None."""
+    from orchestrator.control import ask_status, control_path
+
+    async def status() -> dict[str, Any]:
+        return await ask_status(control_path(config.state_path), timeout=5)
+
+    try:
+        return anyio.run(status)
+    except (OSError, TimeoutError, ValueError):
+        return None
 
 
 async def gather(config: NexoConfig) -> SetupFacts:

@@ -27,7 +27,7 @@ def command_status(args: argparse.Namespace) -> int:
             print(f"nexo: {message}", file=sys.stderr)
         return EXIT_FAIL
     status["running"] = True
-    degraded = [s for s in status["servers"] if s["state"] != "ready"]
+    degraded = [s for s in status["servers"] if s["state"] != "ready"] + status.get("storage", [])
     if args.json:
         print_json(status)
     else:

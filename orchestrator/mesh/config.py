@@ -58,3 +58,5 @@ class SupervisionConfig(BaseModel):
     """A connection that lived this long resets the failure count."""
     health_interval_s: float = Field(15.0, gt=0)
     """Ping period that notices a dead HTTP server between calls."""
+    storage_check_s: float = Field(30.0, gt=0)
+    """How often each server is asked whether its disk is full (``nexo status`` shows it)."""

@@ -19,6 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from servers.audit.drafts import checked_draft
 from servers.audit.errors import WriterStopped
 from servers.audit.store import Checked, Ledger
+from shared.db import StorageFull
 from shared.protocol.audit import Appended, EntryDraft
 
 logger = logging.getLogger("nexo.audit.writer")
@@ -92,7 +93,8 @@ class GroupCommitter:
             async with self.ledger.writing() as writer:
                 results = await writer.add([item for pending in batch for item in pending.items])
         except Exception as exc:  # noqa: BLE001 -- handed to every waiting caller, who raises it
-            logger.warning("audit commit of %d appends failed: %r", len(batch), exc)
+            if not isinstance(exc, StorageFull):  # logged once per condition by the storage layer
+                logger.warning("audit commit of %d appends failed: %r", len(batch), exc)
             for pending in batch:
                 pending.finish(error=exc)
             return

@@ -22,6 +22,7 @@ from servers.audit.store import Clock, utc_now
 from shared.hosting import advertise_experimental, server_main
 from shared.protocol.audit import AUDIT_EXTENSION, ENTRY_KINDS, Entry, canonical_json
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta
+from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer
 
 MAX_TURNS = 200
@@ -103,7 +104,7 @@ def build_server(settings: AuditSettings, *, clock: Clock = utc_now) -> MCPServe
             "audit_search; nothing here can change it."
         ),
         lifespan=lifespan,
-        extensions=[extension],
+        extensions=[extension, StorageExtension(lambda state: [state.ledger.db.storage])],
     )
     advertise_experimental(server, {AUDIT_EXTENSION: extension.settings()})
 

@@ -25,6 +25,7 @@ from servers.cron.outcomes import report_outcome
 from servers.cron.rows import new_fire
 from servers.cron.settings import CronSettings
 from servers.cron.store import Clock, CronEventLog, CronStore, EntryRow, FireRow, Writer
+from shared.db import StorageFull
 from shared.protocol.cron import FINISHED_STATES
 
 __all__ = ["Scheduler", "Seam", "TickReport", "Wait", "no_seam", "sleep_or_wake"]
@@ -36,6 +37,8 @@ Wait = Callable[[anyio.Event, float], Awaitable[None]]
 
 MAINTENANCE_EVERY = timedelta(seconds=60)
 FULL_LOG_RECHECK_S = 5.0
+FULL_DISK_RETRY_S = 30.0
+"""How soon a tick that found the disk full is tried again (a wake tries sooner)."""
 """How soon fires held back by a full event log are tried again."""
 ONE_MICROSECOND = timedelta(microseconds=1)
 
@@ -95,7 +98,13 @@ class Scheduler:
             if previous is not None:
                 self._notice_clock_step(now - previous[0], mono - previous[1])
             previous = (now, mono)
-            report = await self.tick(now)
+            try:
+                report = await self.tick(now)
+            except StorageFull:
+                # The tick's transaction was rolled back, so what was due stays due; the storage
+                # layer has logged the condition, and `nexo status` shows it.
+                await self._wait(woken, min(FULL_DISK_RETRY_S, self.settings.max_sleep_s))
+                continue
             await self._wait(woken, self.sleep_s(report))
 
     def sleep_s(self, report: TickReport) -> float:

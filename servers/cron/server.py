@@ -43,6 +43,7 @@ from shared.protocol.cron import (
 from shared.protocol.events import EventsExtension, experimental_events_capability
 from shared.protocol.memory import AGENT_META_KEY, AGENT_PATTERN
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
+from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer
 
 SERVER_NAME = "cron"
@@ -215,7 +216,11 @@ def build_server(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
-        extensions=[CronExtension(), EventsExtension(lambda state: state.events, kinds=EVENT_KINDS)],
+        extensions=[
+            CronExtension(),
+            EventsExtension(lambda state: state.events, kinds=EVENT_KINDS),
+            StorageExtension(lambda state: [state.store.db.storage]),
+        ],
     )
     advertise_experimental(
         server, {CRON_EXTENSION: extension_settings(), **experimental_events_capability(EVENT_KINDS)}

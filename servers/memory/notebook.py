@@ -9,6 +9,7 @@ from servers.memory.errors import MemoryRefused
 from servers.memory.git import GitError
 from servers.memory.guard import SecretBlocked, SecretGuard
 from servers.memory.memory_md import MemoryFile, MemoryFileError, Revision
+from shared.db import StorageCondition, disk_is_full, is_storage_full
 
 # OSError too: a damaged agent directory should read as a refusal naming the path, not a masked crash.
 _REFUSALS = (MemoryFileError, SecretBlocked, GitError, OSError)
@@ -28,6 +29,18 @@ class Notebooks:
         self._guard = guard
         self._budget = budget_bytes
         self._files: dict[str, MemoryFile] = {}
+        self.storage = StorageCondition(root)
+        """Whether MEMORY.md writes currently fail because the disk is full."""
+
+    def _refused(self, exc: Exception) -> MemoryRefused:
+        # git reports a full disk only in its own words, so a failed write on a full disk counts too.
+        if is_storage_full(exc) or (isinstance(exc, OSError | GitError) and disk_is_full(self.root)):
+            return MemoryRefused(str(self.storage.refused(exc)))
+        return MemoryRefused(str(exc))
+
+    def _written(self, rev: str) -> str:
+        self.storage.stored()
+        return rev
 
     def file(self, agent: str) -> MemoryFile:
         memory_file = self._files.get(agent)
@@ -54,21 +67,21 @@ class Notebooks:
 
     async def append(self, agent: str, section: str, entry: str, *, reason: str) -> str:
         try:
-            return (await self.file(agent).append(section, entry, reason=reason)).rev
+            return self._written((await self.file(agent).append(section, entry, reason=reason)).rev)
         except _REFUSALS as exc:
-            raise MemoryRefused(str(exc)) from exc
+            raise self._refused(exc) from exc
 
     async def replace(self, agent: str, old: str, new: str, *, reason: str) -> str:
         try:
-            return (await self.file(agent).replace(old, new, reason=reason)).rev
+            return self._written((await self.file(agent).replace(old, new, reason=reason)).rev)
         except _REFUSALS as exc:
-            raise MemoryRefused(str(exc)) from exc
+            raise self._refused(exc) from exc
 
     async def remove(self, agent: str, text: str, *, reason: str) -> str:
         try:
-            return (await self.file(agent).remove(text, reason=reason)).rev
+            return self._written((await self.file(agent).remove(text, reason=reason)).rev)
         except _REFUSALS as exc:
-            raise MemoryRefused(str(exc)) from exc
+            raise self._refused(exc) from exc
 
     async def rollback(self, agent: str, rev: str) -> tuple[str, str]:
         """Restore ``rev`` as a new revision: (new rev, restored content)."""

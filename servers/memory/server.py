@@ -43,6 +43,7 @@ from shared.protocol.memory import (
     Provenance,
 )
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
+from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer
 
 SERVER_NAME = "memory"
@@ -196,7 +197,10 @@ def build_server(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
         lifespan=lambda _: open_service(settings, embedder=embedder, clock=clock),
-        extensions=[MemoryAdmin(settings)],
+        extensions=[
+            MemoryAdmin(settings),
+            StorageExtension(lambda service: [service.store.db.storage, service.notebooks.storage]),
+        ],
     )
     advertise_experimental(server, MemoryAdmin.experimental(settings))
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import suppress
 from typing import Any
 
 from servers.memory.models import Counts, Memory, NewMemory, Stored, Vector, content_hash
 from servers.memory.vectors import VectorIndex
-from shared.db import Database, Migration, Transaction
+from shared.db import Database, Migration, StorageFull, Transaction
 
 MEMORY_MIGRATIONS: tuple[Migration, ...] = (
     Migration.sql(
@@ -161,14 +162,16 @@ class MemoryStore:
         return Memory.from_row(row)
 
     async def touch(self, memory_ids: Sequence[int]) -> None:
-        """Record that these memories were recalled now."""
+        """Record that these memories were recalled now (skipped while the disk is full: a recall
+        still answers, only its access count is not kept)."""
         if not memory_ids:
             return
-        await self.db.execute(
-            f"UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1 "
-            f"WHERE id IN ({_placeholders(len(memory_ids))})",
-            (self._clock(), *memory_ids),
-        )
+        with suppress(StorageFull):
+            await self.db.execute(
+                f"UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1 "
+                f"WHERE id IN ({_placeholders(len(memory_ids))})",
+                (self._clock(), *memory_ids),
+            )
 
     async def set_archived(self, memory_ids: Sequence[int], archived: bool) -> None:
         if not memory_ids:

@@ -23,6 +23,7 @@ from shared.db import Database
 from shared.hosting import advertise_experimental, server_main
 from shared.private import create_private_file
 from shared.protocol.pairing import PAIRING_EXTENSION
+from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer
 
 KEY_BYTES = 32
@@ -78,7 +79,7 @@ def build_server(settings: PairingSettings, *, clock: Clock = utc_now) -> MCPSer
             "control methods."
         ),
         lifespan=lifespan,
-        extensions=[extension],
+        extensions=[extension, StorageExtension(lambda store: [store.db.storage])],
     )
     advertise_experimental(server, {PAIRING_EXTENSION: extension.settings()})
     return server

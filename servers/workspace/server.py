@@ -54,8 +54,11 @@ from servers.workspace.shell import (
     minimal_env,
     run_command,
 )
+from servers.workspace.storage import write_or_refuse
+from shared.db import StorageCondition
 from shared.hosting import server_main
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
+from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer, progress_while
 
 logger = logging.getLogger("nexo.workspace")
@@ -72,6 +75,7 @@ class WorkspaceState:
     settings: WorkspaceSettings
     files: Confinement
     sandbox: Sandbox
+    storage: StorageCondition
 
 
 class Written(BaseModel):
@@ -133,7 +137,8 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             logger.warning("workspace %s: %s", root, unavailable)
         elif sandbox.warning:
             logger.warning("workspace %s: %s", root, sandbox.warning)
-        yield WorkspaceState(settings=settings, files=Confinement(root), sandbox=sandbox)
+        files = Confinement(root)
+        yield WorkspaceState(settings=settings, files=files, sandbox=sandbox, storage=StorageCondition(root))
 
     server: MCPServer[WorkspaceState] = NexoServer(
         "workspace",
@@ -144,6 +149,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
             "offered only where commands run in the bubblewrap sandbox (workspace_info says)."
         ),
         lifespan=lifespan,
+        extensions=[StorageExtension(lambda state: [state.storage])],
     )
 
     def state_of(ctx: Context[WorkspaceState]) -> WorkspaceState:
@@ -192,7 +198,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
                 "(NEXO_WORKSPACE_MAX_WRITE_BYTES). Split it into several files"
             )
         located = state.files.locate(path)
-        created = state.files.write_atomic(located, data)
+        created = write_or_refuse(state.files, state.storage, located, data)
         return Written(path=located.rel, bytes=len(data), created=created)
 
     @server.tool(
@@ -243,7 +249,7 @@ def build_server(settings: WorkspaceSettings) -> MCPServer[WorkspaceState]:
                 f"the edited file would be {len(updated)} bytes, over the {cap}-byte limit "
                 "(NEXO_WORKSPACE_MAX_WRITE_BYTES)"
             )
-        state.files.write_atomic(located, updated)
+        write_or_refuse(state.files, state.storage, located, updated)
         return Edited(path=located.rel, replacements=count if replace_all else 1, bytes=len(updated))
 
     @server.tool(

@@ -33,6 +33,7 @@ from shared.protocol.channel import (
     permission_verdict_notification,
 )
 from shared.protocol.events import EventsExtension, LogGetter, experimental_events_capability
+from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer
 
 logger = logging.getLogger("nexo.channel")
@@ -166,6 +167,7 @@ def make_channel_server(
         extensions=[
             ChannelExtension(outbound_tool=outbound_tool, permission=permission),
             EventsExtension(get_log, kinds=event_kinds),
+            StorageExtension(lambda state: [get_log(state).database.storage]),
         ],
         middleware=[sessions],
     )

@@ -9,21 +9,40 @@ When sqlite-vec is asked for, the connection may come from `sqlean` or `pysqlite
 standard library (some Python builds cannot load extensions). Their exception classes are unrelated to
 `sqlite3`'s, so errors are re-raised as the standard library class of the same name: callers catch
 `sqlite3.IntegrityError` whichever driver is underneath.
+
+A write refused because the disk is full raises `StorageFull` (naming the file) and marks
+`Database.storage` until a later write succeeds; see `_storage`.
 """
 
 from shared.db._database import Database, Params, Synchronous, Transaction
 from shared.db._drivers import VEC_DRIVERS, sqlite_driver_for_vec
 from shared.db._errors import DatabaseError
 from shared.db._migrations import Migration, split_statements
+from shared.db._storage import (
+    RECOVERED_FREE_BYTES,
+    StorageCondition,
+    StorageFull,
+    StorageReport,
+    collect_refusals,
+    disk_is_full,
+    is_storage_full,
+)
 
 __all__ = [
+    "RECOVERED_FREE_BYTES",
     "VEC_DRIVERS",
     "Database",
     "DatabaseError",
     "Migration",
     "Params",
+    "StorageCondition",
+    "StorageFull",
+    "StorageReport",
     "Synchronous",
     "Transaction",
+    "collect_refusals",
+    "disk_is_full",
+    "is_storage_full",
     "split_statements",
     "sqlite_driver_for_vec",
 ]

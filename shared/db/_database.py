@@ -17,6 +17,7 @@ import anyio
 from shared.db._drivers import as_stdlib_error, connect_with_vec
 from shared.db._errors import DatabaseError, problem
 from shared.db._migrations import Migration, migrate
+from shared.db._storage import StorageCondition, StorageFull, is_storage_full
 from shared.private import make_private_dirs
 
 Params: TypeAlias = Sequence[Any] | Mapping[str, Any]
@@ -74,6 +75,8 @@ class _Connector:
             make_private_dirs(self.path.parent)
             _make_private_file(self.path)
         except OSError as exc:
+            if is_storage_full(exc):
+                raise StorageFull(self.path) from exc
             raise problem(
                 self.path,
                 f"cannot create the database file: {exc.strerror} ({exc.filename})",
@@ -94,6 +97,8 @@ class _Connector:
                 conn.close()
             if isinstance(exc, DatabaseError):
                 raise
+            if is_storage_full(exc):
+                raise StorageFull(self.path) from exc
             raise problem(
                 self.path,
                 f"cannot open the database: {exc}",
@@ -105,18 +110,31 @@ class _Connector:
 class _Statements:
     """The statements every handle offers, all sent through the single aiosqlite connection."""
 
-    __slots__ = ("_conn", "_foreign_error")
+    __slots__ = ("_conn", "_foreign_error", "storage")
 
-    def __init__(self, conn: aiosqlite.Connection, foreign_error: tuple[type[Exception], ...]) -> None:
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        foreign_error: tuple[type[Exception], ...],
+        storage: StorageCondition,
+    ) -> None:
         self._conn = conn
         self._foreign_error = foreign_error
+        self.storage = storage
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
         try:
             yield
         except self._foreign_error as exc:
-            raise as_stdlib_error(exc) from exc
+            error = as_stdlib_error(exc)
+            if is_storage_full(error):
+                raise self.storage.refused(error) from exc
+            raise error from exc
+        except sqlite3.Error as exc:
+            if is_storage_full(exc) and not isinstance(exc, StorageFull):
+                raise self.storage.refused(exc) from exc
+            raise
 
     async def execute(self, sql: str, params: Params) -> int:
         with self._translated():
@@ -234,7 +252,8 @@ class Database:
             if connector.failure is not None:
                 raise connector.failure
             foreign_error = () if connector.error_class is sqlite3.Error else (connector.error_class,)
-            db = cls(path=db_path, driver=connector.driver, statements=_Statements(conn, foreign_error))
+            statements = _Statements(conn, foreign_error, StorageCondition(db_path))
+            db = cls(path=db_path, driver=connector.driver, statements=statements)
             if load_vec:
                 row = await db.fetchone("SELECT vec_version()")
                 db.vec_version = None if row is None else str(row[0])
@@ -242,6 +261,11 @@ class Database:
         finally:
             with anyio.CancelScope(shield=True):
                 await conn.close()
+
+    @property
+    def storage(self) -> StorageCondition:
+        """Whether writes to this file currently fail because its disk is full."""
+        return self._statements.storage
 
     @asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
@@ -255,7 +279,9 @@ class Database:
     async def execute(self, sql: str, params: Params = ()) -> int:
         """Run one statement; returns the row count. Commits at once unless inside `transaction()`."""
         async with self._slot():
-            return await self._statements.execute(sql, params)
+            count = await self._statements.execute(sql, params)
+        self._stored_outside_transaction()
+        return count
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         async with self._slot():
@@ -268,7 +294,9 @@ class Database:
     async def insert(self, sql: str, params: Params = ()) -> int:
         """Run an INSERT; returns `last_insert_rowid()` (unchanged when nothing was inserted)."""
         async with self._slot():
-            return await self._statements.insert(sql, params)
+            rowid = await self._statements.insert(sql, params)
+        self._stored_outside_transaction()
+        return rowid
 
     async def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
         """Run one statement per parameter row, all in one transaction (one fsync, all or nothing)."""
@@ -297,6 +325,7 @@ class Database:
                     await self._statements.execute("BEGIN IMMEDIATE", ())
                     yield transaction
                     await self._statements.execute("COMMIT", ())
+                    self._statements.storage.stored()
                 except BaseException:
                     # Statements run in queue order, so this ROLLBACK follows any statement a
                     # cancelled await left queued.
@@ -306,6 +335,11 @@ class Database:
             finally:
                 transaction._close()
                 self._current.reset(token)
+
+    def _stored_outside_transaction(self) -> None:
+        current = self._current.get()
+        if current is None or not current.is_open:
+            self._statements.storage.stored()
 
 
 def _check_options(

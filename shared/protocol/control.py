@@ -2,7 +2,8 @@
 
 Each server lists ``(RequestClass, ParamsClass, handler)`` routes whose handlers take the server's
 lifespan state and the params, and maps its own refusals to JSON-RPC errors; this module binds them
-to an MCP extension. Anything a server does not map stays an internal error.
+to an MCP extension. A write refused by a full disk is the `STORAGE_FULL` error on every server;
+anything else a server does not map stays an internal error.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.extension import MethodBinding
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
+
+from shared.protocol.storage import storage_error
 
 Handler = Callable[[Any, Any], Awaitable[types.Result]]
 Route = tuple[type[types.Request[Any, Any]], type[BaseModel], Handler]
@@ -38,7 +41,7 @@ def bind_routes(routes: Sequence[Route], to_error: ToError) -> tuple[MethodBindi
             try:
                 return await handler(ctx.lifespan_context, params)
             except Exception as exc:
-                error = to_error(exc)
+                error = storage_error(exc) or to_error(exc)
                 if error is None:
                     raise
                 raise error from exc

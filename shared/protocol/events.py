@@ -17,6 +17,7 @@ from mcp.server.extension import Extension, MethodBinding
 from pydantic import BaseModel, Field
 
 from shared.events import MAX_PULL, EventLog, StoredEvent
+from shared.protocol.storage import refusing_full_storage
 
 EVENTS_EXTENSION = "nexo/events"
 PULL_METHOD = "nexo/events/pull"
@@ -155,13 +156,17 @@ class EventsExtension(Extension):
         return {"kinds": self._kinds, "max_wait_ms": MAX_WAIT_MS}
 
     def methods(self) -> Sequence[MethodBinding]:
-        return (
-            MethodBinding(PULL_METHOD, PullParams, self._pull),
-            MethodBinding(ACK_METHOD, AckParams, self._ack),
-            MethodBinding(DEAD_LETTER_METHOD, DeadLetterParams, self._dead_letter),
-            MethodBinding(DEAD_LIST_METHOD, DeadListParams, self._dead_list),
-            MethodBinding(REPLAY_METHOD, ReplayParams, self._replay),
-            MethodBinding(PURGE_DEAD_METHOD, PurgeDeadParams, self._purge_dead),
+        bindings = (
+            (PULL_METHOD, PullParams, self._pull),
+            (ACK_METHOD, AckParams, self._ack),
+            (DEAD_LETTER_METHOD, DeadLetterParams, self._dead_letter),
+            (DEAD_LIST_METHOD, DeadListParams, self._dead_list),
+            (REPLAY_METHOD, ReplayParams, self._replay),
+            (PURGE_DEAD_METHOD, PurgeDeadParams, self._purge_dead),
+        )
+        return tuple(
+            MethodBinding(method, params, refusing_full_storage(handler))
+            for method, params, handler in bindings
         )
 
     async def _pull(self, ctx: ServerRequestContext[Any, Any], params: PullParams) -> PullResult:

@@ -23,7 +23,7 @@ from typing import Literal
 
 import anyio
 
-from orchestrator.cli.chat import ChatSession
+from orchestrator.cli.chat import ChatSession, ConsoleClosed
 from shared.protocol.console_wire import Queued, Reply, Say
 from tests.fakes.llm import RecordedRequest
 from tests.fakes.llm import Reply as ModelReply
@@ -37,7 +37,8 @@ EXIT_TIMEOUT_S = 30.0
 ANSWERED_MARK = "answered g-"
 """The orchestrator's log line once a reply went through the console (shown or kept for the chat)."""
 _ASKED = re.compile(r"please answer (\w+)")
-_GONE = (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError)
+_GONE = (ConsoleClosed,)
+"""What ChatSession raises when the console's connection ends (it never lets the stream errors out)."""
 
 OutboxStatus = Literal["pending", "sending", "sent", "uncertain", "failed"]
 
