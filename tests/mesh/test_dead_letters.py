@@ -19,6 +19,9 @@ from tests.mesh.harness import nexo, python_server, running, write_config
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 
+AS_CONTACT = {"policy": "open", "allow_from": []}
+"""The console's sender admitted as a contact: the owner's own messages are never rate limited."""
+
 
 def _console_config(tmp_path: Path, llm_url: str, **options: Any) -> Path:
     return write_config(
@@ -114,7 +117,9 @@ async def test_a_reply_that_keeps_failing_is_retried_then_set_aside_and_the_oper
 
 async def test_over_the_rate_a_message_is_refused_visibly_when_so_configured(tmp_path: Path) -> None:
     with FakeLLM([ModelReply("first answered")]) as llm:
-        config = _console_config(tmp_path, llm.openai_base_url, rate_per_minute=1, burst=1, overflow="refuse")
+        config = _console_config(
+            tmp_path, llm.openai_base_url, rate_per_minute=1, burst=1, overflow="refuse", pairing=AS_CONTACT
+        )
         with running(config):
             async with operator(tmp_path / "state") as session:
                 await session.send(Say(id="m1", text="one"))
@@ -132,7 +137,9 @@ async def test_over_the_rate_a_message_is_refused_visibly_when_so_configured(tmp
 async def test_over_the_rate_messages_wait_their_turn_and_are_all_answered_in_order(tmp_path: Path) -> None:
     script: list[ScriptItem] = [ModelReply(f"answer {i}") for i in range(3)]
     with FakeLLM(script) as llm:
-        config = _console_config(tmp_path, llm.openai_base_url, rate_per_minute=600, burst=1)
+        config = _console_config(
+            tmp_path, llm.openai_base_url, rate_per_minute=600, burst=1, pairing=AS_CONTACT
+        )
         with running(config) as orch:
             async with operator(tmp_path / "state") as session:
                 for i in range(3):
