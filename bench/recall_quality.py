@@ -8,7 +8,7 @@ query sets ask about them, each in two kinds:
   "The family dentist is Dr. Okafor ...");
 - ``exact``: a rare term that appears in one fact only (an error code, a serial number, a tool name).
 
-``tuning.tsv`` is the set the keyword side of recall was tuned on (and the one the tests use);
+``tuning.tsv`` is the set hybrid recall was tuned on (and the one the tests use);
 ``heldout.tsv`` was written at the same time and never used for tuning, so its figures say how the
 tuning generalises. A query scores when the fact it names is the first memory recalled.
 
@@ -48,7 +48,7 @@ QueryKind = Literal["paraphrase", "exact"]
 MODES: tuple[RecallMode, ...] = ("keyword", "vector", "hybrid")
 AGENT = "bench"
 SET_LABELS: dict[QuerySet, str] = {
-    "tuning": "tuning set (the keyword side was tuned on it; the tests use it)",
+    "tuning": "tuning set (hybrid recall was tuned on it; the tests use it)",
     "heldout": "held-out set (never used for tuning)",
 }
 

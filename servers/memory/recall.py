@@ -1,14 +1,20 @@
-"""Recall: keyword (FTS5 BM25), vector (cosine neighbours) or both fused by reciprocal rank.
+"""Recall: keyword (FTS5 BM25), vector (cosine neighbours) or both, the vector side deciding.
 
 Keyword queries leave out English stopwords (``servers.memory.stopwords``): a question's "me", "is"
-or "what" match nearly every memory. Hybrid recall then fuses only *strong* keyword hits: a hit's
+or "what" match nearly every memory. Hybrid recall then uses only *strong* keyword hits: a hit's
 BM25 score over the query's total term weight (the sum of its terms' IDF, about what a memory
 holding each term once scores) must reach ``STRONG_SHARE``. A memory sharing one common word with
 a paraphrased question stays out, a memory holding the query's rare exact term (an error code, a
-serial number) comes in. The lists are fused by weighted reciprocal rank fusion (Cormack et al.
-2009, k = 60): each candidate scores ``1 / (60 + vector rank) + share / (60 + keyword rank)``, so no
-cosine is compared with a BM25 score. Tuned, and checked on held-out questions, by
-``python -m bench.recall_quality``.
+serial number) comes in.
+
+Hybrid order is by cosine similarity, the strong keyword hits' own cosines read from the index
+when the vector side did not return them, and a strong hit counts ``TIE_MARGIN`` (0.02) more. The
+keyword side so settles what the embedding model leaves undecided and never overturns a clear
+preference: fusing by reciprocal rank alone let a memory the vector side ranked second, sharing
+one rare word with the question, overtake a first that was well ahead in cosine. One exception is
+an exact lookup: when a single memory holds every term of the query and is a strong hit, it comes
+first whatever its cosine (a serial number embeds as noise). Tuned, and checked on held-out
+questions, by ``python -m bench.recall_quality``.
 
 When the vector side fails (the embedder is down, the index errs, or the model changed and a
 reindex is pending) hybrid recall degrades to keyword recall, every keyword hit in BM25 order, and
@@ -24,7 +30,7 @@ import logging
 import math
 import re
 import sqlite3
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from servers.memory.embeddings import EmbeddingError
@@ -37,13 +43,18 @@ from shared.protocol.memory import RecallMode
 
 logger = logging.getLogger("nexo.memory.recall")
 
-RRF_K = 60
 MAX_TERMS = 32
 MIN_CANDIDATES = 20
 """Keyword candidates per recall: max(3 x limit, this). BM25 candidates are cheap."""
 STRONG_SHARE = 0.65
-"""In hybrid recall, a keyword hit is fused only if its BM25 score reaches this share of the query's
-total term weight (the sum of its terms' IDF, about what a memory holding every term once scores)."""
+"""In hybrid recall, a keyword hit is strong, and counts, only if its BM25 score reaches this share
+of the query's total term weight (the sum of its terms' IDF, about what a memory holding every term
+once scores)."""
+TIE_MARGIN = 0.02
+"""In hybrid recall, what a strong keyword hit adds to its cosine similarity: it settles a near tie
+of the vector side, never a clear preference. On the tuning questions the vector side's first and
+second were equally often right when their cosines were less than 0.02 apart, and the second never
+was when they were further apart."""
 MIN_NEIGHBOURS = 10
 """Vector candidates per recall: max(2 x limit, this). The index reranks ~40 float vectors per
 neighbour asked for, so fewer are fetched than on the keyword side."""
@@ -88,22 +99,25 @@ def idf(documents: int, matching: int) -> float:
     return max(math.log((documents - matching + 0.5) / (matching + 0.5)), 1e-6)
 
 
-def rrf(
-    rankings: Sequence[Sequence[int]], k: int | None = None, weights: Sequence[Mapping[int, float]] = ()
-) -> list[int]:
-    """Reciprocal rank fusion of several best-first id lists; ties keep the earlier best rank.
+def match_all(terms: Sequence[str]) -> str:
+    """An FTS5 expression matching only memories that hold every one of ``terms``, each quoted."""
+    return " AND ".join(quoted(term) for term in terms)
 
-    An id's share from ranking ``i`` is multiplied by ``weights[i][id]`` when given (1 otherwise).
+
+def fuse(neighbours: Mapping[int, float], strong: Collection[int], lookup: int | None = None) -> list[int]:
+    """Hybrid order: by cosine similarity, a strong keyword hit counting ``TIE_MARGIN`` more.
+
+    ``neighbours`` maps every candidate (the vector neighbours and the strong keyword hits) to its
+    cosine similarity with the query; ``lookup``, when given, goes first. Ties keep the lower id.
     """
-    k = RRF_K if k is None else k
-    scores: dict[int, float] = {}
-    best: dict[int, int] = {}
-    for index, ranking in enumerate(rankings):
-        weight = weights[index] if index < len(weights) else {}
-        for rank, memory_id in enumerate(ranking, start=1):
-            scores[memory_id] = scores.get(memory_id, 0.0) + weight.get(memory_id, 1.0) / (k + rank)
-            best[memory_id] = min(best.get(memory_id, rank), rank)
-    return sorted(scores, key=lambda memory_id: (-scores[memory_id], best[memory_id], memory_id))
+    score = {
+        memory_id: cosine + (TIE_MARGIN if memory_id in strong else 0.0)
+        for memory_id, cosine in neighbours.items()
+    }
+    ranked = sorted(score, key=lambda memory_id: (-score[memory_id], memory_id))
+    if lookup is None:
+        return ranked
+    return [lookup, *(memory_id for memory_id in ranked if memory_id != lookup)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,10 +157,14 @@ class Recaller:
                 agent, match_any(terms), candidates, include_archived=include_archived
             )
         used: RecallMode = mode
-        nearest: list[int] | None = None
+        vector: Vector | None = None
+        neighbours: list[tuple[int, float]] = []
         if mode != "keyword":
             try:
-                nearest = await self._nearest(agent, query, max(limit * 2, MIN_NEIGHBOURS), include_archived)
+                vector = await self._embed_query(query)
+                neighbours = await self._store.neighbours(
+                    agent, vector, max(limit * 2, MIN_NEIGHBOURS), include_archived=include_archived
+                )
             except (EmbeddingError, VectorDimensionError, sqlite3.Error, _Blocked) as exc:
                 if mode == "vector":
                     raise MemoryRefused(
@@ -156,31 +174,46 @@ class Recaller:
                 logger.warning(
                     "vector search failed for agent %s (%s); recall degraded to keyword search", agent, exc
                 )
-                used = "keyword"
-        if nearest is None:
+                used, vector = "keyword", None
+        if vector is None:
             ranked = [memory_id for memory_id, _ in hits][:limit]
+        elif not hits:
+            ranked = [memory_id for memory_id, _ in neighbours][:limit]
         else:
-            strong = await self._strong(terms, hits) if hits else {}
-            ranked = rrf([list(strong), nearest], weights=[strong])[:limit]
+            strong = await self._strong(terms, hits)
+            similarity = dict(neighbours)
+            missing = [memory_id for memory_id in strong if memory_id not in similarity]
+            similarity |= await self._store.similarities(agent, vector, missing)
+            lookup = await self._lookup(agent, terms, strong, include_archived)
+            ranked = fuse(similarity, strong, lookup)[:limit]
         found = await self._store.by_ids(agent, ranked, include_archived=include_archived)
         memories = [found[memory_id] for memory_id in ranked if memory_id in found]
         if touch:
             await self._store.touch([memory.id for memory in memories])
         return Recalled(memories, used)
 
-    async def _strong(self, terms: list[str], hits: list[tuple[int, float]]) -> dict[int, float]:
-        """The keyword hits that score enough of the query's weight to be fused, weighted by that share."""
+    async def _strong(self, terms: list[str], hits: list[tuple[int, float]]) -> set[int]:
+        """The keyword hits that score at least ``STRONG_SHARE`` of the query's total term weight."""
         documents, matching = await self._store.term_frequencies([quoted(term) for term in terms])
         weight = sum(idf(documents, count) for count in matching)
-        shares = {memory_id: score / weight for memory_id, score in hits}
-        return {memory_id: share for memory_id, share in shares.items() if share >= STRONG_SHARE}
+        return {memory_id for memory_id, score in hits if score / weight >= STRONG_SHARE}
 
-    async def _nearest(self, agent: str, query: str, k: int, include_archived: bool) -> list[int]:
+    async def _lookup(
+        self, agent: str, terms: list[str], strong: set[int], include_archived: bool
+    ) -> int | None:
+        """The one memory holding every query term, when there is exactly one and it is a strong hit."""
+        if not strong:
+            return None
+        holders = await self._store.keyword(agent, match_all(terms), 2, include_archived=include_archived)
+        if len(holders) == 1 and holders[0][0] in strong:
+            return holders[0][0]
+        return None
+
+    async def _embed_query(self, query: str) -> Vector:
         blocked = self._vector_blocker()
         if blocked is not None:
             raise _Blocked(blocked)
-        vector = await self._embed(query)
-        return await self._store.nearest(agent, vector, k, include_archived=include_archived)
+        return await self._embed(query)
 
 
 class _Blocked(Exception):

@@ -2,8 +2,8 @@
 
 A word such as "me", "is" or "what" is in most memories, so a keyword search that counts it finds
 every memory a little relevant and outranks the one memory that shares the question's meaning but
-not its small words. BM25 gives such words a low weight but not none, and reciprocal rank fusion
-looks only at ranks, so they are dropped from the query instead. Memories are indexed unchanged:
+not its small words. BM25 gives such words a low weight but not none, enough to outrank a memory
+holding none of them, so they are dropped from the query instead. Memories are indexed unchanged:
 a query made only of these words still searches for them.
 """
 

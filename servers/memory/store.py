@@ -264,6 +264,15 @@ class MemoryStore:
 
     async def nearest(self, agent: str, vector: Vector, k: int, *, include_archived: bool) -> list[int]:
         """Ids of the agent's nearest memories by cosine distance, best first."""
+        return [
+            memory_id
+            for memory_id, _ in await self.neighbours(agent, vector, k, include_archived=include_archived)
+        ]
+
+    async def neighbours(
+        self, agent: str, vector: Vector, k: int, *, include_archived: bool
+    ) -> list[tuple[int, float]]:
+        """(id, cosine similarity) of the agent's nearest memories, best first."""
         extra = 0
         if not include_archived:
             # The index knows nothing of archiving: ask for up to k extra neighbours when the agent
@@ -274,9 +283,15 @@ class MemoryStore:
             )
             extra = min(int(row[0]) if row else 0, k)
         hits = await self.index.search(agent, vector, k + extra)
-        ids = [memory_id for memory_id, _ in hits]
-        keep = await self.by_ids(agent, ids, include_archived=include_archived)
-        return [memory_id for memory_id in ids if memory_id in keep][:k]
+        keep = await self.by_ids(
+            agent, [memory_id for memory_id, _ in hits], include_archived=include_archived
+        )
+        return [(memory_id, 1.0 - distance) for memory_id, distance in hits if memory_id in keep][:k]
+
+    async def similarities(self, agent: str, vector: Vector, memory_ids: Sequence[int]) -> dict[int, float]:
+        """The cosine similarity to ``vector`` of each of ``memory_ids`` that the agent holds."""
+        distances = await self.index.distances(agent, vector, memory_ids)
+        return {memory_id: 1.0 - distance for memory_id, distance in distances.items()}
 
     async def count(self, *, agent: str | None = None) -> int:
         if agent is None:

@@ -208,6 +208,15 @@ class VectorIndex:
                 return await self._exact(agent, unit, k, exclude)
         return found
 
+    async def distances(self, agent: str, query: np.ndarray, ids: Collection[int]) -> dict[int, float]:
+        """The cosine distance from `query` of each of `ids` that is one of `agent`'s memories."""
+        agent = _agent(agent)
+        if not ids:
+            return {}
+        unit = unit_matrix([query], self.dim, lambda _: "the query vector")[0]
+        found, _ = await self._rerank(agent, unit, np.fromiter(ids, dtype=np.int64, count=len(ids)), len(ids))
+        return dict(found)
+
     async def _rerank(
         self, agent: str, query: np.ndarray, candidates: np.ndarray, k: int
     ) -> tuple[list[tuple[int, float]], list[int]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from servers.memory.embeddings import Embedder, EmbeddingError
 from servers.memory.errors import ModelMismatch
 from servers.memory.models import NewMemory, Vector
-from servers.memory.recall import Recaller, fts_query, query_terms, rrf
+from servers.memory.recall import Recaller, fts_query, query_terms
 from servers.memory.reindex import check_model
 from servers.memory.state import MIGRATIONS
 from servers.memory.store import MemoryStore
@@ -63,20 +64,6 @@ def test_keyword_queries_leave_out_stopwords_unless_nothing_else_is_left() -> No
     assert query_terms("What is the name of MY dentist?") == ["name", "dentist"]
     assert query_terms("Who is it?") == ["who", "is", "it"]
     assert query_terms("can't I stand it") == ["stand"]
-
-
-def test_weights_scale_one_rankings_share_of_the_fusion() -> None:
-    assert rrf([[1, 2], [2, 1]]) == [1, 2]
-    assert rrf([[1, 2], [2, 1]], weights=[{1: 0.5}]) == [2, 1]
-    assert rrf([[7], [8]], weights=[{7: 1.2}]) == [7, 8]
-    assert rrf([[7], [8]], k=1, weights=[{7: 0.9}]) == [8, 7]
-
-
-def test_reciprocal_rank_fusion_rewards_agreement_and_breaks_ties_by_best_rank() -> None:
-    assert rrf([[1, 2, 3], [2, 4]]) == [2, 1, 4, 3]
-    assert rrf([[1, 2, 3], [3, 2, 4]]) == [3, 2, 1, 4]
-    assert rrf([[5], [6]]) == [5, 6]
-    assert rrf([]) == []
 
 
 async def test_a_memory_its_fts_entry_and_its_vector_are_written_together(
@@ -169,3 +156,66 @@ async def test_degraded_hybrid_recall_keeps_every_keyword_hit_not_only_the_stron
     )
     assert recalled.mode == "keyword"
     assert sorted(memory.content for memory in recalled.memories) == sorted(texts)
+
+
+def pointing(dim: int, cosine: float, side: int) -> Vector:
+    """A unit vector at ``cosine`` from the first axis, leaning towards axis ``side``."""
+    row = np.zeros(dim, dtype=np.float32)
+    row[0], row[side] = cosine, math.sqrt(1.0 - cosine**2)
+    return row
+
+
+async def test_a_shared_rare_word_settles_a_near_tie_of_the_vector_side_but_not_a_clear_preference(
+    store: MemoryStore, embedder: Embedder
+) -> None:
+    dim = embedder.dim
+    answer, chat = "Sam's type is A negative, noted on the donor card", "choir group chat"
+    filler = [
+        f"note {index} about the weekly shopping, the bins and the recycling days" for index in range(8)
+    ]
+    await store.add(
+        new("the blood test results came back fine last spring after the checkup"), pointing(dim, 0.1, 9)
+    )
+    for index, text in enumerate(filler):
+        await store.add(new(text), pointing(dim, 0.1, 10 + index))
+
+    async def recall(answer_cosine: float, chat_cosine: float) -> list[str]:
+        first = await store.add(new(answer), pointing(dim, answer_cosine, 1))
+        second = await store.add(new(chat), pointing(dim, chat_cosine, 2))
+
+        async def embed(text: str) -> Vector:
+            return pointing(dim, 1.0, 1)
+
+        recalled = await Recaller(store, embed).recall(
+            "nexo", "what blood group am I?", mode="hybrid", limit=1
+        )
+        await store.forget(first.memory.id)
+        await store.forget(second.memory.id)
+        return [memory.content for memory in recalled.memories]
+
+    # "group" alone is most of the question's keyword weight: the chat is a strong keyword hit.
+    assert await recall(0.9, 0.8) == [answer]
+    assert await recall(0.81, 0.8) == [chat]
+
+
+async def test_the_one_memory_holding_every_term_of_the_query_comes_first_whatever_its_cosine(
+    store: MemoryStore, embedder: Embedder
+) -> None:
+    dim = embedder.dim
+    serial = await store.add(new("the boiler's serial number is 9421804VK1192A0001QX"), pointing(dim, 0.2, 1))
+    near = await store.add(new("the boiler was serviced in March by Termotec"), pointing(dim, 0.6, 2))
+    for index in range(8):
+        await store.add(
+            new(f"note {index} about the weekly shopping and the bins"), pointing(dim, 0.1, 10 + index)
+        )
+
+    async def embed(text: str) -> Vector:
+        return pointing(dim, 1.0, 1)
+
+    recaller = Recaller(store, embed)
+    recalled = await recaller.recall("nexo", "9421804VK1192A0001QX", mode="hybrid", limit=2)
+    assert [memory.id for memory in recalled.memories] == [serial.memory.id, near.memory.id]
+    # Once two memories hold the term it no longer picks one out: the vector side decides.
+    await store.add(new("receipt for 9421804VK1192A0001QX"), pointing(dim, 0.1, 30))
+    recalled = await recaller.recall("nexo", "9421804VK1192A0001QX", mode="hybrid", limit=1)
+    assert [memory.id for memory in recalled.memories] == [near.memory.id]
