@@ -44,9 +44,13 @@ typecheck: dev
 contracts: dev
 	$(BIN)/lint-imports
 
+## Two workers (one per core of the CI machine), each test file on one worker: the scenario
+## suites spend most of their time waiting on the processes they start.
+PYTEST_WORKERS ?= 2
+
 pytest: dev
 	rm -f .coverage .coverage.*
-	$(BIN)/python -m pytest --cov --cov-report=term $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=25 --cov --cov-report=term $(PYTEST_ARGS)
 
 bench: dev
 	$(BIN)/python -m bench $(ARGS)

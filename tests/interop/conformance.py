@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.interop.token_proxy import token_proxy
 
 REPO = Path(__file__).resolve().parents[2]
 INTEROP_DOC = REPO / "docs" / "interop.md"
@@ -101,10 +104,13 @@ def install(cache: Path) -> Suite:
 
 
 @contextmanager
-def http_server(module: str, state_dir: Path) -> Iterator[str]:
-    """One built-in server over Streamable HTTP on a free loopback port; yields its MCP URL."""
+def http_server(module: str, state_dir: Path, token: str) -> Iterator[str]:
+    """One built-in server over Streamable HTTP on a free loopback port, requiring ``token``;
+    yields its MCP URL."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEXO_")}
-    env.update(NEXO_STATE_DIR=str(state_dir), NEXO_LOG_LEVEL="INFO", PYTHONUNBUFFERED="1")
+    env.update(
+        NEXO_STATE_DIR=str(state_dir), NEXO_LOG_LEVEL="INFO", PYTHONUNBUFFERED="1", NEXO_SERVER_TOKEN=token
+    )
     process = subprocess.Popen(
         [sys.executable, "-m", module, "--http", "127.0.0.1:0"],
         env=env,
@@ -181,12 +187,16 @@ def documented() -> tuple[dict[str, str], list[Row]]:
 
 
 def measure() -> tuple[Suite, dict[str, bool]]:
+    """Install the suite, start the server with a token, and run the suite through a proxy that
+    sends the token (the suite's command line cannot)."""
     suite = install(cache_dir())
+    token = secrets.token_urlsafe(24)
     with (
         tempfile.TemporaryDirectory(prefix="nexo-conformance-") as scratch,
-        http_server(SERVER_MODULE, Path(scratch) / "state") as url,
+        http_server(SERVER_MODULE, Path(scratch) / "state", token) as url,
+        token_proxy(url, token) as proxied,
     ):
-        return suite, run_suite(suite, url, Path(scratch) / "results")
+        return suite, run_suite(suite, proxied, Path(scratch) / "results")
 
 
 def main() -> int:
