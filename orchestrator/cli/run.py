@@ -51,11 +51,13 @@ def command_run(args: argparse.Namespace) -> int:
             file=terminal,
             flush=True,
         )
+    status = EXIT_OK
     try:
         status = _run(config, args, terminal, repairs)
-    except KeyboardInterrupt:  # Ctrl-C before the orchestrator's own signal handling is in place
+    except* KeyboardInterrupt:
+        # Ctrl-C before the orchestrator's own signal handling is in place, raised bare or from
+        # inside a task group that was still starting.
         print(file=terminal)
-        status = EXIT_OK
     if args.chat and status == EXIT_OK:
         print(f"nexo: stopped; the log is in {log}", file=terminal, flush=True)
     return status
