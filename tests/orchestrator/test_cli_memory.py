@@ -7,10 +7,7 @@ import io
 import json
 import logging
 import os
-import socket
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,18 +27,9 @@ from servers.memory.reindex import recorded_model
 from servers.memory.settings import MemorySettings
 from servers.memory.state import open_database, open_service
 from shared.protocol.memory import tool_meta
+from tests.http_server import http_server
 
 REPO = Path(__file__).resolve().parents[2]
-READY_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 HTTP_TOKEN = "memory-cli-test-token"
 
 
@@ -54,44 +42,8 @@ def child_env(state: Path, **extra: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One memory server over HTTP for the module; each test works on agents of its own."""
-    state = tmp_path_factory.mktemp("memory-http")
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "servers.memory", "--http", f"127.0.0.1:{port}"],
-        env=child_env(state, NEXO_SERVER_TOKEN=HTTP_TOKEN),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    ready = threading.Event()
-    lines: list[str] = []
-
-    def watch() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            lines.append(line)
-            if "over HTTP at" in line:
-                ready.set()
-        ready.set()
-
-    reader = threading.Thread(target=watch, daemon=True)
-    reader.start()
-    try:
-        assert ready.wait(READY_S), "".join(lines)
-        assert process.poll() is None, "".join(lines)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        reader.join(timeout=10)
-        if process.stderr is not None:
-            process.stderr.close()
+    with http_server("servers.memory", tmp_path_factory.mktemp("memory-http"), HTTP_TOKEN) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
