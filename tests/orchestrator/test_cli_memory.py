@@ -29,7 +29,6 @@ from servers.memory.state import open_database, open_service
 from shared.protocol.memory import tool_meta
 from tests.http_server import http_server
 
-REPO = Path(__file__).resolve().parents[2]
 HTTP_TOKEN = "memory-cli-test-token"
 
 
