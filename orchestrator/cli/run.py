@@ -46,13 +46,16 @@ def command_run(args: argparse.Namespace) -> int:
     log = log_file(config.state_path)
     if args.chat:
         terminal = divert_stderr(log)
-        print(
-            f"nexo: starting {len(config.servers)} servers; the log is in {log} (`tail -f {log}` to follow)",
-            file=terminal,
-            flush=True,
-        )
     status = EXIT_OK
     try:
+        # The first line is inside the handler: a person may press Ctrl-C the moment they see it.
+        if args.chat:
+            print(
+                f"nexo: starting {len(config.servers)} servers; the log is in {log} "
+                f"(`tail -f {log}` to follow)",
+                file=terminal,
+                flush=True,
+            )
         status = _run(config, args, terminal, repairs)
     except* KeyboardInterrupt:
         # Ctrl-C before the orchestrator's own signal handling is in place, raised bare or from
