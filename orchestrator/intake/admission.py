@@ -27,6 +27,7 @@ from orchestrator.intake.outbound import ReplySender
 from orchestrator.intake.refusals import NO_SENDER, Refusals, describe
 from orchestrator.mesh import CatalogTool, Mesh, ServerConnection, ServerUnavailable, describe_error
 from orchestrator.permissions import ApprovalBroker
+from orchestrator.permissions.policy import Standing
 from shared.protocol.audit import EntryDraft, PairingBody
 from shared.protocol.channel import SOURCE_NAME_PATTERN, ChannelParams
 from shared.protocol.pairing import (
@@ -51,8 +52,6 @@ GROUP_CHAT_TYPES = frozenset({"group", "supergroup", "channel", "room", "thread"
 CHECK_TIMEOUT_S = 10.0
 NO_SOURCE = "no_source"
 """The reason of a sender-less event on a ``no_sender: source`` channel that names no valid source."""
-Standing = Literal["owner", "contact", "source"]
-"""How far a message's sender is trusted: pairing's roles, and a source that authenticated itself."""
 PAIR_TOOL = CatalogTool(
     server="",
     name="pair_sender",

@@ -13,7 +13,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from orchestrator.config import AgentConfig, NexoConfig, workspace_root
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
-from orchestrator.intake.admission import Admissions, Standing, principal_of
+from orchestrator.intake.admission import Admissions, principal_of
 from orchestrator.intake.away import AwayDigest
 from orchestrator.intake.gate import GateResult
 from orchestrator.intake.notices import Notices
@@ -28,6 +28,7 @@ from orchestrator.loop.extract import remember_from_turn
 from orchestrator.mesh import Catalog, Mesh, ServerConnection, describe_error
 from orchestrator.metrics import Metrics
 from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate, origin_line
+from orchestrator.permissions.policy import Standing
 from orchestrator.tools.channels import channel_tools
 from orchestrator.tools.local import GoalContext, LocalTools, local_catalog_tools
 from shared.protocol.audit import Origin
