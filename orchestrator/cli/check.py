@@ -63,6 +63,11 @@ async def check(config: Any, args: argparse.Namespace) -> int:
                 if server.transport == "http"
                 else "run the command by hand to see why"
             )
+            if connection.refused is not None:
+                # The server answered: the message says what it refused and carries its own fix.
+                report["ok"] = False
+                print(f"{label}: servers.{name}: {server.describe()}: {error}", file=sys.stderr)
+                continue
         if error is not None:
             report["ok"] = False
             print(
