@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,36 @@ def test_a_proxy_in_front_of_anthropic_may_hold_the_key_itself(
     )
     assert main(["run", "--check-config", "--config", str(path)]) == 0
     assert capsys.readouterr().out == f"{path}: ok (0 servers reachable)\n"
+
+
+@pytest.mark.scenario
+def test_a_poller_the_cron_server_refuses_is_named_at_check_time(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agents.yaml"
+    pollers = [
+        {"name": "inbox", "schedule": "every 15m", "prompt": "check the inbox"},
+        {"name": "ticker", "schedule": "every 10s", "prompt": "check the price"},
+    ]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "servers": {
+                    "cron": {"transport": "stdio", "command": sys.executable, "args": ["-m", "servers.cron"]}
+                },
+                "llm": {
+                    "providers": {
+                        "local": {"kind": "openai_compat", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+                    }
+                },
+                "agents": [{"id": "nexo", "model": {"provider": "local"}, "pollers": pollers}],
+            }
+        )
+    )
+    assert main(["run", "--check-config", "--config", str(path)]) == 1
+    assert capfd.readouterr().err == (
+        f"{path}: agents[0].pollers[1].schedule: poller 'ticker' of agent nexo is refused: 'every 10s' "
+        "fires more often than once every 60 s; use 'every 1m' or longer. Fix: change the schedule, then "
+        "check it with `nexo run --check-config`\n"
+    )
