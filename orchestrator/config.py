@@ -12,13 +12,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.llm import ProviderConfig
-from orchestrator.mesh import ServerConfig, StdioServerConfig, SupervisionConfig
+from orchestrator.mesh import HttpServerConfig, ServerConfig, StdioServerConfig, SupervisionConfig
+from orchestrator.mesh.token_origin import token_origin
 from orchestrator.permissions.policy import PermissionPolicy
 from orchestrator.proactive import AutonomyConfig, HeartbeatConfig, ProactiveConfig
 from shared.net import is_loopback
 from shared.protocol.channel import SessionScope
 from shared.secrets import RULE_IDS
-from shared.settings import ConfigError, ConfigProblem, load_config
+from shared.settings import ConfigError, ConfigProblem, load_config, parse_yaml
 
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 DEFAULT_SYSTEM_PROMPT = (
@@ -436,7 +437,18 @@ def load(path: Path | None, env: Mapping[str, str] | None = None) -> NexoConfig:
     problems = _references(config, file)
     if problems:
         raise ConfigError(problems)
+    _note_token_origins(config, path, file, environ)
     return config
+
+
+def _note_token_origins(config: NexoConfig, path: Path | None, file: str, env: Mapping[str, str]) -> None:
+    """Remember, per HTTP server, where its token came from: the file as written, before `${...}`."""
+    written = parse_yaml(path.read_text(), file) if path is not None else {}
+    servers = written.get("servers")
+    for name, server in config.servers.items():
+        if isinstance(server, HttpServerConfig):
+            raw = servers.get(name) if isinstance(servers, dict) else None
+            server.note_token_origin(token_origin(name, raw, file=file, env=env))
 
 
 def stdio_commands_missing(config: NexoConfig, file: str) -> list[ConfigProblem]:

@@ -33,6 +33,7 @@ from shared.protocol.channel import NAMESPACES, ChannelParams, channel_method
 
 logger = logging.getLogger("nexo.daemon")
 STARTUP_WAIT_S = 30.0
+STARTUP_NOTICE_S = 1.0
 SHUTDOWN_FLUSH_S = 2.0
 PUSH_QUEUE = 1000
 
@@ -233,7 +234,7 @@ class Orchestrator:
                             options.port,
                             exc.strerror or exc,
                         )
-                missing = await self.mesh.wait_ready(STARTUP_WAIT_S)
+                missing = await self._wait_for_servers()
                 tg.start_soon(self.storage.run, self.config.supervision.storage_check_s, name="storage-watch")
                 for name in missing:
                     snap = self.mesh[name].snapshot()
@@ -294,6 +295,19 @@ class Orchestrator:
                     tg.cancel_scope.cancel()
             for provider in self.providers.values():
                 await provider.aclose()
+
+    async def _wait_for_servers(self) -> list[str]:
+        """Wait up to STARTUP_WAIT_S for every server; after the first second, say which are awaited."""
+        missing = await self.mesh.wait_ready(STARTUP_NOTICE_S)
+        if not missing:
+            return missing
+        waiting = [self.mesh[name].snapshot() for name in missing]
+        logger.info(
+            "waiting up to %gs for %s; each is retried until it answers",
+            STARTUP_WAIT_S,
+            ", ".join(f"{s.name} at {s.target} ({s.last_error or s.state})" for s in waiting),
+        )
+        return await self.mesh.wait_ready(STARTUP_WAIT_S - STARTUP_NOTICE_S, missing)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

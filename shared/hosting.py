@@ -312,7 +312,20 @@ async def serve_http(
 
 
 async def serve_stdio(server: MCPServer[Any]) -> None:
-    await server.run_stdio_async()
+    """Serve on stdin/stdout. When the client is gone (a SIGKILLed orchestrator), the next answer
+    meets a broken pipe: that ends the server with one line on stderr, not a traceback."""
+    try:
+        await server.run_stdio_async()
+    except* BrokenPipeError:
+        # Python flushes stdout once more at exit; pointed at /dev/null that flush cannot fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        print(
+            f"{server.name}: the client that started this server is gone (its end of stdout closed); exiting",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def configure_logging(level: str = "INFO") -> None:

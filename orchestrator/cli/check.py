@@ -63,17 +63,40 @@ async def check(config: Any, args: argparse.Namespace) -> int:
                 if server.transport == "http"
                 else "run the command by hand to see why"
             )
+            if connection.refused is not None:
+                # The server answered: the message says what it refused and carries its own fix.
+                report["ok"] = False
+                print(f"{label}: servers.{name}: {server.describe()}: {error}", file=sys.stderr)
+                continue
         if error is not None:
             report["ok"] = False
             print(
                 f"{label}: servers.{name}: cannot reach {server.describe()}: {error}. Fix: {fix}",
                 file=sys.stderr,
             )
+    for problem in await _poller_problems(config, report["servers"].get(config.cron.server)):
+        report["ok"] = False
+        report.setdefault("pollers", []).append(problem)
+        print(f"{label}: {problem}", file=sys.stderr)
     if args.json:
         print_json(report)
     elif report["ok"]:
         print(f"{label}: ok ({len(report['servers'])} servers reachable{_through(report)})")
     return EXIT_OK if report["ok"] else EXIT_FAIL
+
+
+async def _poller_problems(config: Any, cron: dict[str, Any] | None) -> list[str]:
+    """The pollers the cron server refuses, asked of a copy started here. A cron server the running
+    nexo holds is not started twice: that nexo's log names the refused pollers."""
+    if cron is None or cron["live"] or not cron["ok"] or not any(a.pollers for a in config.agents):
+        return []
+    from orchestrator.daemon import child_env
+    from orchestrator.mesh import ServerConnection
+    from orchestrator.proactive.pollers import check_pollers
+
+    server = config.servers[config.cron.server]
+    connection = ServerConnection(config.cron.server, server, config.supervision, base_env=child_env(config))
+    return await check_pollers(config, connection)
 
 
 def _through(report: dict[str, Any]) -> str:

@@ -95,7 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run one built-in server alone (stdio, or HTTP with --http)")
     serve.add_argument("name", help="audit, console, cron, memory, pairing, sample, time, webhook, workspace")
-    serve.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP (token: NEXO_SERVER_TOKEN)")
+    serve.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help=(
+            "serve Streamable HTTP; clients send a bearer token, taken from NEXO_SERVER_TOKEN, else from "
+            "the 0600 file NEXO_SERVER_TOKEN_FILE names (created with a new token if missing), else "
+            "generated into <NEXO_STATE_DIR>/http-tokens/NAME.token"
+        ),
+    )
 
     status = sub.add_parser(
         "status", help="each server of the running orchestrator: state, tools, last error"

@@ -42,6 +42,8 @@ def command_status(args: argparse.Namespace) -> int:
         print(f"{'SERVER':<12} {'TRANSPORT':<9} {'STATE':<9} {'TOOLS':>5}  LAST ERROR")
         for server in status["servers"]:
             error = server["last_error"] or "-"
+            if server.get("next_try_in_s") is not None:
+                error = f"next try in {server['next_try_in_s']:g}s; {error}"
             name, transport, state, tools = (
                 server["name"],
                 server["transport"],

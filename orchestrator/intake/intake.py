@@ -221,8 +221,15 @@ class Intake:
                     await self.notices.refuse_verdict(
                         connection.name, verdict.request_id, sender, event.payload.get("chat_id")
                     )
-                else:
-                    self.broker.resolve(verdict.request_id, verdict.behavior, f"channel:{connection.name}")
+                elif not self.broker.resolve(
+                    verdict.request_id, verdict.behavior, f"channel:{connection.name}"
+                ):
+                    await self.notices.late_verdict(
+                        connection.name,
+                        verdict.request_id,
+                        self.broker.settled(verdict.request_id),
+                        event.payload.get("chat_id"),
+                    )
                 await self._ack(connection, event)
                 return
             if event.kind != "message":

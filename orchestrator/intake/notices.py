@@ -118,6 +118,25 @@ class Notices:
         except Exception as exc:  # noqa: BLE001 -- the log and the ledger still have it
             logger.warning("could not tell %s chat %r its answer was refused: %s", server, chat_id, exc)
 
+    async def late_verdict(self, server: str, request_id: str, settled: str | None, chat_id: object) -> None:
+        """Tell the chat an approval answer changed nothing: the request was already settled."""
+        if not isinstance(chat_id, str) or not chat_id:
+            return
+        how = settled or "it is not waiting for an answer (nexo may have restarted since it asked)"
+        text = f"[too late] your answer to approval {request_id} changed nothing: {how}."
+        try:
+            with anyio.fail_after(OPERATOR_NOTICE_TIMEOUT_S):
+                await notify(
+                    self._mesh,
+                    self._config,
+                    server,
+                    chat_id,
+                    text,
+                    key=f"late:{server}:{request_id}:{chat_id}",
+                )
+        except Exception as exc:  # noqa: BLE001 -- the log still has it
+            logger.warning("could not tell %s chat %r its answer came too late: %s", server, chat_id, exc)
+
     async def dead_letter(
         self, connection: ServerConnection, event: Event, error: str, attempts: int
     ) -> None:

@@ -260,7 +260,7 @@ async def _call(
         message = f"unknown tool {call.name!r}; the tools available are: {names}"
         await run.observer.on_tool(call.id, call.name, call.arguments, 0.0, "error", message)
         return ToolOutcome(message, is_error=True)
-    problems = argument_problems(tool, call.arguments)
+    problems = argument_problems(tool, call.arguments) or runner.refusal(tool, call.arguments)
     if problems is not None:
         await progress(f"  {tool.qualified}: invalid arguments, not run")
         await run.observer.on_tool(call.id, tool.qualified, call.arguments, 0.0, "error", problems[:500])

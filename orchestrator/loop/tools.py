@@ -100,6 +100,16 @@ class ToolRunner:
             return ToolOutcome(f"tool {tool.qualified} failed: {type(exc).__name__}: {exc}", is_error=True)
         return ToolOutcome(render_result(result), is_error=bool(result.is_error))
 
+    def refusal(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> str | None:
+        """Why a call of one of the orchestrator's own tools cannot work, known before it is approved."""
+        if tool.server or self._local is None or tool.name not in self._local:
+            return None
+        try:
+            self._local.precheck(tool.name, arguments)
+        except LocalToolError as exc:
+            return f"{tool.qualified}: {exc}"
+        return None
+
     async def _run_local(self, tool: CatalogTool, arguments: Mapping[str, Any]) -> ToolOutcome:
         if self._local is None or self._context is None or tool.name not in self._local:
             return ToolOutcome(f"tool {tool.qualified} is not available here", is_error=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
 
 Protocol = Literal["auto", "legacy"]
 
@@ -34,9 +34,18 @@ class HttpServerConfig(_Server):
     transport: Literal["http"]
     url: str = Field(pattern=r"^https?://")
     token: SecretStr | None = None
+    _token_origin: str | None = PrivateAttr(None)
 
     def describe(self) -> str:
         return self.url
+
+    @property
+    def token_origin(self) -> str:
+        """Where the token came from, for messages (never the token itself)."""
+        return self._token_origin or "the config key `token` of this server"
+
+    def note_token_origin(self, origin: str) -> None:
+        self._token_origin = origin
 
 
 ServerConfig = Annotated[StdioServerConfig | HttpServerConfig, Field(discriminator="transport")]
@@ -49,6 +58,8 @@ class SupervisionConfig(BaseModel):
 
     initial_backoff_s: float = Field(0.25, gt=0)
     max_backoff_s: float = Field(30.0, gt=0)
+    http_max_backoff_s: float = Field(2.0, gt=0)
+    """The longest wait between reconnects to a server over HTTP (its breaker never opens)."""
     jitter: float = Field(0.2, ge=0, le=1)
     failure_threshold: int = Field(5, ge=1)
     """Consecutive failed connects (or crashes within ``stable_after_s``) that open the breaker."""

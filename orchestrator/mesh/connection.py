@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
 
 import anyio
+import httpx2
 import mcp_types as types
 from mcp import Client, MCPError
 from mcp.client import ClientExtension, NotificationBinding
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 
 from orchestrator.mesh.breaker import Breaker
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig, SupervisionConfig
+from orchestrator.mesh.http_refusal import refusal
 from orchestrator.mesh.transport import http_client_for, open_transport
 
 logger = logging.getLogger("nexo.mesh")
@@ -46,6 +48,8 @@ class ServerSnapshot:
     breaker: str
     protocol_version: str | None
     capabilities: tuple[str, ...]
+    next_try_in_s: float | None = None
+    """While waiting to reconnect (``backoff`` or ``open``): seconds until the next attempt."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +63,7 @@ class ServerSnapshot:
             "breaker": self.breaker,
             "protocol_version": self.protocol_version,
             "capabilities": list(self.capabilities),
+            "next_try_in_s": self.next_try_in_s,
         }
 
 
@@ -113,7 +118,7 @@ class ServerConnection:
         self._notifications = dict(notifications or {})
         self._on_notification = on_notification
         self._clock = clock
-        self.breaker = Breaker(supervision)
+        self.breaker = Breaker(supervision, opens=not isinstance(config, HttpServerConfig))
         self.state: ServerState = "starting"
         self.last_error: str | None = None
         self.restarts = 0
@@ -121,6 +126,8 @@ class ServerConnection:
         self._client: Client | None = None
         self._ready = anyio.Event()
         self._closed = anyio.Event()
+        self._refused: str | None = None
+        self._next_try_at: float | None = None
 
     # -- supervision -------------------------------------------------------------------------
 
@@ -138,7 +145,11 @@ class ServerConnection:
                         self.state,
                         extra={"server": self.name},
                     )
-                    await anyio.sleep(delay)
+                    self._next_try_at = self._clock() + delay
+                    try:
+                        await anyio.sleep(delay)
+                    finally:
+                        self._next_try_at = None
                 await self._connect_once()
         finally:
             self.state = "stopped"
@@ -147,8 +158,10 @@ class ServerConnection:
     async def _open(self, stack: AsyncExitStack) -> Client:
         """Connect and list tools, with every resource on ``stack``."""
         http = None
+        self._refused = None
         if isinstance(self.config, HttpServerConfig):
             http = await stack.enter_async_context(http_client_for(self.config))
+            http.event_hooks = {"response": [self._status_watch(self.config, self._closed)]}
         extensions: list[ClientExtension] = []
         if self._notifications and self._on_notification is not None:
             extensions.append(_PushedNotifications(self.name, self._notifications, self._on_notification))
@@ -166,6 +179,28 @@ class ServerConnection:
         self.tools = await self._list_tools(client)
         return client
 
+    def _status_watch(
+        self, config: HttpServerConfig, closed: anyio.Event
+    ) -> Callable[[httpx2.Response], Awaitable[None]]:
+        """Ends this connection on a status that says it is over (token refused, server stopping)."""
+
+        async def watch(response: httpx2.Response) -> None:
+            reason = refusal(response, token_origin=config.token_origin)
+            if reason is not None and not closed.is_set():
+                self._refused = reason
+                closed.set()
+
+        return watch
+
+    @property
+    def refused(self) -> str | None:
+        """Why the server's HTTP answer ended the last connection (e.g. the token was refused)."""
+        return self._refused
+
+    def _failure(self, exc: BaseException) -> str:
+        """The reason an HTTP status gave, else the exception."""
+        return self._refused or describe_error(exc)
+
     async def probe(self) -> str | None:
         """Connect once and disconnect: None when it worked, else why not (for --check-config)."""
         self._closed = anyio.Event()
@@ -173,7 +208,7 @@ class ServerConnection:
             async with AsyncExitStack() as stack:
                 await self._open(stack)
         except Exception as exc:  # noqa: BLE001 -- reported to the operator, who fixes the config
-            return describe_error(exc)
+            return self._failure(exc)
         return None
 
     async def describe_once(self) -> dict[str, Any]:
@@ -193,7 +228,7 @@ class ServerConnection:
                 finally:
                     self._client = None
         except Exception as exc:  # noqa: BLE001 -- reported to the operator, who fixes the config
-            return {"capabilities": None, "server_name": None, "error": describe_error(exc)}
+            return {"capabilities": None, "server_name": None, "error": self._failure(exc)}
 
     def describe_live(self) -> dict[str, Any]:
         client = self._client
@@ -223,18 +258,21 @@ class ServerConnection:
                     "server %s ready: %d tools (%s)", self.name, len(self.tools), client.protocol_version
                 )
                 await self._watch(client)
-                self.last_error = "connection closed (the server exited or the network dropped)"
+                self.last_error = (
+                    self._refused or "connection closed (the server exited or the network dropped)"
+                )
         except Exception as exc:  # noqa: BLE001 -- the supervisor is the boundary: any failure means reconnect
-            self.last_error = describe_error(exc)
+            self.last_error = self._failure(exc)
         finally:
             self._client = None
             if self._ready.is_set():
                 self._ready = anyio.Event()
         if connected_at is not None:
             self.restarts += 1
-            if self._clock() - connected_at >= self._supervision.stable_after_s:
-                self.breaker.record_success()
-        self.breaker.record_failure()
+        if connected_at is not None and self._clock() - connected_at >= self._supervision.stable_after_s:
+            self.breaker.record_stable()
+        else:
+            self.breaker.record_failure()
         logger.warning("server %s: %s", self.name, self.last_error, extra={"server": self.name})
 
     async def _watch(self, client: Client) -> None:
@@ -367,4 +405,7 @@ class ServerConnection:
             breaker=self.breaker.state,
             protocol_version=client.protocol_version if client is not None else None,
             capabilities=self.capability_names(),
+            next_try_in_s=None
+            if self._next_try_at is None
+            else round(max(0.0, self._next_try_at - self._clock()), 1),
         )

@@ -10,7 +10,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from orchestrator.mesh.connection import ServerConnection, ServerUnavailable
+import anyio
+from mcp import MCPError
+from pydantic import ValidationError
+
+from orchestrator.mesh.connection import ServerConnection, ServerUnavailable, describe_error
 from shared.protocol.events import (
     AckParams,
     AckRequest,
@@ -25,6 +29,8 @@ logger = logging.getLogger("nexo.events")
 
 PULL_WAIT_MS = 20_000
 ACK_TIMEOUT_S = 10.0
+ERROR_PAUSE_S = (0.25, 5.0)
+"""After a pull the server answered with an error: the first pause, and the longest."""
 
 OnConnect = Callable[[], Awaitable[bool]]
 """Run once per (re)connected server; False: do not pull from this connection (wait for the next)."""
@@ -44,7 +50,7 @@ async def pull_forever(
     label: str,
 ) -> None:
     """Hand every event of ``connection`` to ``handle``, in order, for as long as the task runs."""
-    after, client, pulling = 0, None, False
+    after, client, pulling, errors = 0, None, False, 0
     while True:
         try:
             current = await connection.wait_ready(timeout=3600)
@@ -69,6 +75,23 @@ async def pull_forever(
         except ServerUnavailable as exc:
             logger.info("%s waiting: %s", label, exc)
             continue
+        except (MCPError, ValidationError) as exc:
+            # A server that errs (one shutting down answers the poll in flight with an error) is that
+            # server's trouble: pause, or resume at once when its connection ends, and pull again.
+            first, longest = ERROR_PAUSE_S
+            pause = min(longest, first * 2**errors)
+            errors += 1
+            logger.warning(
+                "%s: the server answered a pull with an error (%s); pulling again in %gs",
+                label,
+                describe_error(exc),
+                pause,
+                extra={"server": connection.name},
+            )
+            with anyio.move_on_after(pause):
+                await connection.wait_closed()
+            continue
+        errors = 0
         for event in batch.events:
             after = max(after, event.seq)
             await handle(event)

@@ -20,12 +20,22 @@ from orchestrator.goals.sink import AuditSink
 from orchestrator.loop.tools import Decision
 from orchestrator.mesh import CatalogTool, ServerConnection
 from orchestrator.permissions.preview import approval_preview
-from shared.channelkit.server import PermissionPrompt, PermissionRequestAccepted, PermissionRequestCall
+from shared.channelkit.server import (
+    PermissionClosedCall,
+    PermissionClosedParams,
+    PermissionClosedResult,
+    PermissionPrompt,
+    PermissionRequestAccepted,
+    PermissionRequestCall,
+)
 from shared.protocol.audit import ApprovalAnsweredBody, ApprovalRequestedBody, EntryDraft, args_digest
 from shared.protocol.channel import request_id_for
 
 logger = logging.getLogger("nexo.approvals")
 RELAY_TIMEOUT_S = 10.0
+CLOSE_TIMEOUT_S = 2.0
+SETTLED_KEPT = 200
+"""How many settled request ids are remembered, to tell a late answer how its request ended."""
 
 
 def call_hash(tool: str, arguments: Mapping[str, Any]) -> str:
@@ -60,6 +70,7 @@ class ApprovalBroker:
         self._agent = agent
         self._nonce = secrets.token_hex(8)
         self._used: set[str] = set()
+        self._settled: dict[str, str] = {}
 
     def _record(self, body: ApprovalRequestedBody | ApprovalAnsweredBody) -> None:
         if self._sink is not None:
@@ -144,8 +155,34 @@ class ApprovalBroker:
             return Decision(False, f"the operator denied {tool.qualified} (request {pending.request_id})")
         finally:
             self._pending.pop(pending.request_id, None)
+            await self._close(pending.request_id, [r for r in relays if f"channel:{r.name}" in pending.asked])
+
+    async def _close(self, request_id: str, relays: Sequence[ServerConnection]) -> None:
+        """Tell the channels that showed the prompt it is settled, so a chat opened later is not shown
+        it; a channel without the request (or unreachable) just keeps it until it expires."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
+            for relay in relays:
+                try:
+                    await relay.request(
+                        PermissionClosedCall(params=PermissionClosedParams(request_id=request_id)),
+                        PermissionClosedResult,
+                        timeout=CLOSE_TIMEOUT_S,
+                    )
+                except Exception as exc:  # noqa: BLE001 -- best effort: the prompt expires there anyway
+                    logger.debug("approval %s not closed on %s: %s", request_id, relay.name, exc)
+
+    def settled(self, request_id: str) -> str | None:
+        """How a request that is no longer pending ended (``allowed by channel:console``, ``timed
+        out``, ...), or None when this process never asked it."""
+        return self._settled.get(request_id)
 
     def _answered(self, pending: _Pending, behavior: Literal["allow", "deny"], by: str) -> None:
+        outcome = {"timeout": "timed out", "unavailable": "denied: no operator was connected"}.get(
+            by, f"{'allowed' if behavior == 'allow' else 'denied'} by {by}"
+        )
+        self._settled[pending.request_id] = outcome
+        while len(self._settled) > SETTLED_KEPT:
+            del self._settled[next(iter(self._settled))]
         waited = (time.monotonic() - pending.asked_at) * 1000
         self._record(
             ApprovalAnsweredBody(

@@ -16,6 +16,7 @@ import anyio
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import ServerConnection, ServerUnavailable
 from orchestrator.mesh.events import pull_forever, try_ack
+from orchestrator.proactive.pollers import refused_pollers
 from shared.protocol.audit import (
     CronFireBody,
     EntryDraft,
@@ -97,6 +98,8 @@ class CronFires:
             except Exception as exc:  # noqa: BLE001 -- the fires of existing entries still run
                 logger.error("pollers of %s not synced with the cron server: %s", agent.id, exc)
                 continue
+            for line in refused_pollers(self.autonomy.config, agent.id, result.refused):
+                logger.error("%s; the agent's other pollers run", line)
             if result.created or result.updated or result.deleted:
                 logger.info(
                     "pollers of %s: %d created, %d updated, %d removed",

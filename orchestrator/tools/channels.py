@@ -97,12 +97,24 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
             }
         )
 
-    async def channel_send(context: GoalContext, arguments: Mapping[str, Any]) -> str:
+    def send_checked(arguments: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
         server = bound_server(arguments)
         content = checked(arguments)
         extra = arguments.get("arguments") or {}
         if not isinstance(extra, dict):
             raise LocalToolError(f"arguments must be an object such as {{'chat_id': '...'}}; got {extra!r}")
+        return server, content, extra
+
+    def notice_checked(arguments: Mapping[str, Any]) -> tuple[str, str, str]:
+        server = bound_server(arguments)
+        content = checked(arguments)
+        chat_id = arguments.get("chat_id")
+        if not isinstance(chat_id, str) or not chat_id:
+            raise LocalToolError(f"chat_id must name a chat on {server}; got {chat_id!r}")
+        return server, content, chat_id
+
+    async def channel_send(context: GoalContext, arguments: Mapping[str, Any]) -> str:
+        server, content, extra = send_checked(arguments)
         content = intake.secret_guard.screen(content, server=server, chat_id=_chat(extra.get("chat_id")))
         key = _key(context, "channel_send", server, content, extra)
         detail = await sender(server).call({**extra, "text": content, "idempotency_key": key})
@@ -115,11 +127,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
         intake.traffic(f"channel:{server}", "out", chat_id or "-", status, None, len(content))
 
     async def notify_channel(context: GoalContext, arguments: Mapping[str, Any]) -> str:
-        server = bound_server(arguments)
-        content = checked(arguments)
-        chat_id = arguments.get("chat_id")
-        if not isinstance(chat_id, str) or not chat_id:
-            raise LocalToolError(f"chat_id must name a chat on {server}; got {chat_id!r}")
+        server, content, chat_id = notice_checked(arguments)
         key = _key(context, "notify_channel", server, chat_id, content)
         await say(server, chat_id, content, key, "notice", notice=True)
         return f"notice sent to {chat_id} on {server}"
@@ -183,6 +191,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
             channel_send,
             read_only=False,
             classification="outbound",
+            precheck=send_checked,
         ),
         LocalTool(
             "notify_channel",
@@ -195,6 +204,7 @@ def channel_tools(intake: Intake) -> list[LocalTool]:
             notify_channel,
             read_only=False,
             classification="outbound",
+            precheck=notice_checked,
         ),
         LocalTool(
             "notify_origin",

@@ -16,6 +16,8 @@ from orchestrator.mesh.catalog import Tier
 from shared.protocol.policy import Classification
 
 Handler = Callable[["GoalContext", Mapping[str, Any]], Awaitable[str]]
+Precheck = Callable[[Mapping[str, Any]], object]
+"""Raises LocalToolError for a call that cannot work, before anyone is asked to approve it."""
 
 
 class LocalToolError(Exception):
@@ -44,6 +46,7 @@ class LocalTool:
     """What the permission policy sees; None means ``read_only`` when ``read_only`` is set."""
     tier: Tier | None = None
     """A fixed tier, e.g. ``safe`` for an outbound tool that only answers a conversation nexo is in."""
+    precheck: Precheck | None = None
 
 
 def local_catalog_tools(tools: Sequence[LocalTool]) -> list[CatalogTool]:
@@ -69,6 +72,12 @@ class LocalTools:
 
     def __contains__(self, name: str) -> bool:
         return name in self.tools
+
+    def precheck(self, name: str, arguments: Mapping[str, Any]) -> None:
+        """What can be known wrong without running the tool; raises LocalToolError."""
+        check = self.tools[name].precheck
+        if check is not None:
+            check(arguments)
 
     async def run(self, context: GoalContext, name: str, arguments: Mapping[str, Any]) -> str:
         return await self.tools[name].handler(context, arguments)

@@ -97,9 +97,13 @@ async def _configure(state: CronState, params: ConfigureParams) -> ConfigureResu
 
 
 async def _sync_pollers(state: CronState, params: SyncPollersParams) -> SyncPollersResult:
-    outcome = await state.sync_pollers(params.binding, params.agent, params.pollers)
+    outcome = await state.sync_pollers(params.binding, params.agent, params.pollers, dry_run=params.dry_run)
     return SyncPollersResult(
-        created=outcome.created, updated=outcome.updated, unchanged=outcome.unchanged, deleted=outcome.deleted
+        created=outcome.created,
+        updated=outcome.updated,
+        unchanged=outcome.unchanged,
+        deleted=outcome.deleted,
+        refused=outcome.refused,
     )
 
 

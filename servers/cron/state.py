@@ -74,6 +74,7 @@ class SyncOutcome:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 class CronState:
@@ -241,29 +242,35 @@ class CronState:
         rescheduled = await self.scheduler.reschedule()
         return knobs.model_dump(mode="json"), rescheduled
 
-    async def sync_pollers(self, binding: str, agent: str, pollers: Sequence[PollerSpec]) -> SyncOutcome:
-        """Make the binding's config-owned pollers exactly ``pollers``: upsert them, delete the rest."""
+    async def sync_pollers(
+        self, binding: str, agent: str, pollers: Sequence[PollerSpec], *, dry_run: bool = False
+    ) -> SyncOutcome:
+        """Make the binding's config-owned pollers exactly the valid ones of ``pollers``: upsert them,
+        delete the rest. A poller whose schedule is refused is reported and does not stop the others."""
         now = self.clock()
         names = [poller.name for poller in pollers]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
             raise InvalidRequest(f"poller names repeat: {', '.join(repeated)}; give each poller its own name")
         parsed: dict[str, Schedule] = {}
+        outcome = SyncOutcome()
         for poller in pollers:
             try:
                 schedule = checked_schedule(poller.schedule, poller.timezone, now)
             except InvalidRequest as exc:
-                raise InvalidRequest(f"poller {poller.name!r}: {exc}") from exc
+                outcome.refused[poller.name] = str(exc)
+                continue
             if not schedule.recurring:
-                raise InvalidRequest(
-                    f"poller {poller.name!r}: {poller.schedule!r} fires once; pollers repeat, "
-                    "e.g. 'every 15m' or '*/30 * * * *'"
+                outcome.refused[poller.name] = (
+                    f"{poller.schedule!r} fires once; pollers repeat, e.g. 'every 15m' or '*/30 * * * *'"
                 )
+                continue
             parsed[poller.name] = schedule
-        outcome = SyncOutcome()
+        if dry_run:
+            return outcome
         async with self.store.writing() as w:
             existing = {entry.id: entry for entry in await w.entries_with_prefix(poller_id(binding, ""))}
-            for poller in pollers:
+            for poller in (p for p in pollers if p.name in parsed):
                 entry_id = poller_id(binding, poller.name)
                 wanted = poller_entry(
                     entry_id,

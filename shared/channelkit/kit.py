@@ -145,6 +145,7 @@ class _OpenPrompts:
         self._ttl = ttl_s
         self._clock = clock
         self._open: dict[str, tuple[float, PermissionRequestParams]] = {}
+        self._settled: set[str] = set()
 
     def add(self, params: PermissionRequestParams) -> None:
         self._open[params.request_id] = (self._clock() + self._ttl, params)
@@ -152,10 +153,20 @@ class _OpenPrompts:
     def _expire(self) -> None:
         now = self._clock()
         self._open = {key: entry for key, entry in self._open.items() if entry[0] > now}
+        self._settled &= set(self._open)
 
     def open(self) -> list[PermissionRequestParams]:
+        """The prompts still waiting for an answer."""
         self._expire()
-        return [params for _, params in self._open.values()]
+        return [params for key, (_, params) in self._open.items() if key not in self._settled]
+
+    def close(self, request_id: str) -> bool:
+        """Settled by the host: not shown again, but an answer to it still counts as one (too late)."""
+        self._expire()
+        shown = request_id in self._open and request_id not in self._settled
+        if request_id in self._open:
+            self._settled.add(request_id)
+        return shown
 
     def is_open(self, request_id: str) -> bool:
         self._expire()
@@ -231,8 +242,13 @@ class Channel:
         return Received(MESSAGE_KIND, appended.seq, appended.created)
 
     def open_prompts(self) -> list[PermissionRequestParams]:
-        """Prompts still answerable, e.g. to show a chat that connects after they were sent."""
+        """Prompts still waiting for an answer, e.g. to show a chat that connects after they were sent."""
         return self._prompts.open()
+
+    async def close_prompt(self, request_id: str) -> bool:
+        """The host settled the prompt: it is shown no more (a late answer still reaches the host,
+        which tells its sender it came too late)."""
+        return self._prompts.close(request_id)
 
     async def prompt(self, params: PermissionRequestParams) -> int:
         assert self._definition.prompt is not None
@@ -368,6 +384,7 @@ def define_channel(
         event_kinds=(MESSAGE_KIND, VERDICT_KIND) if prompt is not None else (MESSAGE_KIND,),
         outbound_tool=outbound_tool,
         permission=Channel.prompt if prompt is not None else None,
+        closed=Channel.close_prompt if prompt is not None else None,
     )
 
     async def outbound(

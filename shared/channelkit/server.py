@@ -40,8 +40,12 @@ logger = logging.getLogger("nexo.channel")
 
 PERMISSION_REQUEST_METHOD = "nexo/channel/permission_request"
 
+PERMISSION_CLOSED_METHOD = "nexo/channel/permission_closed"
+
 PermissionHandler = Callable[[Any, PermissionRequestParams], Awaitable[int]]
 """(lifespan state, request) -> how many places the prompt reached."""
+ClosedHandler = Callable[[Any, str], Awaitable[bool]]
+"""(lifespan state, request id) -> whether the prompt was still shown."""
 
 
 class PermissionPrompt(types.RequestParams):
@@ -70,12 +74,30 @@ class PermissionRequestAccepted(types.Result):
     """0 means nobody saw the prompt (no operator connected): the orchestrator should not wait on us."""
 
 
+class PermissionClosedParams(types.RequestParams):
+    """The host settled the prompt (answered anywhere, timed out or cancelled): show it no more."""
+
+    request_id: str
+
+
+class PermissionClosedCall(types.Request[PermissionClosedParams, Literal["nexo/channel/permission_closed"]]):
+    method: Literal["nexo/channel/permission_closed"] = "nexo/channel/permission_closed"
+
+
+class PermissionClosedResult(types.Result):
+    closed: bool
+    """False when the channel was not showing it (never asked here, or already expired)."""
+
+
 class ChannelExtension(Extension):
     identifier = "nexo/channel"
 
-    def __init__(self, *, outbound_tool: str, permission: PermissionHandler | None) -> None:
+    def __init__(
+        self, *, outbound_tool: str, permission: PermissionHandler | None, closed: ClosedHandler | None = None
+    ) -> None:
         self._outbound_tool = outbound_tool
         self._permission = permission
+        self._closed = closed
 
     def settings(self) -> dict[str, Any]:
         return {"outbound_tool": self._outbound_tool, "permission": self._permission is not None}
@@ -83,7 +105,18 @@ class ChannelExtension(Extension):
     def methods(self) -> Sequence[MethodBinding]:
         if self._permission is None:
             return ()
-        return (MethodBinding(PERMISSION_REQUEST_METHOD, PermissionPrompt, self._on_permission),)
+        bindings: list[MethodBinding] = [
+            MethodBinding(PERMISSION_REQUEST_METHOD, PermissionPrompt, self._on_permission)
+        ]
+        if self._closed is not None:
+            bindings.append(MethodBinding(PERMISSION_CLOSED_METHOD, PermissionClosedParams, self._on_closed))
+        return tuple(bindings)
+
+    async def _on_closed(
+        self, ctx: ServerRequestContext[Any, Any], params: PermissionClosedParams
+    ) -> PermissionClosedResult:
+        assert self._closed is not None
+        return PermissionClosedResult(closed=await self._closed(ctx.lifespan_context, params.request_id))
 
     async def _on_permission(
         self, ctx: ServerRequestContext[Any, Any], params: PermissionPrompt
@@ -157,6 +190,7 @@ def make_channel_server(
     event_kinds: Sequence[str],
     outbound_tool: str = "send_message",
     permission: PermissionHandler | None = None,
+    closed: ClosedHandler | None = None,
 ) -> tuple[MCPServer[Any], LiveSessions]:
     """An ``MCPServer`` wired for the channel contract; the caller adds its outbound tool."""
     sessions = LiveSessions(permission)
@@ -165,7 +199,7 @@ def make_channel_server(
         instructions=instructions,
         lifespan=lifespan,
         extensions=[
-            ChannelExtension(outbound_tool=outbound_tool, permission=permission),
+            ChannelExtension(outbound_tool=outbound_tool, permission=permission, closed=closed),
             EventsExtension(get_log, kinds=event_kinds),
             StorageExtension(lambda state: [get_log(state).database.storage]),
         ],

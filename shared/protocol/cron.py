@@ -272,6 +272,8 @@ class SyncPollersParams(types.RequestParams):
     binding: Binding
     agent: AgentId
     pollers: list[PollerSpec] = Field(max_length=MAX_POLLERS)
+    dry_run: bool = False
+    """Only check the pollers (``refused`` says which would be), change nothing."""
 
 
 class SyncPollersResult(types.Result):
@@ -279,6 +281,8 @@ class SyncPollersResult(types.Result):
     updated: list[str]
     unchanged: list[str]
     deleted: list[str]
+    refused: dict[str, str] = Field(default_factory=dict)
+    """Poller name -> why it was not taken (its schedule); the binding's other pollers are synced."""
 
 
 class ListRequest(types.Request[ListParams, Literal["nexo/cron/list"]]):

@@ -136,9 +136,15 @@ def stop(process: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: floa
 
 @contextmanager
 def running(
-    config: Path, *, env: Mapping[str, str] | None = None, timeout: float = 60.0, cwd: Path = REPO
+    config: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+    cwd: Path = REPO,
+    wait_ready: bool = True,
 ) -> Iterator[Orchestrator]:
-    """``nexo run`` from ``cwd`` (where relative paths in the config resolve) until the block ends."""
+    """``nexo run`` from ``cwd`` (where relative paths in the config resolve) until the block ends;
+    the block starts once it is ready, or at once without ``wait_ready``."""
     process = subprocess.Popen(
         nexo_argv("run", "--config", str(config)),
         stdin=subprocess.DEVNULL,
@@ -152,7 +158,7 @@ def running(
     reader = threading.Thread(target=orch._read, daemon=True)
     reader.start()
     try:
-        if not orch.ready.wait(timeout):
+        if wait_ready and not orch.ready.wait(timeout):
             raise AssertionError("orchestrator did not become ready; log:\n" + orch.log())
         yield orch
     finally:

@@ -62,9 +62,7 @@ async def test_the_model_lists_channels_notifies_the_origin_and_messages_the_ope
             ):
                 await session.send(Say(id="m1", text="check things"))
                 progress = await next_frame(session, Reply)
-                # channel_send can reach anyone: it asks, even when it will turn out to be invalid.
-                first_ask = await next_frame(session, Approval)
-                await session.send(Say(id="a1", text=f"yes {first_ask.request_id}"))
+                # channel_send can reach anyone, so it asks; but not for a call that cannot work.
                 to_operator = await next_frame(session, Reply)
                 asked = await next_frame(session, Approval)
                 await session.send(Say(id="a2", text=f"yes {asked.request_id}"))
@@ -78,7 +76,10 @@ async def test_the_model_lists_channels_notifies_the_origin_and_messages_the_ope
         "channels": [{"server": "console", "state": "ready", "taking_messages": True}]
     }
     assert results[2][1]
-    assert "no channel 'nosuch' for this agent; use one of: console" in results[2][0]
+    assert results[2] == (
+        "channel_send: no channel 'nosuch' for this agent; use one of: console (channel_list shows them)",
+        True,
+    )
     assert (to_operator.notice, to_operator.text) == (False, "fyi: all good")
     assert asked.tool_name == "channel_send"
     assert results[4][0].startswith("sent through console: ")

@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.mesh import CatalogTool, ServerConnection
 from orchestrator.permissions import ApprovalBroker
-from shared.channelkit.server import PermissionRequestAccepted
+from shared.channelkit.server import PermissionClosedCall, PermissionClosedResult, PermissionRequestAccepted
 
 pytestmark = pytest.mark.anyio
 TOOL = CatalogTool("notes", "write", "notes__write", "Write a note", {}, read_only=False, destructive=False)
@@ -24,11 +24,15 @@ class Relay:
     screens: int = 1
     fail: bool = False
     asked: list[str] = field(default_factory=list)
+    closed: list[str] = field(default_factory=list)
     shown: anyio.Event = field(default_factory=anyio.Event)
 
-    async def request(self, request: Any, result_type: type, *, timeout: float) -> PermissionRequestAccepted:
+    async def request(self, request: Any, result_type: type, *, timeout: float) -> Any:
         if self.fail:
             raise ConnectionError("gone")
+        if isinstance(request, PermissionClosedCall):
+            self.closed.append(request.params.request_id)
+            return PermissionClosedResult(closed=True)
         self.asked.append(request.params.request_id)
         self.shown.set()
         return PermissionRequestAccepted(delivered=self.screens)
@@ -99,3 +103,20 @@ async def test_no_answer_before_the_timeout_is_a_deny() -> None:
     decision = await broker.ask(TOOL, {}, "call-3", _relays(Relay("console")))
     assert (decision.allowed, decision.reason) == (False, "no answer within 0.05s: treated as deny")
     assert not broker.resolve("zzzzz", "allow", "channel:console")
+
+
+async def test_a_settled_request_is_closed_where_it_was_shown_and_a_late_answer_learns_how_it_ended() -> None:
+    broker = ApprovalBroker(timeout_s=5)
+    console, phone, down = Relay("console"), Relay("phone"), Relay("down", fail=True)
+    decision, results = await _ask_and_answer(
+        broker, [console, phone, down], ("allow", "channel:phone"), ("deny", "channel:console")
+    )
+    request_id = console.asked[0]
+    timed_out, unanswered = ApprovalBroker(timeout_s=0.05), Relay("console")
+    await timed_out.ask(TOOL, {}, "call-4", _relays(unanswered))
+    (expired,) = unanswered.asked
+    assert (decision.allowed, results) == (True, [True, False])
+    assert (console.closed, phone.closed, down.closed) == ([request_id], [request_id], [])
+    assert broker.settled(request_id) == "allowed by channel:phone"
+    assert timed_out.settled(expired) == "timed out"
+    assert broker.settled("zzzzz") is None

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import sys
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from anyio.from_thread import start_blocking_portal
+from mcp.server import MCPServer
 
 from orchestrator.cli.main import main
+from shared.hosting import HttpOptions, listen, serve_http
 
 NO_KEY = (
     "llm.providers.claude.api_key: agent 'nexo' uses provider 'claude' (Anthropic at "
@@ -64,3 +70,72 @@ def test_a_proxy_in_front_of_anthropic_may_hold_the_key_itself(
     )
     assert main(["run", "--check-config", "--config", str(path)]) == 0
     assert capsys.readouterr().out == f"{path}: ok (0 servers reachable)\n"
+
+
+@pytest.mark.scenario
+def test_a_poller_the_cron_server_refuses_is_named_at_check_time(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agents.yaml"
+    pollers = [
+        {"name": "inbox", "schedule": "every 15m", "prompt": "check the inbox"},
+        {"name": "ticker", "schedule": "every 10s", "prompt": "check the price"},
+    ]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "servers": {
+                    "cron": {"transport": "stdio", "command": sys.executable, "args": ["-m", "servers.cron"]}
+                },
+                "llm": {
+                    "providers": {
+                        "local": {"kind": "openai_compat", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+                    }
+                },
+                "agents": [{"id": "nexo", "model": {"provider": "local"}, "pollers": pollers}],
+            }
+        )
+    )
+    assert main(["run", "--check-config", "--config", str(path)]) == 1
+    assert capfd.readouterr().err == (
+        f"{path}: agents[0].pollers[1].schedule: poller 'ticker' of agent nexo is refused: 'every 10s' "
+        "fires more often than once every 60 s; use 'every 1m' or longer. Fix: change the schedule, then "
+        "check it with `nexo run --check-config`\n"
+    )
+
+
+def test_a_refused_token_is_reported_as_refused_with_where_it_was_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sock = listen("127.0.0.1", 0)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    path = tmp_path / "agents.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "servers": {"notes": {"transport": "http", "url": url, "token": "${NOTES_TOKEN}"}},
+                "llm": {"providers": {"local": {"kind": "openai_compat", "model": "m", "base_url": url}}},
+                "agents": [{"id": "nexo", "model": {"provider": "local"}}],
+            }
+        )
+    )
+    server: MCPServer[Any] = MCPServer("notes")
+    with (
+        pytest.MonkeyPatch.context() as env,
+        start_blocking_portal() as portal,
+    ):
+        env.setenv("NOTES_TOKEN", "an-old-token")
+        serving = portal.start_task_soon(
+            partial(serve_http, server, HttpOptions(token="the-token"), sock=sock)
+        )
+        code = main(["run", "--check-config", "--config", str(path)])
+        serving.cancel()
+    assert code == 1
+    assert capsys.readouterr().err == (
+        f"{path}: servers.notes: {url}: the server refused the bearer token (HTTP 401, invalid_token); nexo "
+        f"read it from the environment variable NOTES_TOKEN (servers.notes.token in {path}). Fix: put the "
+        "server's token there and restart nexo (a nexo server names its token when it starts; see "
+        "`nexo serve --help`)\n"
+    )

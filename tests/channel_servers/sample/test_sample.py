@@ -26,7 +26,13 @@ from websockets.exceptions import InvalidStatus
 from channel_servers.sample.server import WebChat, build_server
 from channel_servers.sample.settings import SampleSettings
 from shared.channelkit import Unreachable
-from shared.channelkit.server import PermissionRequestAccepted, PermissionRequestCall
+from shared.channelkit.server import (
+    PermissionClosedCall,
+    PermissionClosedParams,
+    PermissionClosedResult,
+    PermissionRequestAccepted,
+    PermissionRequestCall,
+)
 from shared.protocol.channel import PermissionRequestParams
 from shared.protocol.events import Event, PullParams, PullRequest, PullResult
 from tests.mesh.harness import REPO
@@ -187,6 +193,28 @@ async def test_an_approval_is_shown_in_every_tab_and_answered_from_one(tmp_path:
             {"request_id": "kmpqr", "behavior": "allow", "sender": "operator", "chat_id": "tab1"},
         )
     ]
+
+
+async def test_a_settled_approval_is_not_shown_to_a_tab_opened_later_and_a_late_answer_still_reaches_nexo(
+    tmp_path: Path,
+) -> None:
+    prompt = PermissionRequestParams(
+        request_id="kmpqr", tool_name="notes__write_note", description="Append", input_preview="{}"
+    )
+    closing = PermissionClosedCall(params=PermissionClosedParams(request_id="kmpqr"))
+    async with running(tmp_path) as (client, web):
+        await client.session.send_request(
+            PermissionRequestCall(params=prompt.model_dump(by_alias=True)), PermissionRequestAccepted
+        )
+        first = await client.session.send_request(closing, PermissionClosedResult)
+        again = await client.session.send_request(closing, PermissionClosedResult)
+        async with tab(web, "late") as late:
+            # Nothing is replayed: the first frame is the answer to what the tab says.
+            answered = await say(late, "m1", "yes kmpqr")
+        events = await pull(client)
+    assert (first.closed, again.closed) == (True, False)
+    assert answered == {"type": "verdict", "id": "m1", "seq": 1, "duplicate": False}
+    assert [(e.kind, e.payload["request_id"]) for e in events] == [("permission_verdict", "kmpqr")]
 
 
 async def test_the_page_and_the_socket_need_the_token_and_a_local_origin(tmp_path: Path) -> None:

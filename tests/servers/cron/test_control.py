@@ -231,10 +231,16 @@ async def test_sync_pollers_upserts_the_binding_s_pollers_and_deletes_the_rest(
         second = await sync(client, inbox.model_copy(update={"prompt": "check the inbox twice"}), news)
         third = await sync(client, inbox.model_copy(update={"prompt": "check the inbox twice"}))
         [entry] = (await ask(client, ListRequest(params=ListParams(binding="home")), ListResult)).entries
-        with pytest.raises(MCPError) as bad:
-            await sync(client, PollerSpec(name="x", schedule="every 10s", prompt="p"))
-        with pytest.raises(MCPError) as once:
-            await sync(client, PollerSpec(name="y", schedule="once_after 1h", prompt="p"))
+        fast = PollerSpec(name="x", schedule="every 10s", prompt="p")
+        once = PollerSpec(name="y", schedule="once_after 1h", prompt="p")
+        checked = await ask(
+            client,
+            SyncPollersRequest(
+                params=SyncPollersParams(binding="home", agent="nexo", pollers=[fast], dry_run=True)
+            ),
+            SyncPollersResult,
+        )
+        refused = await sync(client, inbox.model_copy(update={"prompt": "check the inbox twice"}), fast, once)
         dropped = await ask(client, DropRequest(params=EntryIdParams(id="poller:home:inbox")), DropResult)
     assert outcome(first) == (["poller:home:inbox", "poller:home:news"], [], [], [])
     assert outcome(second) == ([], ["poller:home:inbox"], ["poller:home:news"], [])
@@ -246,10 +252,16 @@ async def test_sync_pollers_upserts_the_binding_s_pollers_and_deletes_the_rest(
         "skip",
     )
     assert entry.next_slot == stamp(at(12, 15))
-    assert bad.value.error.code == types.INVALID_PARAMS
-    assert "poller 'x'" in bad.value.error.message
-    assert "poller 'y'" in once.value.error.message
-    assert "fires once" in once.value.error.message
+    # A refused poller is named with the reason; the binding's valid pollers are synced all the same.
+    every_10s = "'every 10s' fires more often than once every 60 s; use 'every 1m' or longer"
+    assert (outcome(checked), checked.refused) == (([], [], [], []), {"x": every_10s})
+    assert (outcome(refused), refused.refused) == (
+        ([], [], ["poller:home:inbox"], []),
+        {
+            "x": every_10s,
+            "y": "'once_after 1h' fires once; pollers repeat, e.g. 'every 15m' or '*/30 * * * *'",
+        },
+    )
     assert dropped.dropped is True
 
 
