@@ -39,6 +39,7 @@ from shared.protocol.cron import (
 from shared.protocol.events import (
     Event,
 )
+from shared.protocol.sources import cron_source
 
 if TYPE_CHECKING:
     from orchestrator.intake import Intake
@@ -168,7 +169,7 @@ class CronFires:
             if previous is not None:
                 await self._settle(connection, payload, intake, previous)
                 return
-        source = f"cron:{payload.entry_id}"
+        source = cron_source(payload.entry_id)
         prompt = f"[scheduled: {payload.schedule} ({payload.timezone}), slot {payload.slot}]\n{payload.text}"
         report = await autonomy.run_fire_turn(
             intake, prompt, goal_id=goal_id, entry_id=payload.entry_id, source=source
@@ -302,7 +303,7 @@ class CronFires:
                     status=status,
                     detail=detail[:4000],
                 ),
-                source=f"cron:{entry}"[:200],
+                source=cron_source(entry),
                 agent=agent,
                 goal_id=goal_id,
                 subject=f"cron {entry} {status}"[:500],

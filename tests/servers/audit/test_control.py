@@ -208,7 +208,8 @@ async def test_goals_round_trip_through_the_control_plane(settings: AuditSetting
                 params=GoalCreateParams(agent="nexo", kind="bg", origin=Origin(source="?"), prompt="")
             ),
             types.INVALID_PARAMS,
-            "origin.source '?' is not a source name: use e.g. 'channel:console' or 'cli'",
+            "origin.source '?' is not a source name: use e.g. 'channel:console', 'cron:c_ab12cd34ef', "
+            "'cron:poller:main:inbox' or 'cli'",
         ),
     ],
 )
