@@ -205,6 +205,8 @@ class CronFires:
                     payload.text,
                     key=f"reminder:{payload.fire_id}:{payload.attempt}",
                     notice=False,
+                    sink=self.autonomy.sink,
+                    agent=intake.agent.id,
                 )
         except Exception as exc:  # noqa: BLE001 -- reported as failed: a one-shot retries with backoff
             await self._conclude(connection, payload, intake, "failed", str(exc))

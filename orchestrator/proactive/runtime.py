@@ -320,7 +320,9 @@ class Autonomy:
     async def say(self, server: str, chat_id: str, text: str, *, key: str, notice: bool = False) -> None:
         try:
             with anyio.fail_after(NOTICE_TIMEOUT_S):
-                await notify(self.mesh, self.config, server, chat_id, text, key=key, notice=notice)
+                await notify(
+                    self.mesh, self.config, server, chat_id, text, key=key, notice=notice, sink=self.sink
+                )
         except Exception as exc:  # noqa: BLE001 -- the ledger has it; a channel outage must not stop autonomy
             logger.warning("could not deliver to %s:%s: %s", server, chat_id, exc)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 AUDIT_EXTENSION = "nexo/audit"
 MAX_APPEND = 500
@@ -317,6 +317,10 @@ class TailParams(types.RequestParams):
     kind: EntryKind | None = None
     since_seq: int | None = Field(None, ge=0)
     """Entries after this seq, oldest first (to follow the ledger); None: the newest ``limit``."""
+    since_at: AwareDatetime | None = None
+    """Entries written at or after this time, oldest first (page on with ``since_seq``)."""
+    kinds: list[EntryKind] | None = Field(None, min_length=1)
+    """Only entries of these kinds (``kind`` narrows further when both are given)."""
     limit: int = Field(50, ge=1, le=MAX_TAIL)
 
 
