@@ -50,10 +50,25 @@ logger = logging.getLogger("nexo.cron")
 REQUEST_TIMEOUT_S = 30.0
 Outcome = Literal["done", "failed", "skipped"]
 TERMINAL = frozenset({"done", "failed", "cancelled", "lost_on_restart"})
+MISSED_LISTED = 5
 
 
 def fire_goal_id(payload: FirePayload) -> str:
     return f"cron-{payload.fire_id}-{payload.attempt}"
+
+
+def missed_detail(payload: MissedPayload) -> str:
+    """One ledger row's account of the slots one entry missed: how many, why, which, what next."""
+    count = payload.count
+    what = "1 slot" if count == 1 else f"{count} slots"
+    detail = f"{what} missed ({payload.reason})"
+    if payload.slots:
+        listed = ", ".join(slot[:16] for slot in payload.slots[-MISSED_LISTED:])
+        detail += ", the newest: " if count > len(payload.slots[-MISSED_LISTED:]) else ": "
+        detail += listed
+    if payload.parked:
+        detail += f". The entry is parked: `nexo cron resume {payload.entry_id}` starts it again"
+    return detail
 
 
 class CronFires:
@@ -130,17 +145,14 @@ class CronFires:
         self.handled += 1
 
     def _missed(self, payload: MissedPayload) -> None:
-        listed = ", ".join(slot[:16] for slot in payload.slots[-5:])
-        detail = f"{payload.count} slot(s) missed ({payload.reason}); latest: {listed}"
-        if payload.parked:
-            detail += f". The entry is parked: `nexo cron resume {payload.entry_id}` starts it again"
         self._record(
             payload.agent,
             payload.entry_id,
             "-",
             payload.slots[-1] if payload.slots else "-",
             "missed",
-            detail,
+            missed_detail(payload),
+            slots=max(1, payload.count),
         )
 
     async def _fire(self, connection: ServerConnection, payload: FirePayload, event: Event) -> None:
@@ -295,6 +307,8 @@ class CronFires:
         status: str,
         detail: str,
         goal_id: str | None = None,
+        *,
+        slots: int = 1,
     ) -> None:
         self.autonomy.sink.record(
             EntryDraft.of(
@@ -304,6 +318,7 @@ class CronFires:
                     scheduled_for=slot[:200],
                     status=status,
                     detail=detail[:4000],
+                    slots=slots,
                 ),
                 source=cron_source(entry),
                 agent=agent,

@@ -100,7 +100,8 @@ def _count(tally: _Tally, entry: Entry, at: datetime) -> None:
         else:
             tally.approvals["denied"] += 1
     elif entry.kind == "cron_fire":
-        tally.fires.append(entry.goal_id)
+        slots = body.get("slots", 1)
+        tally.fires.extend([entry.goal_id] * (slots if isinstance(slots, int) and slots > 1 else 1))
     elif entry.kind == "goal":
         status = str(body.get("status", ""))
         if status in ("done", *FAILED_GOAL_STATUSES):

@@ -25,6 +25,7 @@ from orchestrator.proactive.limits import ActionLimiter, LimitHit, Refusal
 from orchestrator.proactive.plan import TickPlan, config_timing_problems, run_plan, start_refusal
 from orchestrator.proactive.ticks import TickReason, render_tick
 from orchestrator.proactive.unattended import TurnReport, run_unattended
+from orchestrator.proactive.wording import action_cap_text, budget_text
 from shared.protocol.audit import (
     ConfigChangeBody,
     EntryDraft,
@@ -278,23 +279,11 @@ class Autonomy:
         hit: LimitHit | None = report.limit
         if report.ended == "limit" and hit is not None:
             await self.limit_notice(
-                intake.agent.id,
-                hit.axis,
-                f"{source}: {hit.reason} Proactive work of {intake.agent.id} is paused until "
-                f"{hit.retry_at.isoformat(timespec='minutes') if hit.retry_at else 'the next cycle'}.",
-                source=source,
+                intake.agent.id, hit.axis, action_cap_text(source, intake.agent.id, hit), source=source
             )
         elif report.ended == "budget" and report.budget is not None:
             budget = report.budget
-            until = (
-                budget.resets_at.isoformat(timespec="minutes") if budget.resets_at else "the budget is raised"
-            )
-            await self.limit_notice(
-                intake.agent.id,
-                budget.axis,
-                f"{source}: {budget.reason} Work that needs the model waits until {until}.",
-                source=source,
-            )
+            await self.limit_notice(intake.agent.id, budget.axis, budget_text(source, budget), source=source)
         elif report.ended == "limit":
             await self.limit_notice(
                 intake.agent.id, report.reason, f"{source}: stopped ({report.reason})", source=source

@@ -134,6 +134,9 @@ class CronFireBody(Body):
     status: Word = "fired"
     """fired, done, failed, skipped (autonomy paused or a limit), missed (downtime, overlap, parked)."""
     detail: Text = ""
+    slots: int = Field(1, ge=1)
+    """How many slots the row stands for: one ``missed`` row covers every slot of the entry that one
+    sweep of the cron server found missed (the cron server keeps a fire row per slot)."""
 
 
 class MemoryPromotionBody(Body):

@@ -246,6 +246,8 @@ async def test_after_a_long_silence_the_operator_first_gets_a_digest(tmp_path: P
             await say(tmp_path, "m2", "morning! anything new?")
             await until(2)
     texts = [m.get("text", "") for m in replies(tmp_path)]
+    [beat] = [r for r in llm.requests if 'reason="heartbeat"' in (r.last_user_text or "")]
+    assert "sleep" in beat.tool_names  # the tick says the agent may call sleep: it is offered
     assert heartbeat is not None
     assert heartbeat.ended == "answered"
     assert texts[:3] == ["answer", "answer", "[limit] proactive: today's budget is spent"]

@@ -298,3 +298,12 @@ def test_only_the_operators_exchange_leaves_nothing_to_tell() -> None:
         source="channel:console",
     )
     assert build_digest(ledger.entries, since=SINCE, now=NOW, operator=("console", "op")) is None
+
+
+def test_one_missed_row_counts_every_slot_it_stands_for() -> None:
+    ledger = Ledger()
+    body = CronFireBody(job_id="c_1", fire_id="-", scheduled_for="2026-11-21T09:00", status="missed", slots=3)
+    ledger.body(body, SINCE + timedelta(hours=1), source="cron:c_1")
+    digest = build_digest(ledger.entries, since=SINCE, now=NOW)
+    assert digest is not None
+    assert digest.splitlines()[1] == "- Cron: 3 fired; 3 missed"
