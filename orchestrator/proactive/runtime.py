@@ -174,6 +174,8 @@ class Autonomy:
                 model=str(body["model"]),
                 input_tokens=int(body.get("input_tokens", 0)),
                 output_tokens=int(body.get("output_tokens", 0)),
+                cache_read_tokens=int(body.get("cache_read_tokens", 0)),
+                cache_write_tokens=int(body.get("cache_write_tokens", 0)),
                 goal=entry.goal_id,
                 heartbeat=None,
                 cron_entry=None,

@@ -87,7 +87,13 @@ class _Guard:
         return self.stop
 
     def after_call(self, usage: Usage) -> None:
-        self.spend.record(self.scopes, self.model, usage)
+        self.spend.record(
+            self.scopes,
+            self.model,
+            usage,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )
 
 
 class _ActionGate:

@@ -73,6 +73,9 @@ class TurnBody(Body):
     input_tokens: int = Field(0, ge=0)
     output_tokens: int = Field(0, ge=0)
     """Tokens so far in the goal (cumulative over its turns)."""
+    cache_read_tokens: int = Field(0, ge=0)
+    cache_write_tokens: int = Field(0, ge=0)
+    """Input tokens read from and written to the provider's prompt cache so far (not in input_tokens)."""
     duration_ms: float | None = Field(None, ge=0)
     model: Short | None = None
     """``provider/model`` that answered (spend budgets are rebuilt from these after a restart)."""

@@ -138,6 +138,8 @@ async def test_a_batch_is_appended_in_order_and_tail_reads_it_back(settings: Aud
             "tool_calls": 0,
             "input_tokens": 0,
             "output_tokens": 0,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
             "duration_ms": None,
             "model": None,
             "unattended": False,
