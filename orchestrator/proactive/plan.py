@@ -36,6 +36,8 @@ class Ran(Protocol):
     def ended(self) -> str: ...
     @property
     def sleep_ms(self) -> int | None: ...
+    @property
+    def sleep_reason(self) -> str: ...
 
 
 class TickPlan:
@@ -53,6 +55,8 @@ class TickPlan:
         self.schedule = ProactiveSchedule(proactive, rng=rng) if proactive.enabled else None
         self.due: dict[TickReason, datetime] = {}
         self.not_before: datetime | None = None
+        self.wake_note = ""
+        """What the agent said it waits for, for the wake tick."""
         if self.heartbeat_s is not None:
             self.due["heartbeat"] = start + timedelta(seconds=self.heartbeat_s)
         if self.schedule is not None:
@@ -89,6 +93,7 @@ class TickPlan:
             self.due.pop("wake", None)
         if report is not None and report.sleep_ms is not None:
             self.due["wake"] = now + timedelta(milliseconds=report.sleep_ms)
+            self.wake_note = report.sleep_reason
             self.due.pop("proactive", None)
             if self.schedule is not None:
                 self.schedule.note_activity()

@@ -22,6 +22,7 @@ from orchestrator.mesh import Mesh, ServerConnection
 from orchestrator.proactive.budgets import Scopes, SpendRow, SpendTracker
 from orchestrator.proactive.cron import CronFires
 from orchestrator.proactive.limits import ActionLimiter, LimitHit, Refusal
+from orchestrator.proactive.pending import pending_items
 from orchestrator.proactive.plan import TickPlan, config_timing_problems, run_plan, start_refusal
 from orchestrator.proactive.ticks import TickReason, render_tick
 from orchestrator.proactive.unattended import TurnReport, run_unattended
@@ -213,7 +214,8 @@ class Autonomy:
 
         async def tick(reason: TickReason) -> TurnReport | None:
             prompt = agent.heartbeat.prompt if reason == "heartbeat" else None
-            return await self.safe_tick(intake, reason, prompt)
+            wake_note = plan.wake_note if reason == "wake" else None
+            return await self.safe_tick(intake, reason, prompt, wake_note=wake_note)
 
         def refusal(reason: TickReason) -> Refusal | None:
             return self.refusal(agent.id, reason)
@@ -227,10 +229,12 @@ class Autonomy:
     def refusal(self, agent_id: str, reason: TickReason) -> Refusal | None:
         return start_refusal(self.limiter(agent_id), reason)
 
-    async def safe_tick(self, intake: Intake, reason: TickReason, prompt: str | None) -> TurnReport | None:
+    async def safe_tick(
+        self, intake: Intake, reason: TickReason, prompt: str | None, *, wake_note: str | None = None
+    ) -> TurnReport | None:
         """A tick whose failure is logged and recorded; the next one comes as scheduled."""
         try:
-            return await self.tick(intake, reason, prompt)
+            return await self.tick(intake, reason, prompt, wake_note=wake_note)
         except Exception as exc:
             logger.exception("%s cycle of %s failed", reason, intake.agent.id)
             self.sink.record(
@@ -243,7 +247,9 @@ class Autonomy:
             )
             return None
 
-    async def tick(self, intake: Intake, reason: TickReason, prompt: str | None) -> TurnReport | None:
+    async def tick(
+        self, intake: Intake, reason: TickReason, prompt: str | None, *, wake_note: str | None = None
+    ) -> TurnReport | None:
         """One heartbeat, proactive or wake cycle, unless a limit, quiet hours or a user message says no."""
         agent_id = intake.agent.id
         limiter = self.limiter(agent_id)
@@ -255,7 +261,14 @@ class Autonomy:
         cycle = limiter.start_cycle()
         self.cycles += 1
         now = self.clock()
-        body = render_tick(now, reason, intake.idle_for_s(), [])
+        pending = await pending_items(
+            self.mesh,
+            audit_server=self.config.audit.server,
+            cron_server=self.config.cron.server,
+            agent=agent_id,
+            wake_note=wake_note,
+        )
+        body = render_tick(now, reason, intake.idle_for_s(), pending)
         text = f"{body}\n{prompt or THINK_ACT_SCHEDULE}"
         run_id = f"{reason}-{now.strftime('%Y%m%dT%H%M%S')}"
         report = await run_unattended(
@@ -268,6 +281,7 @@ class Autonomy:
             enabled=self.is_enabled,
             sleep_allowed=True,
             origin=Origin(source=reason),
+            offered=None if "*" in self.config.autonomy.tick_tools else self.config.autonomy.tick_tools,
         )
         self.spend.finish(heartbeat=run_id)
         await self.after(intake, report, source=reason)

@@ -25,6 +25,7 @@ START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 class Report:
     ended: str = "idle"
     sleep_ms: int | None = None
+    sleep_reason: str = ""
 
 
 class Stop(Exception):
@@ -100,6 +101,19 @@ async def test_a_wake_the_agent_asked_for_comes_at_its_time_despite_the_cycle_ga
         ("proactive", START + timedelta(seconds=900)),
         ("wake", START + timedelta(seconds=960)),
     ]
+
+
+def test_a_sleep_schedules_a_wake_that_carries_what_the_agent_waits_for() -> None:
+    plan = TickPlan(
+        HeartbeatConfig(enabled=True, interval_s=1800),
+        ProactiveConfig(enabled=True, tick_interval_secs=900, jitter_pct=0),
+        start=START,
+        rng=random.Random(1),
+    )
+    plan.ran("heartbeat", START + timedelta(seconds=1800), Report("answered", 120_000, "the build"))
+    assert plan.next() == ("wake", START + timedelta(seconds=1920))
+    assert plan.wake_note == "the build"
+    assert "proactive" not in plan.due  # a sleep pauses proactive ticks until the wake
 
 
 async def test_a_tick_refused_by_the_cycle_gap_waits_for_it_without_backing_off() -> None:
