@@ -4,17 +4,24 @@ scripted tick in place of a model turn."""
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import anyio
 import pytest
+import yaml
 
+from orchestrator.config import load
+from orchestrator.goals import AuditSink
+from orchestrator.mesh import Mesh
 from orchestrator.proactive.config import HeartbeatConfig, Limits, ProactiveConfig
 from orchestrator.proactive.limits import ActionLimiter
 from orchestrator.proactive.plan import TickPlan, run_plan, start_refusal, timing_problems
+from orchestrator.proactive.runtime import Autonomy
 from orchestrator.proactive.ticks import TickReason
 
 pytestmark = pytest.mark.anyio
@@ -191,3 +198,29 @@ def test_the_default_intervals_fit_the_default_gap() -> None:
     assert (
         timing_problems("main", HeartbeatConfig(enabled=True), ProactiveConfig(enabled=True), Limits()) == []
     )
+
+
+async def test_autonomy_names_impossible_intervals_in_one_log_line_when_it_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "agents.yaml"
+    provider = {"kind": "openai_compat", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    agent = {"id": "nexo", "model": {"provider": "local"}, "heartbeat": {"enabled": True, "interval_s": 60}}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "servers": {},
+                "llm": {"providers": {"local": provider}},
+                "agents": [agent],
+            }
+        )
+    )
+    config = load(path)
+    with caplog.at_level(logging.WARNING, logger="nexo.autonomy"):
+        await Autonomy(config, Mesh({}), AuditSink(None)).run([])
+    assert [record.getMessage() for record in caplog.records] == [
+        "agents.nexo.heartbeat.interval_s (60 s) is shorter than autonomy.limits.min_cycle_gap_s (300 s): "
+        "heartbeats would run every 300 s. Fix: raise interval_s to at least 300 or lower min_cycle_gap_s "
+        "to 60 or less"
+    ]
