@@ -35,7 +35,7 @@ from bench.support import describe, progress
 from orchestrator.config import load
 from orchestrator.daemon import Orchestrator
 from orchestrator.proactive.runtime import Autonomy
-from shared.protocol.audit import TailParams, TailRequest, TailResult
+from shared.protocol.audit import MAX_TAIL, TailParams, TailRequest, TailResult
 from tests.fakes.llm import FakeLLM, RecordedRequest, Reply
 from tests.mesh.harness import python_server, write_config
 
@@ -109,10 +109,14 @@ async def _deliveries(orch: Orchestrator, since: datetime) -> int:
     audit = orch.mesh.get(orch.config.audit.server)
     if audit is None:
         raise RuntimeError("the audit server is not configured: deliveries cannot be counted")
-    found = await audit.request(
-        TailRequest(params=TailParams(since_at=since, kinds=["channel"], limit=1000)), TailResult, timeout=30
-    )
-    return sum(1 for entry in found.entries if entry.body.get("direction") == "out")
+    delivered, after = 0, None
+    while True:
+        params = TailParams(since_at=since, since_seq=after, kinds=["channel"], limit=MAX_TAIL)
+        found = await audit.request(TailRequest(params=params), TailResult, timeout=30)
+        delivered += sum(1 for entry in found.entries if entry.body.get("direction") == "out")
+        if len(found.entries) < MAX_TAIL:
+            return delivered
+        after = found.entries[-1].seq
 
 
 async def _run_day(config_path: Path, llm: FakeLLM) -> Day:
