@@ -189,7 +189,13 @@ class CronFires:
         await autonomy.after(intake, report, source=source)
         if report.ended == "answered":
             channel, chat = self._destination(payload)
-            await autonomy.say(channel, chat, report.text, key=f"cron:{payload.fire_id}:{payload.attempt}")
+            await autonomy.say(
+                channel,
+                chat,
+                report.text,
+                key=f"cron:{payload.fire_id}:{payload.attempt}",
+                agent=intake.agent.id,
+            )
         outcome: Outcome
         if report.ended in ("answered", "idle"):
             outcome, error = "done", None

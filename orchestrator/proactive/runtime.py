@@ -287,7 +287,13 @@ class Autonomy:
         await self.after(intake, report, source=reason)
         if report.ended == "answered":
             operator = self.config.operator
-            await self.say(operator.channel, operator.chat_id, report.text, key=f"{reason}:{report.goal_id}")
+            await self.say(
+                operator.channel,
+                operator.chat_id,
+                report.text,
+                key=f"{reason}:{report.goal_id}",
+                agent=agent_id,
+            )
         return report
 
     async def after(self, intake: Intake, report: TurnReport, *, source: str) -> None:
@@ -320,13 +326,25 @@ class Autonomy:
             return
         self._told.add(key)
         operator = self.config.operator
-        await self.say(operator.channel, operator.chat_id, f"[limit] {text}", key=key, notice=True)
+        await self.say(
+            operator.channel, operator.chat_id, f"[limit] {text}", key=key, notice=True, agent=agent_id
+        )
 
-    async def say(self, server: str, chat_id: str, text: str, *, key: str, notice: bool = False) -> None:
+    async def say(
+        self, server: str, chat_id: str, text: str, *, key: str, notice: bool = False, agent: str = ""
+    ) -> None:
         try:
             with anyio.fail_after(NOTICE_TIMEOUT_S):
                 await notify(
-                    self.mesh, self.config, server, chat_id, text, key=key, notice=notice, sink=self.sink
+                    self.mesh,
+                    self.config,
+                    server,
+                    chat_id,
+                    text,
+                    key=key,
+                    notice=notice,
+                    sink=self.sink,
+                    agent=agent,
                 )
         except Exception as exc:  # noqa: BLE001 -- the ledger has it; a channel outage must not stop autonomy
             logger.warning("could not deliver to %s:%s: %s", server, chat_id, exc)
