@@ -22,6 +22,7 @@ from bench import (
     cold_start,
     cron,
     guard_corpus,
+    idle_day,
     memory,
     memory_recall,
     recall_quality,
@@ -52,6 +53,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "memory_recall": (memory_recall.measure, "memory recall"),
     "recall_quality": (recall_quality.measure, "memory recall quality"),
     "cron": (cron.measure, "cron fires"),
+    "idle_day": (idle_day.measure, "idle day of autonomy"),
 }
 
 

@@ -121,6 +121,7 @@ class StorageWatch:
                     operator.chat_id,
                     f"[disk full] {sentence}. `nexo status` shows it until space is freed.",
                     key=f"disk-full:{file.server}:{file.path}:{file.since}",
+                    sink=self._sink,
                 )
         except Exception as exc:  # noqa: BLE001 -- the log and `nexo status` still say it
             logger.warning("could not tell the operator (%s): %s", operator.channel, exc)

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, config_label, print_json
+from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, EXIT_WARN, config_label, print_json
 
 
 async def running_status(config: Any) -> dict[str, Any] | None:
@@ -78,11 +78,25 @@ async def check(config: Any, args: argparse.Namespace) -> int:
         report["ok"] = False
         report.setdefault("pollers", []).append(problem)
         print(f"{label}: {problem}", file=sys.stderr)
+    warnings = _timing_warnings(config, label)
+    report["warnings"] = warnings
     if args.json:
         print_json(report)
     elif report["ok"]:
         print(f"{label}: ok ({len(report['servers'])} servers reachable{_through(report)})")
-    return EXIT_OK if report["ok"] else EXIT_FAIL
+    if not report["ok"]:
+        return EXIT_FAIL
+    return EXIT_WARN if warnings else EXIT_OK
+
+
+def _timing_warnings(config: Any, label: str) -> list[str]:
+    """Autonomy intervals the limits make impossible: the daemon would run them late."""
+    from orchestrator.proactive.plan import config_timing_problems
+
+    problems = config_timing_problems(config)
+    for problem in problems:
+        print(f"{label}: warning: {problem}", file=sys.stderr)
+    return problems
 
 
 async def _poller_problems(config: Any, cron: dict[str, Any] | None) -> list[str]:

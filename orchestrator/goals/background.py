@@ -155,7 +155,7 @@ class Background:
             return True  # that channel is no longer configured: nobody to tell
         try:
             with anyio.fail_after(NOTICE_TIMEOUT_S * 5):
-                await notify(self.mesh, self.config, server, origin.chat_id, text, key=key)
+                await notify(self.mesh, self.config, server, origin.chat_id, text, key=key, sink=self.sink)
         except Exception as exc:  # noqa: BLE001 -- retried at the next boot (not marked as told)
             logger.warning("could not tell %s about %s: %s", origin.source, key, exc)
             return False

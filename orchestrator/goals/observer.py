@@ -45,6 +45,8 @@ class LedgerObserver:
             tool_calls=tool_calls,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
             duration_ms=round(duration_s * 1000, 3),
             model=self.model[:500] if self.model else None,
             unattended=self.unattended,

@@ -8,12 +8,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from orchestrator.mesh import ServerConnection
-from orchestrator.proactive.digest import build_digest, needs_digest
-from shared.protocol.audit import TailParams, TailRequest, TailResult
+from orchestrator.proactive.digest import DIGEST_KINDS, build_digest, needs_digest
+from shared.protocol.audit import MAX_TAIL, Entry, TailParams, TailRequest, TailResult
 
 logger = logging.getLogger("nexo.intake")
 
-LEDGER_WINDOW = 1_000
 TIMEOUT_S = 15.0
 
 
@@ -23,11 +22,13 @@ class AwayDigest:
         audit: ServerConnection | None,
         operator_channel: str,
         after_s: float,
+        operator_chat: str = "",
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._audit = audit
         self._source = f"channel:{operator_channel}"
+        self._operator = (operator_channel, operator_chat)
         self._after_s = after_s
         self._clock = clock
         self._last: datetime | None = None
@@ -58,10 +59,20 @@ class AwayDigest:
         if last is None or not needs_digest(last, now, self._after_s) or self._audit is None:
             return None
         try:
-            window = await self._audit.request(
-                TailRequest(params=TailParams(limit=LEDGER_WINDOW)), TailResult, timeout=TIMEOUT_S
-            )
+            entries = await self._absence(self._audit, last)
         except Exception as exc:  # noqa: BLE001 -- the answer matters more than the digest
             logger.warning("digest skipped: the audit ledger did not answer (%s)", exc)
             return None
-        return build_digest(window.entries, since=last, now=now)
+        return build_digest(entries, since=last, now=now, operator=self._operator)
+
+    async def _absence(self, audit: ServerConnection, since: datetime) -> list[Entry]:
+        """Every entry a digest reads from ``since`` on, a page at a time (oldest first)."""
+        entries: list[Entry] = []
+        after: int | None = None
+        while True:
+            params = TailParams(since_at=since, since_seq=after, kinds=list(DIGEST_KINDS), limit=MAX_TAIL)
+            page = await audit.request(TailRequest(params=params), TailResult, timeout=TIMEOUT_S)
+            entries.extend(page.entries)
+            if len(page.entries) < MAX_TAIL:
+                return entries
+            after = page.entries[-1].seq

@@ -29,6 +29,7 @@ from orchestrator.mesh import Catalog, Mesh, ServerConnection, describe_error
 from orchestrator.metrics import Metrics
 from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate, origin_line
 from orchestrator.permissions.policy import Standing
+from orchestrator.proactive.digest import REPLIED
 from orchestrator.tools.channels import channel_tools
 from orchestrator.tools.local import GoalContext, LocalTools, local_catalog_tools
 from shared.protocol.audit import Origin
@@ -127,7 +128,10 @@ class Intake:
         self.rates = ChannelRates(config, metrics)
         self.pumps = ChannelPumps(config, agent, mesh, self._dispatch)
         self.away = AwayDigest(
-            mesh.get(config.audit.server), config.operator.channel, config.autonomy.return_digest_after_s
+            mesh.get(config.audit.server),
+            config.operator.channel,
+            config.autonomy.return_digest_after_s,
+            operator_chat=config.operator.chat_id,
         )
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[tuple[str, str]] = set()
@@ -383,7 +387,7 @@ class Intake:
             len(text),
             extra={"agent": self.agent.id, "goal": goal.id, "server": connection.name},
         )
-        self.traffic(source, "out", chat_id, "sent", None, len(text))
+        self.traffic(source, "out", chat_id, REPLIED, None, len(text))
         # The reply is out: a shutdown now must neither lose the transcript nor answer the message
         # again after a restart, so the transcript write and one ack attempt finish (bounded) first.
         acked = False

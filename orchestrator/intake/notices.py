@@ -58,7 +58,16 @@ class Notices:
         operator = self._config.operator
         try:
             with anyio.fail_after(OPERATOR_NOTICE_TIMEOUT_S):
-                await notify(self._mesh, self._config, operator.channel, operator.chat_id, text, key=key)
+                await notify(
+                    self._mesh,
+                    self._config,
+                    operator.channel,
+                    operator.chat_id,
+                    text,
+                    key=key,
+                    sink=self._sink,
+                    agent=self._agent,
+                )
         except Exception as exc:  # noqa: BLE001 -- the log and the ledger still have it
             logger.warning("could not tell the operator (%s): %s", operator.channel, exc)
             return

@@ -9,7 +9,10 @@ from typing import Any
 import anyio
 
 from orchestrator.config import NexoConfig
+from orchestrator.goals import AuditSink
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
+from shared.protocol.audit import ChannelBody, EntryDraft
+from shared.protocol.sources import channel_source
 
 logger = logging.getLogger("nexo.intake")
 
@@ -58,18 +61,33 @@ async def notify(
     *,
     key: str,
     notice: bool = True,
+    sink: AuditSink | None = None,
+    agent: str = "",
 ) -> None:
     """One message to one chat through a channel's configured outbound tool, once per ``key``.
 
     The one path for everything nexo says on its own (operator notices, boot and shutdown notices,
-    the model's notify tools). Raises ServerUnavailable when the channel is not configured, and
-    whatever the send raises; callers decide whether that is a log line or a tool error.
+    autonomous answers, the model's notify tools). With a ``sink`` the delivery (or its failure) is
+    a ``channel out`` entry in the ledger, as the answer to a message is. Raises ServerUnavailable
+    when the channel is not configured, and whatever the send raises; callers decide whether that
+    is a log line or a tool error.
     """
-    connection = mesh.get(server)
-    if connection is None:
-        raise ServerUnavailable(f"no channel server {server!r} is configured")
-    sender = ReplySender(connection, config.channel(server).outbound_tool_name)
-    await sender.send({"chat_id": chat_id}, text, idempotency_key=key, notice=notice)
+    status = "failed"
+    try:
+        connection = mesh.get(server)
+        if connection is None:
+            raise ServerUnavailable(f"no channel server {server!r} is configured")
+        sender = ReplySender(connection, config.channel(server).outbound_tool_name)
+        await sender.send({"chat_id": chat_id}, text, idempotency_key=key, notice=notice)
+        status = "sent"
+    finally:
+        if sink is not None:
+            body = ChannelBody(direction="out", chat_id=chat_id[:200], status=status, chars=len(text))
+            sink.record(
+                EntryDraft.of(
+                    body, source=channel_source(server), agent=agent, subject=f"out {chat_id}"[:500]
+                )
+            )
 
 
 RETRY_INITIAL_S = 1.0

@@ -26,6 +26,9 @@ from orchestrator.llm.types import (
     UserMessage,
 )
 
+CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
+"""Anthropic's prompt-cache breakpoint: the prefix up to the marked block is cached for 5 minutes."""
+
 
 def _is_tool_result_turn(message: dict[str, Any]) -> bool:
     content = message["content"]
@@ -103,14 +106,17 @@ class AnthropicProvider(HTTPProvider):
         self, *, system: str, messages: Sequence[Message], tools: Sequence[ToolSpec], max_tokens: int
     ) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens}
+        # Cache breakpoints after the tool definitions and after the system prompt: the prefix
+        # that repeats across turns and ticks is read from the cache, not billed in full again.
         if system:
-            body["system"] = system
+            body["system"] = [{"type": "text", "text": system, "cache_control": CACHE_CONTROL}]
         body["messages"] = to_wire_messages(messages)
         if tools:
             body["tools"] = [
                 {"name": tool.name, "description": tool.description, "input_schema": tool.input_schema}
                 for tool in tools
             ]
+            body["tools"][-1]["cache_control"] = CACHE_CONTROL
         return body
 
     def parse(self, data: dict[str, Any], *, elapsed_s: float) -> Completion:
@@ -143,6 +149,12 @@ class AnthropicProvider(HTTPProvider):
             usage=Usage(
                 input_tokens=token_count(usage.get("input_tokens"), "usage.input_tokens"),
                 output_tokens=token_count(usage.get("output_tokens"), "usage.output_tokens"),
+                cache_read_tokens=token_count(
+                    usage.get("cache_read_input_tokens"), "usage.cache_read_input_tokens"
+                ),
+                cache_write_tokens=token_count(
+                    usage.get("cache_creation_input_tokens"), "usage.cache_creation_input_tokens"
+                ),
             ),
             stop_reason=stop_reason or ("tool_use" if calls else "end_turn"),
             model=model if isinstance(model, str) else self.model,

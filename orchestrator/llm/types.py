@@ -49,11 +49,17 @@ Message = UserMessage | AssistantMessage | ToolResultMessage
 @dataclass(frozen=True, slots=True)
 class Usage:
     input_tokens: int = 0
+    """Input tokens read at the full price (not from or into the prompt cache)."""
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    """Input tokens read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Input tokens written to the provider's prompt cache."""
 
     @property
     def total(self) -> int:
-        return self.input_tokens + self.output_tokens
+        """Every token the call processed, cached or not."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -61,6 +67,8 @@ class Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

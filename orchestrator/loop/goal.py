@@ -166,13 +166,10 @@ async def run_goal(
         clock=clock,
         guard=guard,
     )
-    tools = [ToolSpec(t.qualified, t.description, t.input_schema) for t in catalog]
     result = run.result
     try:
         with anyio.move_on_after(budgets.max_wall_s) as wall:
-            await _turns(
-                run, provider, system, messages, tools, catalog, runner, gate, max_tokens, progress, clock
-            )
+            await _turns(run, provider, system, messages, catalog, runner, gate, max_tokens, progress, clock)
         if wall.cancelled_caught:
             result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, "wall_time"
     except anyio.get_cancelled_exc_class():
@@ -192,7 +189,6 @@ async def _turns(
     provider: Provider,
     system: str,
     messages: list[Message],
-    tools: list[ToolSpec],
     catalog: Catalog,
     runner: ToolRunner,
     gate: Gate,
@@ -215,6 +211,8 @@ async def _turns(
         turn_start = clock()
         result.turns += 1
         await progress(f"turn {result.turns}: asking {provider.describe()}")
+        # Read each turn: a catalog may load tools on demand during the goal.
+        tools = [ToolSpec(t.qualified, t.description, t.input_schema) for t in catalog]
         completion = await provider.complete(
             system=system, messages=messages, tools=tools, max_tokens=max_tokens
         )

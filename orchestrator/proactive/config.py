@@ -181,6 +181,10 @@ class AutonomyConfig(_Strict):
     """USD prices keyed by ``provider/model`` or ``model``; every model needs one once a usd budget is set."""
     day_timezone: str = "UTC"
     """IANA time zone whose midnight starts a new day for ``per_day`` and ``per_cron_entry``."""
+    tick_tools: list[str] = Field(default_factory=list)
+    """Tools sent with every heartbeat, proactive tick and wake (glob patterns over model-facing names,
+    e.g. ``memory__*``), besides ``sleep`` and ``load_tools``, which loads any other allowed tool when a
+    tick needs it. ``['*']``: send every tool with every tick. Cron fires always get every tool."""
     return_digest_after_s: float = Field(43200.0, ge=0)
     """After this many seconds without a message from the operator, the next one is answered with a
     short digest of what happened meanwhile first; 0 turns the digest off."""

@@ -40,6 +40,7 @@ from shared.protocol.cron import (
 from shared.protocol.events import (
     Event,
 )
+from shared.protocol.sources import cron_source
 
 if TYPE_CHECKING:
     from orchestrator.intake import Intake
@@ -50,10 +51,25 @@ logger = logging.getLogger("nexo.cron")
 REQUEST_TIMEOUT_S = 30.0
 Outcome = Literal["done", "failed", "skipped"]
 TERMINAL = frozenset({"done", "failed", "cancelled", "lost_on_restart"})
+MISSED_LISTED = 5
 
 
 def fire_goal_id(payload: FirePayload) -> str:
     return f"cron-{payload.fire_id}-{payload.attempt}"
+
+
+def missed_detail(payload: MissedPayload) -> str:
+    """One ledger row's account of the slots one entry missed: how many, why, which, what next."""
+    count = payload.count
+    what = "1 slot" if count == 1 else f"{count} slots"
+    detail = f"{what} missed ({payload.reason})"
+    if payload.slots:
+        listed = ", ".join(slot[:16] for slot in payload.slots[-MISSED_LISTED:])
+        detail += ", the newest: " if count > len(payload.slots[-MISSED_LISTED:]) else ": "
+        detail += listed
+    if payload.parked:
+        detail += f". The entry is parked: `nexo cron resume {payload.entry_id}` starts it again"
+    return detail
 
 
 class CronFires:
@@ -132,17 +148,14 @@ class CronFires:
         self.handled += 1
 
     def _missed(self, payload: MissedPayload) -> None:
-        listed = ", ".join(slot[:16] for slot in payload.slots[-5:])
-        detail = f"{payload.count} slot(s) missed ({payload.reason}); latest: {listed}"
-        if payload.parked:
-            detail += f". The entry is parked: `nexo cron resume {payload.entry_id}` starts it again"
         self._record(
             payload.agent,
             payload.entry_id,
             "-",
             payload.slots[-1] if payload.slots else "-",
             "missed",
-            detail,
+            missed_detail(payload),
+            slots=max(1, payload.count),
         )
 
     async def _fire(self, connection: ServerConnection, payload: FirePayload, event: Event) -> None:
@@ -171,7 +184,7 @@ class CronFires:
             if previous is not None:
                 await self._settle(connection, payload, intake, previous)
                 return
-        source = f"cron:{payload.entry_id}"
+        source = cron_source(payload.entry_id)
         prompt = f"[scheduled: {payload.schedule} ({payload.timezone}), slot {payload.slot}]\n{payload.text}"
         report = await autonomy.run_fire_turn(
             intake, prompt, goal_id=goal_id, entry_id=payload.entry_id, source=source
@@ -179,7 +192,13 @@ class CronFires:
         await autonomy.after(intake, report, source=source)
         if report.ended == "answered":
             channel, chat = self._destination(payload)
-            await autonomy.say(channel, chat, report.text, key=f"cron:{payload.fire_id}:{payload.attempt}")
+            await autonomy.say(
+                channel,
+                chat,
+                report.text,
+                key=f"cron:{payload.fire_id}:{payload.attempt}",
+                agent=intake.agent.id,
+            )
         outcome: Outcome
         if report.ended in ("answered", "idle"):
             outcome, error = "done", None
@@ -207,6 +226,8 @@ class CronFires:
                     payload.text,
                     key=f"reminder:{payload.fire_id}:{payload.attempt}",
                     notice=False,
+                    sink=self.autonomy.sink,
+                    agent=intake.agent.id,
                 )
         except Exception as exc:  # noqa: BLE001 -- reported as failed: a one-shot retries with backoff
             await self._conclude(connection, payload, intake, "failed", str(exc))
@@ -295,6 +316,8 @@ class CronFires:
         status: str,
         detail: str,
         goal_id: str | None = None,
+        *,
+        slots: int = 1,
     ) -> None:
         self.autonomy.sink.record(
             EntryDraft.of(
@@ -304,8 +327,9 @@ class CronFires:
                     scheduled_for=slot[:200],
                     status=status,
                     detail=detail[:4000],
+                    slots=slots,
                 ),
-                source=f"cron:{entry}"[:200],
+                source=cron_source(entry),
                 agent=agent,
                 goal_id=goal_id,
                 subject=f"cron {entry} {status}"[:500],

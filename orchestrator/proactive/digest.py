@@ -20,6 +20,10 @@ from shared.protocol.audit import Entry
 PROBLEMS_SHOWN = 3
 PROBLEM_CHARS = 120
 FAILED_GOAL_STATUSES = frozenset({"failed", "cancelled", "lost_on_restart"})
+REPLIED = "replied"
+"""The status of a ``channel out`` entry that answers a message (deliveries on nexo's own are ``sent``)."""
+DIGEST_KINDS = ("channel", "approval_requested", "approval_answered", "cron_fire", "goal", "notice")
+"""The entry kinds a digest reads."""
 
 
 def needs_digest(last_operator_message_at: datetime | None, now: datetime, after_s: float) -> bool:
@@ -67,6 +71,16 @@ def _aware(moment: datetime, name: str) -> datetime:
     return moment
 
 
+def _own_exchange(entry: Entry, operator: tuple[str, str] | None) -> bool:
+    """The operator's own message, or nexo's reply to it, on the operator's chat: nothing to report."""
+    if operator is None or entry.kind != "channel" or entry.source != f"channel:{operator[0]}":
+        return False
+    body = entry.body
+    if body.get("chat_id") != operator[1]:
+        return False
+    return body.get("direction") == "in" or body.get("status") == REPLIED
+
+
 def _count(tally: _Tally, entry: Entry, at: datetime) -> None:
     body = entry.body
     if entry.kind == "channel":
@@ -86,7 +100,8 @@ def _count(tally: _Tally, entry: Entry, at: datetime) -> None:
         else:
             tally.approvals["denied"] += 1
     elif entry.kind == "cron_fire":
-        tally.fires.append(entry.goal_id)
+        slots = body.get("slots", 1)
+        tally.fires.extend([entry.goal_id] * (slots if isinstance(slots, int) and slots > 1 else 1))
     elif entry.kind == "goal":
         status = str(body.get("status", ""))
         if status in ("done", *FAILED_GOAL_STATUSES):
@@ -172,11 +187,14 @@ def build_digest(
     now: datetime,
     max_lines: int = 12,
     zone: tzinfo = UTC,
+    operator: tuple[str, str] | None = None,
 ) -> str | None:
     """A short "while you were away" note for the entries after ``since`` up to ``now``.
 
     None when nothing worth telling happened. Times are shown in ``zone``. Entries up to ``now`` but
     before ``since`` are read only to learn how the goals of cron fires in the window ended.
+    ``operator`` (channel server, chat id) names the operator's chat: their own messages there and
+    the replies to them are left out, since the operator was there for those.
     """
     since, now = _aware(since, "since"), _aware(now, "now")
     if max_lines < 2:
@@ -191,7 +209,7 @@ def build_digest(
             status = str(entry.body.get("status", ""))
             if status == "done" or status in FAILED_GOAL_STATUSES:
                 final_goals[entry.goal_id] = status
-        if at > since:
+        if at > since and not _own_exchange(entry, operator):
             _count(tally, entry, at)
     if tally.empty():
         return None

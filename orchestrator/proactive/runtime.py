@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -21,9 +21,12 @@ from orchestrator.intake.outbound import notify
 from orchestrator.mesh import Mesh, ServerConnection
 from orchestrator.proactive.budgets import Scopes, SpendRow, SpendTracker
 from orchestrator.proactive.cron import CronFires
-from orchestrator.proactive.limits import ActionLimiter, LimitHit
-from orchestrator.proactive.ticks import ProactiveSchedule, render_tick
+from orchestrator.proactive.limits import ActionLimiter, LimitHit, Refusal
+from orchestrator.proactive.pending import pending_items
+from orchestrator.proactive.plan import TickPlan, config_timing_problems, run_plan, start_refusal
+from orchestrator.proactive.ticks import TickReason, render_tick
 from orchestrator.proactive.unattended import TurnReport, run_unattended
+from orchestrator.proactive.wording import action_cap_text, budget_text
 from shared.protocol.audit import (
     ConfigChangeBody,
     EntryDraft,
@@ -54,6 +57,10 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
 class Autonomy:
     def __init__(
         self,
@@ -63,6 +70,7 @@ class Autonomy:
         *,
         clock: Callable[[], datetime] = utc_now,
         rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.config = config
         self.mesh = mesh
@@ -77,7 +85,8 @@ class Autonomy:
         )
         self.limiters: dict[str, ActionLimiter] = {}
         self.intakes: dict[str, Intake] = {}
-        self.sleeping_until: dict[str, datetime] = {}
+        self.sleep = sleep
+        self.plans: dict[str, TickPlan] = {}
         self._told: set[str] = set()
         self._wake: dict[str, anyio.Event] = {}
         self.cron = CronFires(self)
@@ -126,9 +135,7 @@ class Autonomy:
                     "heartbeat": intake.agent.heartbeat.enabled,
                     "proactive": intake.agent.proactive.enabled,
                     "actions_last_hour": self.limiter(agent_id).hour_count(),
-                    "sleeping_until": self.sleeping_until[agent_id].isoformat()
-                    if agent_id in self.sleeping_until
-                    else None,
+                    "sleeping_until": _iso(self.plans[agent_id].wake_at) if agent_id in self.plans else None,
                 }
                 for agent_id, intake in self.intakes.items()
             },
@@ -168,6 +175,8 @@ class Autonomy:
                 model=str(body["model"]),
                 input_tokens=int(body.get("input_tokens", 0)),
                 output_tokens=int(body.get("output_tokens", 0)),
+                cache_read_tokens=int(body.get("cache_read_tokens", 0)),
+                cache_write_tokens=int(body.get("cache_write_tokens", 0)),
                 goal=entry.goal_id,
                 heartbeat=None,
                 cron_entry=None,
@@ -184,12 +193,12 @@ class Autonomy:
 
     async def run(self, intakes: list[Intake]) -> None:
         self.intakes = {intake.agent.id: intake for intake in intakes}
+        for problem in config_timing_problems(self.config):
+            logger.warning("%s", problem)
         async with anyio.create_task_group() as tg:
             for intake in intakes:
-                if intake.agent.heartbeat.enabled:
-                    tg.start_soon(self._heartbeat, intake, name=f"heartbeat:{intake.agent.id}")
-                if intake.agent.proactive.enabled:
-                    tg.start_soon(self._proactive, intake, name=f"proactive:{intake.agent.id}")
+                if intake.agent.heartbeat.enabled or intake.agent.proactive.enabled:
+                    tg.start_soon(self.run_agent, intake, name=f"autonomy:{intake.agent.id}")
             tg.start_soon(self.cron.run, name="cron-fires")
 
     async def _wait_enabled(self, agent_id: str) -> None:
@@ -198,35 +207,34 @@ class Autonomy:
             await event.wait()
             self._wake.pop(agent_id, None)
 
-    async def _heartbeat(self, intake: Intake) -> None:
-        interval = intake.agent.heartbeat.interval_s
-        while True:
-            await anyio.sleep(interval)
-            await self._wait_enabled(intake.agent.id)
-            await self.safe_tick(intake, "heartbeat", intake.agent.heartbeat.prompt)
+    async def run_agent(self, intake: Intake) -> None:
+        """Heartbeats, proactive ticks and wakes of one agent, on one timeline (see plan.py)."""
+        agent = intake.agent
+        plan = TickPlan(agent.heartbeat, agent.proactive, start=self.clock(), rng=self.rng)
 
-    async def _proactive(self, intake: Intake) -> None:
-        agent_id = intake.agent.id
-        schedule = ProactiveSchedule(intake.agent.proactive, rng=self.rng)
-        delay = schedule.next_delay(idle=False)
-        while True:
-            self.sleeping_until[agent_id] = self.clock() + timedelta(seconds=delay)
-            await anyio.sleep(delay)
-            self.sleeping_until.pop(agent_id, None)
-            await self._wait_enabled(agent_id)
-            report = await self.safe_tick(intake, "proactive", None)
-            if report is not None and report.sleep_ms is not None:
-                delay = report.sleep_ms / 1000
-                schedule.note_activity()
-            else:
-                delay = schedule.next_delay(idle=report is None or report.ended in ("idle", "preempted"))
+        async def tick(reason: TickReason) -> TurnReport | None:
+            prompt = agent.heartbeat.prompt if reason == "heartbeat" else None
+            wake_note = plan.wake_note if reason == "wake" else None
+            return await self.safe_tick(intake, reason, prompt, wake_note=wake_note)
+
+        def refusal(reason: TickReason) -> Refusal | None:
+            return self.refusal(agent.id, reason)
+
+        async def ready() -> None:
+            await self._wait_enabled(agent.id)
+
+        self.plans[agent.id] = plan
+        await run_plan(plan, clock=self.clock, sleep=self.sleep, ready=ready, refusal=refusal, tick=tick)
+
+    def refusal(self, agent_id: str, reason: TickReason) -> Refusal | None:
+        return start_refusal(self.limiter(agent_id), reason)
 
     async def safe_tick(
-        self, intake: Intake, reason: Literal["heartbeat", "proactive"], prompt: str | None
+        self, intake: Intake, reason: TickReason, prompt: str | None, *, wake_note: str | None = None
     ) -> TurnReport | None:
         """A tick whose failure is logged and recorded; the next one comes as scheduled."""
         try:
-            return await self.tick(intake, reason, prompt)
+            return await self.tick(intake, reason, prompt, wake_note=wake_note)
         except Exception as exc:
             logger.exception("%s cycle of %s failed", reason, intake.agent.id)
             self.sink.record(
@@ -240,12 +248,12 @@ class Autonomy:
             return None
 
     async def tick(
-        self, intake: Intake, reason: Literal["heartbeat", "proactive", "wake"], prompt: str | None
+        self, intake: Intake, reason: TickReason, prompt: str | None, *, wake_note: str | None = None
     ) -> TurnReport | None:
-        """One heartbeat or proactive cycle, unless a limit, quiet hours or a user message says not now."""
+        """One heartbeat, proactive or wake cycle, unless a limit, quiet hours or a user message says no."""
         agent_id = intake.agent.id
         limiter = self.limiter(agent_id)
-        refusal = limiter.can_start_cycle()
+        refusal = self.refusal(agent_id, reason)
         if refusal is not None:
             logger.info("%s tick of %s skipped: %s", reason, agent_id, refusal.reason)
             return None
@@ -253,7 +261,14 @@ class Autonomy:
         cycle = limiter.start_cycle()
         self.cycles += 1
         now = self.clock()
-        body = render_tick(now, reason, intake.idle_for_s(), [])
+        pending = await pending_items(
+            self.mesh,
+            audit_server=self.config.audit.server,
+            cron_server=self.config.cron.server,
+            agent=agent_id,
+            wake_note=wake_note,
+        )
+        body = render_tick(now, reason, intake.idle_for_s(), pending)
         text = f"{body}\n{prompt or THINK_ACT_SCHEDULE}"
         run_id = f"{reason}-{now.strftime('%Y%m%dT%H%M%S')}"
         report = await run_unattended(
@@ -264,14 +279,21 @@ class Autonomy:
             spend=self.spend,
             scopes_for=lambda goal: Scopes(goal=goal, heartbeat=run_id if reason == "heartbeat" else None),
             enabled=self.is_enabled,
-            sleep_allowed=reason != "heartbeat",
+            sleep_allowed=True,
             origin=Origin(source=reason),
+            offered=None if "*" in self.config.autonomy.tick_tools else self.config.autonomy.tick_tools,
         )
         self.spend.finish(heartbeat=run_id)
         await self.after(intake, report, source=reason)
         if report.ended == "answered":
             operator = self.config.operator
-            await self.say(operator.channel, operator.chat_id, report.text, key=f"{reason}:{report.goal_id}")
+            await self.say(
+                operator.channel,
+                operator.chat_id,
+                report.text,
+                key=f"{reason}:{report.goal_id}",
+                agent=agent_id,
+            )
         return report
 
     async def after(self, intake: Intake, report: TurnReport, *, source: str) -> None:
@@ -279,23 +301,11 @@ class Autonomy:
         hit: LimitHit | None = report.limit
         if report.ended == "limit" and hit is not None:
             await self.limit_notice(
-                intake.agent.id,
-                hit.axis,
-                f"{source}: {hit.reason} Proactive work of {intake.agent.id} is paused until "
-                f"{hit.retry_at.isoformat(timespec='minutes') if hit.retry_at else 'the next cycle'}.",
-                source=source,
+                intake.agent.id, hit.axis, action_cap_text(source, intake.agent.id, hit), source=source
             )
         elif report.ended == "budget" and report.budget is not None:
             budget = report.budget
-            until = (
-                budget.resets_at.isoformat(timespec="minutes") if budget.resets_at else "the budget is raised"
-            )
-            await self.limit_notice(
-                intake.agent.id,
-                budget.axis,
-                f"{source}: {budget.reason} Work that needs the model waits until {until}.",
-                source=source,
-            )
+            await self.limit_notice(intake.agent.id, budget.axis, budget_text(source, budget), source=source)
         elif report.ended == "limit":
             await self.limit_notice(
                 intake.agent.id, report.reason, f"{source}: stopped ({report.reason})", source=source
@@ -316,12 +326,26 @@ class Autonomy:
             return
         self._told.add(key)
         operator = self.config.operator
-        await self.say(operator.channel, operator.chat_id, f"[limit] {text}", key=key, notice=True)
+        await self.say(
+            operator.channel, operator.chat_id, f"[limit] {text}", key=key, notice=True, agent=agent_id
+        )
 
-    async def say(self, server: str, chat_id: str, text: str, *, key: str, notice: bool = False) -> None:
+    async def say(
+        self, server: str, chat_id: str, text: str, *, key: str, notice: bool = False, agent: str = ""
+    ) -> None:
         try:
             with anyio.fail_after(NOTICE_TIMEOUT_S):
-                await notify(self.mesh, self.config, server, chat_id, text, key=key, notice=notice)
+                await notify(
+                    self.mesh,
+                    self.config,
+                    server,
+                    chat_id,
+                    text,
+                    key=key,
+                    notice=notice,
+                    sink=self.sink,
+                    agent=agent,
+                )
         except Exception as exc:  # noqa: BLE001 -- the ledger has it; a channel outage must not stop autonomy
             logger.warning("could not deliver to %s:%s: %s", server, chat_id, exc)
 

@@ -9,7 +9,7 @@ unattended in the ledger; an idle answer sends nothing to anyone.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,6 +24,7 @@ from orchestrator.proactive.budgets import BudgetHit, PriceMissing, Scopes, Spen
 from orchestrator.proactive.limits import Cycle, LimitHit
 from orchestrator.proactive.sleep import SLEEP_INPUT_SCHEMA, SLEEP_TOOL_NAME, choose_sleep, parse_sleep
 from orchestrator.proactive.ticks import IDLE_MARKER, is_idle_answer
+from orchestrator.proactive.toolbox import on_demand
 from orchestrator.tools.local import GoalContext, LocalTool, LocalToolError, LocalTools, local_catalog_tools
 from shared.protocol.audit import Origin
 from shared.protocol.memory import PROVENANCE_META_KEY
@@ -43,6 +44,8 @@ class TurnReport:
     text: str = ""
     reason: str = ""
     sleep_ms: int | None = None
+    sleep_reason: str = ""
+    """What the agent said it waits for when it called sleep."""
     limit: LimitHit | None = None
     budget: BudgetHit | None = None
     usage: Usage = field(default_factory=Usage)
@@ -87,7 +90,13 @@ class _Guard:
         return self.stop
 
     def after_call(self, usage: Usage) -> None:
-        self.spend.record(self.scopes, self.model, usage)
+        self.spend.record(
+            self.scopes,
+            self.model,
+            usage,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )
 
 
 class _ActionGate:
@@ -104,7 +113,7 @@ class _ActionGate:
         return await self.inner.check(tool, arguments, call_id)
 
 
-def _sleep_tool(holder: dict[str, int]) -> LocalTool:
+def _sleep_tool(holder: dict[str, int], reasons: list[str]) -> LocalTool:
     async def sleep(_: GoalContext, arguments: Mapping[str, Any]) -> str:
         try:
             request = parse_sleep(arguments)
@@ -112,6 +121,7 @@ def _sleep_tool(holder: dict[str, int]) -> LocalTool:
             raise LocalToolError(str(exc)) from exc
         choice = choose_sleep(request.duration_ms)
         holder["ms"] = choice.duration_ms
+        reasons[:] = [request.reason]
         return f"{choice.note} End this turn now; answer {IDLE_MARKER} if there is nothing else to say."
 
     return LocalTool(
@@ -154,6 +164,7 @@ async def run_unattended(
     goal_id: str | None = None,
     sleep_allowed: bool = False,
     origin: Origin | None = None,
+    offered: Sequence[str] | None = None,
 ) -> TurnReport:
     """Run one unattended goal for ``intake``'s agent; ``scopes_for(goal_id)`` names its spend scopes."""
     agent = intake.agent
@@ -169,21 +180,26 @@ async def run_unattended(
     guard = _Guard(intake, enabled, cycle, spend, scopes, model)
     gate = _ActionGate(cycle, intake.gate.for_turn(unattended=True))
     slept: dict[str, int] = {}
+    sleep_reasons: list[str] = []
     tools = list(intake.local.tools.values())
     if sleep_allowed:
-        tools.append(_sleep_tool(slept))
-    local = LocalTools(tools)
+        tools.append(_sleep_tool(slept, sleep_reasons))
     result: GoalResult | None = None
     try:
         with goal.scope:
             await intake.goals.wait_admitted(goal)
+            catalog = intake.catalog().with_tools(
+                local_catalog_tools([t for t in tools if t.name == SLEEP_TOOL_NAME]), ["*"]
+            )
+            if offered is not None:  # tools on demand (toolbox.py): few tools up front
+                catalog, loader = on_demand(catalog, offered, always=[SLEEP_TOOL_NAME])
+                tools.append(loader)
+            local = LocalTools(tools)
             result = await run_goal(
                 provider=intake.provider,
                 system=agent.system_prompt,
                 prompt=prompt,
-                catalog=intake.catalog().with_tools(
-                    local_catalog_tools([t for t in tools if t.name == SLEEP_TOOL_NAME]), ["*"]
-                ),
+                catalog=catalog,
                 runner=intake.runner.for_goal(
                     local, GoalContext(agent.id, goal.id), meta={PROVENANCE_META_KEY: "agent"}
                 ),
@@ -207,6 +223,7 @@ async def run_unattended(
         text=result.text or "",
         reason=guard.stop or result.summary(),
         sleep_ms=slept.get("ms"),
+        sleep_reason=sleep_reasons[0] if sleep_reasons else "",
         limit=cycle.stopped,
         budget=guard.budget,
         usage=result.usage,

@@ -74,7 +74,9 @@ async def _tail(state: AuditState, params: TailParams) -> TailResult:
         goal_id=params.goal_id,
         source=params.source,
         kind=params.kind,
+        kinds=params.kinds,
         since_seq=params.since_seq,
+        since_at=params.since_at,
         limit=params.limit,
     )
     return TailResult(entries=entries)

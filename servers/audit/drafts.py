@@ -18,8 +18,8 @@ from shared.protocol.audit import (
     GoalKind,
     GoalStatus,
 )
+from shared.protocol.sources import SOURCE_EXAMPLES, is_source
 
-SOURCE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}(:[A-Za-z0-9][A-Za-z0-9_.@-]{0,63})?$")
 AGENT_RE = re.compile(r"^([a-z][a-z0-9_-]{0,31})?$")
 GOAL_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 RESERVED_KINDS: dict[str, str] = {
@@ -39,8 +39,8 @@ def validate_draft(draft: EntryDraft) -> Body:
     _check(kind in ENTRY_KINDS, f"unknown kind {kind!r}: use one of {', '.join(ENTRY_KINDS)}")
     _check(kind in KIND_BODIES, f"kind {kind!r} cannot be appended: {RESERVED_KINDS.get(kind)}")
     _check(
-        bool(SOURCE_RE.match(draft.source)),
-        f"source {draft.source!r} is not a source name: use e.g. 'channel:console', 'cron' or 'cli'",
+        is_source(draft.source),
+        f"source {draft.source!r} is not a source name: use e.g. {SOURCE_EXAMPLES}",
     )
     _check(
         kind != "channel" or draft.source.startswith("channel:"),

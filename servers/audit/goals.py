@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from servers.audit.drafts import AGENT_RE, GOAL_ID_RE, SOURCE_RE, GoalBody, internal_draft
+from servers.audit.drafts import AGENT_RE, GOAL_ID_RE, GoalBody, internal_draft
 from servers.audit.errors import GoalNotFound, InvalidRequest, TransitionRefused
 from servers.audit.redaction import redact_text
 from servers.audit.store import ChainWriter, Ledger
@@ -23,6 +23,7 @@ from shared.protocol.audit import (
     GoalStatus,
     Origin,
 )
+from shared.protocol.sources import SOURCE_EXAMPLES, is_source
 
 ACTIVE_STATUSES: tuple[GoalStatus, ...] = ("running", "sleeping", "queued", "paused")
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -75,8 +76,8 @@ def _to_goal(row: Sequence[Any]) -> Goal:
 
 
 def _check_source(source: str, what: str = "source") -> None:
-    if not SOURCE_RE.match(source):
-        raise InvalidRequest(f"{what} {source!r} is not a source name: use e.g. 'channel:console' or 'cli'")
+    if not is_source(source):
+        raise InvalidRequest(f"{what} {source!r} is not a source name: use e.g. {SOURCE_EXAMPLES}")
 
 
 class GoalRegistry:

@@ -82,4 +82,12 @@ GOALS = Migration.sql(
     """,
 )
 
-MIGRATIONS: tuple[Migration, ...] = (LEDGER, GOALS)
+LEDGER_AT = Migration.sql(
+    "audit_0003_ledger_at",
+    """
+    -- Reading the ledger by time (the away digest covers a whole absence) without a full scan.
+    CREATE INDEX ledger_at ON ledger(at);
+    """,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (LEDGER, GOALS, LEDGER_AT)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 AUDIT_EXTENSION = "nexo/audit"
 MAX_APPEND = 500
@@ -73,6 +73,9 @@ class TurnBody(Body):
     input_tokens: int = Field(0, ge=0)
     output_tokens: int = Field(0, ge=0)
     """Tokens so far in the goal (cumulative over its turns)."""
+    cache_read_tokens: int = Field(0, ge=0)
+    cache_write_tokens: int = Field(0, ge=0)
+    """Input tokens read from and written to the provider's prompt cache so far (not in input_tokens)."""
     duration_ms: float | None = Field(None, ge=0)
     model: Short | None = None
     """``provider/model`` that answered (spend budgets are rebuilt from these after a restart)."""
@@ -134,6 +137,9 @@ class CronFireBody(Body):
     status: Word = "fired"
     """fired, done, failed, skipped (autonomy paused or a limit), missed (downtime, overlap, parked)."""
     detail: Text = ""
+    slots: int = Field(1, ge=1)
+    """How many slots the row stands for: one ``missed`` row covers every slot of the entry that one
+    sweep of the cron server found missed (the cron server keeps a fire row per slot)."""
 
 
 class MemoryPromotionBody(Body):
@@ -317,6 +323,10 @@ class TailParams(types.RequestParams):
     kind: EntryKind | None = None
     since_seq: int | None = Field(None, ge=0)
     """Entries after this seq, oldest first (to follow the ledger); None: the newest ``limit``."""
+    since_at: AwareDatetime | None = None
+    """Entries written at or after this time, oldest first (page on with ``since_seq``)."""
+    kinds: list[EntryKind] | None = Field(None, min_length=1)
+    """Only entries of these kinds (``kind`` narrows further when both are given)."""
     limit: int = Field(50, ge=1, le=MAX_TAIL)
 
 

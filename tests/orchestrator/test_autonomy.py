@@ -19,6 +19,7 @@ from orchestrator.daemon import Orchestrator
 from orchestrator.proactive.runtime import Autonomy
 from orchestrator.proactive.ticks import ProactiveSchedule
 from orchestrator.tools.local import GoalContext, LocalTool
+from shared.protocol.audit import EntryDraft, NoticeBody, Origin
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step, tokens_for
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import python_server, write_config
@@ -229,17 +230,33 @@ async def test_after_a_long_silence_the_operator_first_gets_a_digest(tmp_path: P
             orch.goals.finish = finish  # type: ignore[method-assign]
             await say(tmp_path, "m1", "good evening")
             await until(1)
+            orch.autonomy.intakes = {intake.agent.id: intake}
+            heartbeat = await orch.autonomy.tick(intake, "heartbeat", intake.agent.heartbeat.prompt)
             await orch.autonomy.limit_notice(
                 "nexo", "day_tokens", "proactive: today's budget is spent", source="proactive"
             )
-            await orch.sink.flush(5)
+            for n in range(1_100):  # more than one page of the ledger: the digest reads them all
+                orch.sink.record(
+                    EntryDraft.of(
+                        NoticeBody(level="info", message=f"n{n}"), source="orchestrator", subject="n"
+                    )
+                )
+            await orch.sink.flush(30)
             now[0] += timedelta(hours=13)
             await say(tmp_path, "m2", "morning! anything new?")
             await until(2)
     texts = [m.get("text", "") for m in replies(tmp_path)]
-    assert texts[0] == "answer"
-    assert texts[-2].startswith("While you were away")
-    assert "budget" in texts[-2]
+    [beat] = [r for r in llm.requests if 'reason="heartbeat"' in (r.last_user_text or "")]
+    # The tick says the agent may call sleep: it is offered; every other tool loads on demand.
+    assert sorted(beat.tool_names) == ["load_tools", "sleep"]
+    assert heartbeat is not None
+    assert heartbeat.ended == "answered"
+    assert texts[:3] == ["answer", "answer", "[limit] proactive: today's budget is spent"]
+    digest = texts[-2].splitlines()
+    assert digest[0].startswith("While you were away")
+    # The heartbeat's answer and the [limit] notice; not the operator's own message or its reply.
+    assert "- Messages: inbox 0 in, 2 out" in digest
+    assert "- Limits hit: 1 (day_tokens ×1)" in digest
     assert texts[-1] == "answer"
 
 
@@ -261,7 +278,22 @@ async def test_a_cycle_that_fails_is_recorded_and_autonomy_goes_on(tmp_path: Pat
             failed = await autonomy.safe_tick(intake, "proactive", None)
             intake.catalog = working  # type: ignore[method-assign]
             clock.now += timedelta(minutes=2)
-            recovered = await autonomy.safe_tick(intake, "proactive", None)
+            # Pending work the next tick is told about: a background run and why the agent slept.
+            await orch.goals.start(
+                agent="nexo",
+                kind="bg",
+                origin=Origin(source="cli"),
+                prompt="sort the inbox",
+                goal_id="g-bg-1",
+            )
+            recovered = await autonomy.safe_tick(intake, "wake", None, wake_note="the nightly build")
     assert failed is None
     assert recovered is not None
     assert recovered.ended == "idle"
+    tick = (llm.requests[-1].last_user_text or "").splitlines()
+    assert 'reason="wake"' in tick[0]
+    assert tick[1:4] == [
+        "Pending:",
+        "- you asked to be woken now: the nightly build",
+        "- goal g-bg-1 (bg, running): sort the inbox",
+    ]

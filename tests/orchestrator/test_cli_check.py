@@ -139,3 +139,34 @@ def test_a_refused_token_is_reported_as_refused_with_where_it_was_read(
         "server's token there and restart nexo (a nexo server names its token when it starts; see "
         "`nexo serve --help`)\n"
     )
+
+
+def test_autonomy_intervals_shorter_than_the_cycle_gap_are_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agents.yaml"
+    provider = {"kind": "openai_compat", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "servers": {},
+                "llm": {"providers": {"local": provider}},
+                "agents": [
+                    {
+                        "id": "nexo",
+                        "model": {"provider": "local"},
+                        "heartbeat": {"enabled": True, "interval_s": 60},
+                    }
+                ],
+            }
+        )
+    )
+    assert main(["run", "--check-config", "--config", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == f"{path}: ok (0 servers reachable)\n"
+    assert captured.err == (
+        f"{path}: warning: agents.nexo.heartbeat.interval_s (60 s) is shorter than "
+        "autonomy.limits.min_cycle_gap_s (300 s): heartbeats would run every 300 s. Fix: raise interval_s "
+        "to at least 300 or lower min_cycle_gap_s to 60 or less\n"
+    )

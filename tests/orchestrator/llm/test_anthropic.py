@@ -42,16 +42,49 @@ async def test_anthropic_posts_messages_request_with_key_version_and_tools(
     assert request.body == {
         "model": "claude-test",
         "max_tokens": 321,
-        "system": "Be brief.",
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": "Weather?"}],
         "tools": [
             {
                 "name": "weather",
                 "description": "Current weather for a city.",
                 "input_schema": WEATHER.input_schema,
+                "cache_control": {"type": "ephemeral"},
             }
         ],
     }
+
+
+async def test_anthropic_marks_only_the_last_tool_as_the_cache_breakpoint(
+    fake: FakeLLM, vtime: VirtualTime
+) -> None:
+    fake.push(Reply("ok"))
+    other = ToolSpec(name="time", description="Now.", input_schema={"type": "object"})
+    async with aclosing(anthropic(fake, vtime, api_key=API_KEY)) as provider:
+        await provider.complete(system="s", messages=[UserMessage("hi")], tools=[WEATHER, other])
+    (request,) = fake.requests
+    assert ["cache_control" in tool for tool in request.body["tools"]] == [False, True]
+
+
+async def test_anthropic_counts_tokens_read_from_and_written_to_the_prompt_cache(
+    fake: FakeLLM, vtime: VirtualTime
+) -> None:
+    body = {
+        "content": [{"type": "text", "text": "[idle]"}],
+        "usage": {
+            "input_tokens": 40,
+            "output_tokens": 3,
+            "cache_read_input_tokens": 1800,
+            "cache_creation_input_tokens": 200,
+        },
+    }
+    fake.push(Raw(json.dumps(body)))
+    async with aclosing(anthropic(fake, vtime, api_key=API_KEY)) as provider:
+        completion = await provider.complete(system="s", messages=[UserMessage("tick")], tools=[WEATHER])
+    assert completion.usage == Usage(
+        input_tokens=40, output_tokens=3, cache_read_tokens=1800, cache_write_tokens=200
+    )
+    assert completion.usage.total == 2043
 
 
 async def test_anthropic_omits_empty_tools_and_system_and_honours_max_tokens_override(

@@ -243,3 +243,67 @@ def test_needs_digest_after_a_long_enough_silence(
     last: datetime | None, now: datetime, after_s: float, expected: bool
 ) -> None:
     assert needs_digest(last, now, after_s) is expected
+
+
+def test_the_operators_own_exchange_is_left_out_and_what_autonomy_delivered_is_counted() -> None:
+    ledger = Ledger()
+    minute = timedelta(minutes=1)
+    # The operator's last message before leaving, and the reply to it.
+    ledger.body(
+        ChannelBody(direction="in", chat_id="op", status="received"), SINCE + minute, source="channel:console"
+    )
+    ledger.body(
+        ChannelBody(direction="out", chat_id="op", status="replied"),
+        SINCE + 2 * minute,
+        source="channel:console",
+    )
+    # While away: a heartbeat answer and a [limit] notice to the operator, a contact's exchange.
+    ledger.body(
+        ChannelBody(direction="out", chat_id="op", status="sent"),
+        SINCE + 60 * minute,
+        source="channel:console",
+    )
+    ledger.body(
+        ChannelBody(direction="out", chat_id="op", status="sent"),
+        SINCE + 90 * minute,
+        source="channel:console",
+    )
+    ledger.body(
+        ChannelBody(direction="in", chat_id="7", status="received"),
+        SINCE + 95 * minute,
+        source="channel:telegram",
+    )
+    ledger.body(
+        ChannelBody(direction="out", chat_id="7", status="replied"),
+        SINCE + 96 * minute,
+        source="channel:telegram",
+    )
+    digest = build_digest(ledger.entries, since=SINCE, now=NOW, operator=("console", "op"))
+    assert digest == (
+        "While you were away (since 2026-11-20 21:04 UTC, 14 h):\n"
+        "- Messages: console 0 in, 2 out; telegram 1 in, 1 out"
+    )
+
+
+def test_only_the_operators_exchange_leaves_nothing_to_tell() -> None:
+    ledger = Ledger()
+    ledger.body(
+        ChannelBody(direction="in", chat_id="op", status="received"),
+        SINCE + timedelta(seconds=1),
+        source="channel:console",
+    )
+    ledger.body(
+        ChannelBody(direction="out", chat_id="op", status="replied"),
+        SINCE + timedelta(seconds=5),
+        source="channel:console",
+    )
+    assert build_digest(ledger.entries, since=SINCE, now=NOW, operator=("console", "op")) is None
+
+
+def test_one_missed_row_counts_every_slot_it_stands_for() -> None:
+    ledger = Ledger()
+    body = CronFireBody(job_id="c_1", fire_id="-", scheduled_for="2026-11-21T09:00", status="missed", slots=3)
+    ledger.body(body, SINCE + timedelta(hours=1), source="cron:c_1")
+    digest = build_digest(ledger.entries, since=SINCE, now=NOW)
+    assert digest is not None
+    assert digest.splitlines()[1] == "- Cron: 3 fired; 3 missed"

@@ -93,6 +93,28 @@ async def test_the_extension_is_advertised_in_both_protocol_eras(settings: Audit
     )
 
 
+async def test_tail_reads_a_time_window_of_chosen_kinds_oldest_first_a_page_at_a_time(
+    settings: AuditSettings,
+) -> None:
+    clock = ManualClock()
+    async with connected(settings, clock) as client:
+        await append(client, notice("before"), turn("g-1", 0))
+        clock.advance(hours=1)
+        window_start = clock.now
+        await append(client, notice("a"), turn("g-1", 1), notice("b"), tool_call("g-1"), notice("c"))
+        params = {"since_at": window_start, "kinds": ["notice", "tool_call"], "limit": 2}
+        first = await ask(client, TailRequest(params=TailParams(**params)), TailResult)
+        second = await ask(
+            client, TailRequest(params=TailParams(**params, since_seq=first.entries[-1].seq)), TailResult
+        )
+        third = await ask(
+            client, TailRequest(params=TailParams(**params, since_seq=second.entries[-1].seq)), TailResult
+        )
+    assert [e.subject or e.kind for e in first.entries] == ["a", "b"]
+    assert [e.subject or e.kind for e in second.entries] == ["called time__now", "c"]
+    assert third.entries == []
+
+
 async def test_a_batch_is_appended_in_order_and_tail_reads_it_back(settings: AuditSettings) -> None:
     async with connected(settings) as client:
         appended = await append(client, turn("g-1", 0), tool_call("g-1"), notice("tick"))
@@ -116,6 +138,8 @@ async def test_a_batch_is_appended_in_order_and_tail_reads_it_back(settings: Aud
             "tool_calls": 0,
             "input_tokens": 0,
             "output_tokens": 0,
+            "cache_read_tokens": 0,
+            "cache_write_tokens": 0,
             "duration_ms": None,
             "model": None,
             "unattended": False,
@@ -208,7 +232,8 @@ async def test_goals_round_trip_through_the_control_plane(settings: AuditSetting
                 params=GoalCreateParams(agent="nexo", kind="bg", origin=Origin(source="?"), prompt="")
             ),
             types.INVALID_PARAMS,
-            "origin.source '?' is not a source name: use e.g. 'channel:console' or 'cli'",
+            "origin.source '?' is not a source name: use e.g. 'channel:console', 'cron:c_ab12cd34ef', "
+            "'cron:poller:main:inbox' or 'cli'",
         ),
     ],
 )
