@@ -18,7 +18,8 @@ import anyio
 
 from orchestrator.goals.sink import AuditSink
 from orchestrator.loop.tools import Decision
-from orchestrator.mesh import CatalogTool, ServerConnection
+from orchestrator.mesh import CatalogTool
+from orchestrator.permissions.claude_relay import ClaudeRelay, Relay
 from orchestrator.permissions.preview import approval_preview
 from shared.channelkit.server import PermissionPrompt, PermissionRequestAccepted, PermissionRequestCall
 from shared.protocol.audit import ApprovalAnsweredBody, ApprovalRequestedBody, EntryDraft, args_digest
@@ -83,7 +84,7 @@ class ApprovalBroker:
         tool: CatalogTool,
         arguments: Mapping[str, Any],
         call_id: str,
-        relays: Sequence[ServerConnection],
+        relays: Sequence[Relay],
         *,
         origin: str = "",
     ) -> Decision:
@@ -103,12 +104,16 @@ class ApprovalBroker:
                 # Marked before the request: a quick answer may arrive before the request returns.
                 pending.asked.add(f"channel:{relay.name}")
                 try:
-                    accepted = await relay.request(
-                        PermissionRequestCall(params=params),
-                        PermissionRequestAccepted,
-                        timeout=RELAY_TIMEOUT_S,
-                    )
-                    delivered += accepted.delivered
+                    if isinstance(relay, ClaudeRelay):
+                        with anyio.fail_after(RELAY_TIMEOUT_S):
+                            delivered += await relay.show(params)
+                    else:
+                        accepted = await relay.request(
+                            PermissionRequestCall(params=params),
+                            PermissionRequestAccepted,
+                            timeout=RELAY_TIMEOUT_S,
+                        )
+                        delivered += accepted.delivered
                 except Exception as exc:  # noqa: BLE001 -- one unreachable relay must not block the others
                     logger.warning("approval %s not relayed to %s: %s", pending.request_id, relay.name, exc)
                     pending.asked.discard(f"channel:{relay.name}")
