@@ -107,14 +107,26 @@ class ClaudeApprovals:
         elif not speaks_claude_relay_only(self._mesh[server]):
             why = f"{server} does not declare claude/channel/permission alone; its nexo answers count"
         elif not self._broker.resolve(request_id, behavior, f"channel:{server}"):
-            why = "no such request is waiting on this channel (already answered, expired, or not asked here)"
+            # First answer wins: a later one is recorded and logged, and needs no notice of its own.
+            self._refused(
+                server,
+                request_id,
+                behavior,
+                "no such request is waiting on this channel (already answered, expired, or not asked here)",
+            )
+            return
         if why is None:
             return
+        self._refused(server, request_id, behavior, why)
+        await self._notices.tell_operator(
+            f"[refused] approval answer {request_id} ({behavior}) from {server}: {why}. "
+            "See `nexo channel doctor`.",
+            key=f"refused-claude:{server}:{request_id}",
+        )
+
+    def _refused(self, server: str, request_id: str, behavior: str, why: str) -> None:
         message = f"approval answer {request_id} ({behavior}) from {server} refused: {why}"
         logger.warning(message, extra={"server": server})
         self._notices.record(
             "warning", message, source=f"channel:{server}", subject=f"refused answer {request_id}"
-        )
-        await self._notices.tell_operator(
-            f"[refused] {message}. See `nexo channel doctor`.", key=f"refused-claude:{server}:{request_id}"
         )

@@ -70,11 +70,16 @@ class SeenPushes:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, path: Path, *, window_s: float = WINDOW_S, limit: int = MAX_KEYS
+        cls,
+        path: Path,
+        *,
+        window_s: float = WINDOW_S,
+        limit: int = MAX_KEYS,
+        clock: Callable[[], float] = time.time,
     ) -> AsyncIterator[SeenPushes]:
         make_private_dirs(path.parent)
         async with Database.open(path, MIGRATIONS) as db:
-            yield cls(db, window_s=window_s, limit=limit)
+            yield cls(db, window_s=window_s, limit=limit, clock=clock)
 
     async def repeat(self, key: PushKey) -> bool:
         """True when ``key`` was seen within the window; otherwise remember it and return False."""

@@ -15,7 +15,7 @@ import pytest
 from tests.fakes.llm import CallTool, FakeLLM, Outcome, RecordedRequest
 from tests.fakes.llm import Reply as ModelReply
 from tests.fakes.node_channel import installed_server, node
-from tests.mesh.harness import Orchestrator, python_server, running, write_config
+from tests.mesh.harness import Orchestrator, nexo, python_server, running, write_config
 
 pytestmark = [pytest.mark.scenario]
 
@@ -48,6 +48,9 @@ def _config(tmp_path: Path, llm_url: str, verdict: str) -> Path:
                     "CLAUDE_CHANNEL_REPLIES": str(tmp_path / "replies.jsonl"),
                     "CLAUDE_CHANNEL_PERMISSIONS": str(tmp_path / "permissions.jsonl"),
                     "CLAUDE_CHANNEL_VERDICT": verdict,
+                    "CLAUDE_CHANNEL_STARTS": str(tmp_path / "starts.txt"),
+                    # Where the official plugin keeps access.json: the doctors read it from here.
+                    "TELEGRAM_STATE_DIR": str(tmp_path / "plugin"),
                 },
                 "protocol": "legacy",
             },
@@ -98,6 +101,9 @@ def _answered(orch: Orchestrator, count: int) -> None:
 
 def test_an_official_style_plugin_relays_approvals_and_answers_each_message_once(tmp_path: Path) -> None:
     inbox, prompts = tmp_path / "inbox.sock", list[RecordedRequest]()
+    (tmp_path / "plugin").mkdir()
+    access = {"dmPolicy": "pairing", "allowFrom": ["100", "200", "300"], "groups": {}, "pending": {}}
+    (tmp_path / "plugin" / "access.json").write_text(json.dumps(access))
     with FakeLLM(default=_model(prompts)) as llm:
         with running(_config(tmp_path, llm.openai_base_url, "allow")) as orch:
             orch.wait_for_line("server tg ready")
@@ -117,6 +123,22 @@ def test_an_official_style_plugin_relays_approvals_and_answers_each_message_once
             orch.wait_for_line("repeated push of message '1' in chat '100' from tg")
             _send(inbox, _telegram("100", "100", "2", "note: sell the car"))
             _answered(orch, 1)
+            # The doctors ask the running daemon: no second copy of the plugin (one poller per token).
+            config = str(tmp_path / "agents.yaml")
+            doctors = [
+                nexo(*args, "--config", config) for args in (("channel", "doctor"), ("setup", "doctor"))
+            ]
+            listed = nexo("channel", "list", "--config", config)
+            checked = nexo("run", "--check-config", "--config", config)
+    assert (tmp_path / "starts.txt").read_text().count("\n") == 2
+    assert checked.returncode == 0, checked.stderr
+    assert "approvals in Claude Code's contract: whoever the server lets answer counts as the operator" in (
+        listed.stdout
+    )
+    for doctor in doctors:
+        assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+        assert "WARNING claude.double_gate" in doctor.stdout
+        assert "300 are not owners here: their answers would count as the operator's" in doctor.stdout
 
     replies = [json.loads(line) for line in (tmp_path / "replies.jsonl").read_text().splitlines()]
     assert replies == [

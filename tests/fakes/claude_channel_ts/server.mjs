@@ -15,7 +15,8 @@
 //   CLAUDE_CHANNEL_REPLIES      a file: each reply is appended as one JSON line
 //                               {"chat_id", "text"} (plus "reply_to" when one was passed);
 //   CLAUDE_CHANNEL_PERMISSIONS  a file: each permission request received is appended as one JSON line;
-//   CLAUDE_CHANNEL_VERDICT      allow or deny: every permission request is answered so at once.
+//   CLAUDE_CHANNEL_VERDICT      allow or deny: every permission request is answered so at once;
+//   CLAUDE_CHANNEL_STARTS       a file: one line is appended each time the server starts.
 import { appendFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { createInterface } from "node:readline";
@@ -30,7 +31,10 @@ const {
   CLAUDE_CHANNEL_REPLIES,
   CLAUDE_CHANNEL_PERMISSIONS,
   CLAUDE_CHANNEL_VERDICT,
+  CLAUDE_CHANNEL_STARTS,
 } = process.env;
+
+if (CLAUDE_CHANNEL_STARTS) appendFileSync(CLAUDE_CHANNEL_STARTS, `${process.pid}\n`);
 
 const mcp = new Server(
   { name: "claude-ts-fake", version: "0.0.1" },
