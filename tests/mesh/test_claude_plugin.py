@@ -32,8 +32,10 @@ def _send(inbox: Path, *lines: dict[str, Any]) -> None:
         client.sendall(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
 
 
-def _config(tmp_path: Path, llm_url: str, verdict: str) -> Path:
+def _config(tmp_path: Path, llm_url: str, verdict: str, *, groups: bool) -> Path:
+    """With ``groups``, a pairing server lets every group in (without one, groups never pass)."""
     inbox = tmp_path / "inbox.sock"
+    pairing = {"pairing": python_server("servers.pairing")} if groups else {}
     return write_config(
         tmp_path / "agents.yaml",
         state_dir=tmp_path / "state",
@@ -57,7 +59,7 @@ def _config(tmp_path: Path, llm_url: str, verdict: str) -> Path:
             "notes": python_server(
                 "tests.fakes.notes_server", env={"NOTES_FILE": str(tmp_path / "notes.txt")}
             ),
-            "pairing": python_server("servers.pairing"),
+            **pairing,
         },
         agent={"channels": ["tg"]},
         extra={
@@ -105,7 +107,7 @@ def test_an_official_style_plugin_relays_approvals_and_answers_each_message_once
     access = {"dmPolicy": "pairing", "allowFrom": ["100", "200", "300"], "groups": {}, "pending": {}}
     (tmp_path / "plugin" / "access.json").write_text(json.dumps(access))
     with FakeLLM(default=_model(prompts)) as llm:
-        with running(_config(tmp_path, llm.openai_base_url, "allow")) as orch:
+        with running(_config(tmp_path, llm.openai_base_url, "allow", groups=True)) as orch:
             orch.wait_for_line("server tg ready")
             _send(inbox, _telegram("100", "100", "1", "note: buy milk"))
             _answered(orch, 1)
@@ -117,7 +119,7 @@ def test_an_official_style_plugin_relays_approvals_and_answers_each_message_once
             _send(inbox, _telegram("-1005", "100", "7", "hello group"))
             _answered(orch, 3)
             orch.wait_for_line("approval relay to tg stopped")
-        with running(_config(tmp_path, llm.openai_base_url, "deny")) as orch:
+        with running(_config(tmp_path, llm.openai_base_url, "deny", groups=False)) as orch:
             orch.wait_for_line("server tg ready")
             _send(inbox, _telegram("100", "100", "1", "note: buy milk"))
             orch.wait_for_line("repeated push of message '1' in chat '100' from tg")
@@ -128,13 +130,9 @@ def test_an_official_style_plugin_relays_approvals_and_answers_each_message_once
             doctors = [
                 nexo(*args, "--config", config) for args in (("channel", "doctor"), ("setup", "doctor"))
             ]
-            listed = nexo("channel", "list", "--config", config)
             checked = nexo("run", "--check-config", "--config", config)
     assert (tmp_path / "starts.txt").read_text().count("\n") == 2
     assert checked.returncode == 0, checked.stderr
-    assert "approvals in Claude Code's contract: whoever the server lets answer counts as the operator" in (
-        listed.stdout
-    )
     for doctor in doctors:
         assert doctor.returncode == 1, doctor.stdout + doctor.stderr
         assert "WARNING claude.double_gate" in doctor.stdout
