@@ -16,7 +16,7 @@ from orchestrator.config import NexoConfig
 from orchestrator.intake.notices import Notices
 from orchestrator.mesh import Mesh, ServerConnection
 from orchestrator.permissions import ApprovalBroker
-from orchestrator.permissions.claude_relay import ClaudeRelay, speaks_claude_relay_only
+from orchestrator.permissions.claude_relay import NEXO_PERMISSION, ClaudeRelay, speaks_claude_relay_only
 from shared.protocol.channel import PermissionVerdictParams
 
 logger = logging.getLogger("nexo.approvals")
@@ -89,6 +89,12 @@ class ClaudeApprovals:
     async def verdict(self, server: str, verdict: PermissionVerdictParams) -> None:
         """A ``notifications/claude/channel/permission`` from ``server``: counted or refused, recorded."""
         request_id, behavior = verdict.request_id, verdict.behavior
+        connection = self._mesh.get(server)
+        if connection is not None and connection.has_capability(NEXO_PERMISSION):
+            # A nexo channel pushes its verdicts in both namespaces as a hint; the event it keeps,
+            # which names who answered, is the answer (pulled and recorded by the intake).
+            logger.debug("pushed verdict %s from nexo channel %s left to its event", request_id, server)
+            return
         logger.info(
             "approval answer %s (%s) from %s in Claude Code's contract",
             request_id,

@@ -48,6 +48,7 @@ class ChannelPumps:
         self.mesh = mesh
         self._dispatch = dispatch
         self._push_only: dict[str, bool] = {}
+        self._taken: dict[str, bool] = {}
         self._decided: dict[str, anyio.Event] = {}
         self._pushes = 0
         self.seen = seen or SeenPushes()
@@ -77,6 +78,7 @@ class ChannelPumps:
             registered = self._registered(connection)
             # A Claude Code channel (no pull) delivers by push only: nothing to pull until it reconnects.
             self._push_only[connection.name] = registered and not connection.has_capability(EVENTS_EXTENSION)
+            self._taken[connection.name] = registered
             self._decision(connection.name).set()
             return registered and not self._push_only[connection.name]
 
@@ -105,7 +107,9 @@ class ChannelPumps:
             )
             return
         if not self._push_only[server]:
-            return  # a nexo channel (the pull delivers the event) or a skipped one (logged at connect)
+            if not self._taken.get(server, False):
+                self._skipped(server, "not_taken")  # skipped by the gate (its fix was logged at connect)
+            return  # otherwise a nexo channel: the pull delivers the event
         self._pushes += 1
         message_id = params.meta.get("message_id")
         chat = params.meta.get("chat_id", "")

@@ -97,3 +97,41 @@ async def test_a_claude_channel_quotes_the_message_answered_only_as_its_quote_po
         for chat in ("42", "-1001")
     ]
     assert quoted == [dm, group]
+
+
+class NexoChannel:
+    """A connected nexo channel as the verdict handler sees it: it declares nexo's permission relay."""
+
+    name = "console"
+
+    def has_capability(self, name: str) -> bool:
+        return name in {
+            "nexo/channel",
+            "nexo/channel/permission",
+            "claude/channel",
+            "claude/channel/permission",
+        }
+
+
+async def test_a_nexo_channels_pushed_verdict_is_left_to_its_event_which_names_the_sender(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = _config(tmp_path)
+    mesh = cast(Mesh, {"console": NexoChannel()})
+    sink = AuditSink(cast(ServerConnection, NexoChannel()))
+    broker = ApprovalBroker(timeout_s=30)
+    approvals = ClaudeApprovals(config, mesh, ["console"], broker, Notices(config, mesh, "nexo", sink))
+    relay = Relay()
+    relay.name = "console"
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(broker.ask, TOOL, {"text": "x"}, "call-1", [cast(ServerConnection, relay)])
+            await relay.shown.wait()
+            (request_id,) = broker.open_requests
+            with caplog.at_level(logging.INFO):
+                await approvals.verdict(
+                    "console", PermissionVerdictParams(request_id=request_id, behavior="allow")
+                )
+            assert broker.open_requests == [request_id]
+            tg.cancel_scope.cancel()
+    assert (sink.pending, caplog.records) == (0, [])
