@@ -161,7 +161,8 @@ class Orchestrator:
         async with pushes:
             async for server, params in pushes:
                 bound = [intake for intake in self.intakes if server in intake.agent.channels]
-                if not bound:
+                # A nexo channel's push is a hint: its message stays in the server's own log.
+                if not bound and not self.mesh[server].has_capability("nexo/channel"):
                     self.metrics.pushes_skipped.labels(server, "unbound").inc()
                     logger.warning(
                         "a push from %s was not handled: no agent lists it in its channels",
