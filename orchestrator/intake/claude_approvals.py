@@ -57,6 +57,21 @@ class ClaudeApprovals:
             and speaks_claude_relay_only(self._mesh[name])
         ]
 
+    def unreached(self) -> str:
+        """The Claude Code channels that could show approval prompts but are not asked, and why."""
+        reasons = []
+        for name in self._channels:
+            connection = self._mesh.get(name)
+            if connection is None or not speaks_claude_relay_only(connection):
+                continue
+            if not self.turned_on(name):
+                reasons.append(f"{name} is a Claude Code channel and {relay_setting(name)} is off")
+            elif name in self.withdrawn:
+                reasons.append(f"the relay to {name} was stopped ({self.withdrawn[name][:200]})")
+        if not reasons:
+            return ""
+        return "; ".join(reasons) + " (see `nexo channel doctor`)"
+
     def saw_sender(
         self, connection: ServerConnection, sender: str | None, *, owner: bool, group: bool
     ) -> None:

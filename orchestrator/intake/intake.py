@@ -120,6 +120,7 @@ class Intake:
         self.notices = Notices(config, mesh, agent.id, self.sink, metrics)
         self.traffic = self.notices.traffic
         self.claude = ClaudeApprovals(config, mesh, agent.channels, broker, self.notices)
+        broker.unreached = self.claude.unreached
         self.admissions = Admissions(
             config,
             mesh,

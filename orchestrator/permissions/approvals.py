@@ -10,7 +10,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,6 +61,8 @@ class ApprovalBroker:
         self._agent = agent
         self._nonce = secrets.token_hex(8)
         self._used: set[str] = set()
+        self.unreached: Callable[[], str] = lambda: ""
+        """Why a channel that could show prompts is not asked (said when nobody could be asked)."""
 
     def _record(self, body: ApprovalRequestedBody | ApprovalAnsweredBody) -> None:
         if self._sink is not None:
@@ -128,8 +130,11 @@ class ApprovalBroker:
             )
             if delivered == 0:
                 self._answered(pending, "deny", "unavailable")
+                why = self.unreached()
                 return Decision(
-                    False, f"{tool.qualified} needs approval and no operator is connected (open `nexo chat`)"
+                    False,
+                    f"{tool.qualified} needs approval and no operator is connected (open `nexo chat`)"
+                    + (f"; {why}" if why else ""),
                 )
             logger.info(
                 "approval %s for %s (%s) asked on %d screens",

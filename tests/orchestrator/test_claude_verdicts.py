@@ -135,3 +135,27 @@ async def test_a_nexo_channels_pushed_verdict_is_left_to_its_event_which_names_t
             assert broker.open_requests == [request_id]
             tg.cancel_scope.cancel()
     assert (sink.pending, caplog.records) == (0, [])
+
+
+class ClaudePlugin:
+    """A connected Claude Code channel plugin as the relay sees it: Claude Code's contract only."""
+
+    name = "tg"
+
+    def has_capability(self, name: str) -> bool:
+        return name in {"claude/channel", "claude/channel/permission"}
+
+
+async def test_with_nobody_to_ask_the_deny_names_the_plugin_left_out_and_the_setting(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    mesh = cast(Mesh, {"tg": ClaudePlugin()})
+    broker = ApprovalBroker(timeout_s=30)
+    approvals = ClaudeApprovals(config, mesh, ["tg"], broker, Notices(config, mesh, "nexo", AuditSink(None)))
+    broker.unreached = approvals.unreached
+    with anyio.fail_after(5):
+        decision = await broker.ask(TOOL, {"text": "x"}, "call-1", approvals.relays())
+    assert not decision.allowed
+    assert decision.reason == (
+        "notes__write needs approval and no operator is connected (open `nexo chat`); tg is a Claude Code "
+        "channel and channel_options.tg.claude_permission_relay is off (see `nexo channel doctor`)"
+    )
