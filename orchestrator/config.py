@@ -165,6 +165,14 @@ class ChannelOptions(_Strict):
     channel; null: the channel's owners (``pairing.allow_from`` and senders paired as owner)."""
     pairing: ChannelPairing = Field(default_factory=ChannelPairing)
     """Who may reach the model through this channel (see docs/security.md)."""
+    claude_permission_relay: bool = False
+    """Relay approval prompts to this Claude Code channel (``claude/channel/permission``) and count
+    its verdicts. Such a verdict names nobody: the server vouches for whoever answered, so turn this
+    on only when everyone the server lets answer is the operator (see docs/channels.md)."""
+    quote_replies: Literal["always", "groups", "never"] | None = None
+    """Whether an answer quotes the message it answers (the outbound tool's ``reply_to``): always, in
+    group chats only, or never. Null: always for nexo channels (whose ``reply_to`` names the message
+    answered), groups for Claude Code channels (where ``reply_to`` is a visible quote)."""
 
 
 class OperatorOptions(_Strict):

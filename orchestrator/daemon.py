@@ -21,6 +21,7 @@ from orchestrator.dlq import channel_connections, dlq
 from orchestrator.goals import AuditSink, GoalTracker
 from orchestrator.goals.background import Background, UnknownAgent
 from orchestrator.intake import Intake
+from orchestrator.intake.seen import SeenPushes, seen_path
 from orchestrator.llm import Provider, build_provider
 from orchestrator.lock import InstanceLock
 from orchestrator.mesh import Mesh
@@ -29,13 +30,20 @@ from orchestrator.permissions import ApprovalBroker
 from orchestrator.proactive.runtime import Autonomy
 from orchestrator.storage import StorageWatch
 from shared.protocol.audit import ConfigChangeBody, EntryDraft
-from shared.protocol.channel import NAMESPACES, ChannelParams, channel_method
+from shared.protocol.channel import (
+    NAMESPACES,
+    ChannelParams,
+    PermissionVerdictParams,
+    channel_method,
+    permission_verdict_method,
+)
 
 logger = logging.getLogger("nexo.daemon")
 STARTUP_WAIT_S = 30.0
 STARTUP_NOTICE_S = 1.0
 SHUTDOWN_FLUSH_S = 2.0
 PUSH_QUEUE = 1000
+Pushed = ChannelParams | PermissionVerdictParams
 
 
 def child_env(config: NexoConfig) -> dict[str, str]:
@@ -53,7 +61,11 @@ class Orchestrator:
             config.servers,
             config.supervision,
             base_env=child_env(config),
-            notifications={channel_method(ns): ChannelParams for ns in NAMESPACES},
+            # nexo's own verdicts come through the event log, which names who answered.
+            notifications={
+                **{channel_method(ns): ChannelParams for ns in NAMESPACES},
+                permission_verdict_method("claude"): PermissionVerdictParams,
+            },
             on_notification=self._on_push,
         )
         self.providers: dict[str, Provider] = {}
@@ -69,7 +81,7 @@ class Orchestrator:
         self.autonomy = Autonomy(config, self.mesh, self.sink)
         self.storage = StorageWatch(config, self.mesh, self.sink)
         self._running: anyio.CancelScope | None = None
-        self._pushes: MemoryObjectSendStream[tuple[str, ChannelParams]] | None = None
+        self._pushes: MemoryObjectSendStream[tuple[str, Pushed]] | None = None
 
     def status(self) -> dict[str, Any]:
         return {
@@ -128,27 +140,41 @@ class Orchestrator:
         return found + self.storage.warnings()
 
     async def _on_push(self, server: str, method: str, params: BaseModel) -> None:
-        """Pushed channel messages, queued from the moment a server connects: a Claude Code channel
-        may push before the intakes listen, and its push is the message's only copy."""
-        if not isinstance(params, ChannelParams) or self._pushes is None:
+        """Pushed channel messages and Claude Code verdicts, queued from the moment a server
+        connects: a Claude Code channel may push before the intakes listen, and its push is the
+        message's only copy."""
+        if not isinstance(params, ChannelParams | PermissionVerdictParams) or self._pushes is None:
             return
         try:
             self._pushes.send_nowait((server, params))
         except anyio.WouldBlock:
+            self.metrics.pushes_skipped.labels(server, "queue_full").inc()
             logger.error(
-                "a message pushed by %s was dropped: %d pushes are already waiting for the intake",
+                "a %s pushed by %s was dropped: %d pushes are already waiting for the intake",
+                "message" if isinstance(params, ChannelParams) else "verdict",
                 server,
                 PUSH_QUEUE,
                 extra={"server": server},
             )
 
-    async def _deliver_pushes(self, pushes: MemoryObjectReceiveStream[tuple[str, ChannelParams]]) -> None:
+    async def _deliver_pushes(self, pushes: MemoryObjectReceiveStream[tuple[str, Pushed]]) -> None:
         """Hand queued pushes to the intakes (which take them only from Claude Code channels)."""
         async with pushes:
             async for server, params in pushes:
-                for intake in self.intakes:
-                    if server in intake.agent.channels:
+                bound = [intake for intake in self.intakes if server in intake.agent.channels]
+                # A nexo channel's push is a hint: its message stays in the server's own log.
+                if not bound and not self.mesh[server].has_capability("nexo/channel"):
+                    self.metrics.pushes_skipped.labels(server, "unbound").inc()
+                    logger.warning(
+                        "a push from %s was not handled: no agent lists it in its channels",
+                        server,
+                        extra={"server": server},
+                    )
+                for intake in bound:
+                    if isinstance(params, ChannelParams):
                         await intake.pushed(server, params)
+                    else:
+                        await intake.claude_verdict(server, params)
 
     def _record_config(self) -> None:
         """One ledger entry per start: which config ran, by digest (secrets are masked before hashing)."""
@@ -210,10 +236,10 @@ class Orchestrator:
 
     async def run(self, *, on_ready: Callable[[Orchestrator], Awaitable[None]] | None = None) -> None:
         state = self.config.state_path
-        pushes, pending_pushes = anyio.create_memory_object_stream[tuple[str, ChannelParams]](PUSH_QUEUE)
+        pushes, pending_pushes = anyio.create_memory_object_stream[tuple[str, Pushed]](PUSH_QUEUE)
         self._pushes = pushes
         with InstanceLock(state, config=self.config_label), pushes, pending_pushes:
-            async with self.mesh, anyio.create_task_group() as tg:
+            async with SeenPushes.open(seen_path(state)) as seen, self.mesh, anyio.create_task_group() as tg:
                 self._running = tg.cancel_scope
                 tg.start_soon(self._signals)
                 tg.start_soon(self.sink.run, name="audit-sink")
@@ -266,6 +292,7 @@ class Orchestrator:
                         goals=self.goals,
                         sink=self.sink,
                         metrics=self.metrics,
+                        seen=seen,
                     )
                     self.intakes.append(intake)
                     self.background.intakes[agent.id] = intake

@@ -244,6 +244,8 @@ class SetupFacts:
     outbound_tools: dict[str, set[str]] = field(default_factory=dict)
     """Channel server -> its tool names (for the servers that answered)."""
     relay_capable: set[str] = field(default_factory=set)
+    capabilities: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Channel server -> the capabilities it declared (for the servers that answered)."""
     unreachable: dict[str, str] = field(default_factory=dict)
     shell_unavailable: dict[str, str] = field(default_factory=dict)
     """Workspace server -> why it offers no shell (its own ``workspace_info`` warning)."""

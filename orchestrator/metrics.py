@@ -68,6 +68,12 @@ class Metrics:
             ["server", "reason"],
             registry=r,
         )
+        self.pushes_skipped = Counter(
+            "nexo_channel_pushes_skipped",
+            "Pushed messages not answered, by reason (repeat, queue_full, not_taken, unbound).",
+            ["server", "reason"],
+            registry=r,
+        )
         self.live_goals = Gauge("nexo_goals_live", "Goals in flight in this process.", ["kind"], registry=r)
         self.audit_queue = Gauge("nexo_audit_queue_depth", "Ledger entries waiting to be sent.", registry=r)
         self.audit_dropped = Gauge(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import anyio
 
-from orchestrator.cli.common import EXIT_OK, EXIT_WARN, config_label, fail, load_config, print_json
+from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, EXIT_WARN, config_label, fail, load_config, print_json
 from orchestrator.cli.status import refusal_lines
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
@@ -133,6 +133,7 @@ async def _refused(config: Any) -> list[dict[str, Any]]:
 
 
 def _list(args: argparse.Namespace, source: Source, probe: dict[str, dict[str, Any]]) -> int:
+    from orchestrator.claude_plugins import approvals_line
     from orchestrator.intake.gate import channel_servers
 
     config = source.config
@@ -147,6 +148,7 @@ def _list(args: argparse.Namespace, source: Source, probe: dict[str, dict[str, A
                 "capabilities": [c for c in caps.get(name, ()) if "channel" in c or "events" in c],
                 "agents": source.agents_on(name),
                 "outbound_tool": config.channel(name).outbound_tool_name,
+                "approvals": approvals_line(config, name, caps.get(name, ())),
                 "error": info.get("error"),
             }
         )
@@ -158,7 +160,10 @@ def _list(args: argparse.Namespace, source: Source, probe: dict[str, dict[str, A
     for row in rows:
         state = ", ".join(row["capabilities"]) or (row["error"] or "no channel capability")
         agents = ", ".join(row["agents"]) or "no agent"
-        print(f"{row['server']:<12} {state}; outbound {row['outbound_tool']}; bound to {agents}")
+        print(
+            f"{row['server']:<12} {state}; outbound {row['outbound_tool']}; bound to {agents}; "
+            f"{row['approvals']}"
+        )
     return EXIT_OK
 
 
@@ -168,6 +173,7 @@ def _doctor(
     probe: dict[str, dict[str, Any]],
     refused: list[dict[str, Any]],
 ) -> int:
+    from orchestrator.claude_plugins import plugin_findings
     from orchestrator.intake.gate import channel_servers, evaluate
     from shared.settings import ConfigError
 
@@ -188,6 +194,9 @@ def _doctor(
         for server in channel_servers(config, caps)
     ]
     refused = [row for row in refused if row.get("agent") in {a.id for a in agents}]
+    plugins = [
+        f for name in channel_servers(config, caps) for f in plugin_findings(config, name, caps.get(name))
+    ]
     if args.json:
         print_json(
             {
@@ -204,6 +213,7 @@ def _doctor(
                     for r in results
                 ],
                 "refused": refused,
+                "plugins": [asdict(finding) for finding in plugins],
             }
         )
     else:
@@ -212,10 +222,15 @@ def _doctor(
         # A registered channel can still lose every event at the pairing gate: say so, with the fix.
         for line in refusal_lines(refused):
             print(line)
+        for finding in plugins:
+            print(finding.line())
         if not results:
             print("no channel servers in the config", file=sys.stderr)
     skipped = [r for r in results if r.verdict == "skip"]
-    return EXIT_WARN if skipped or refused or not results else EXIT_OK
+    if any(finding.level == "error" for finding in plugins):
+        return EXIT_FAIL
+    warned = any(finding.level == "warning" for finding in plugins)
+    return EXIT_WARN if skipped or refused or warned or not results else EXIT_OK
 
 
 def _test(args: argparse.Namespace, config: Any) -> int:

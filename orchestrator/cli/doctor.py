@@ -66,9 +66,14 @@ def command_setup_doctor(args: argparse.Namespace) -> int:
 
     setup_logging("WARNING")
     config = load_config(args.config)
+    from orchestrator.claude_plugins import plugin_findings
+
     facts = anyio.run(gather, config)
     storage = storage_findings(config.state_path, _daemon_status(config))
-    return _report(setup(config, facts) + storage, args.json, "pairing and policies are consistent")
+    plugins = [
+        f for name, caps in sorted(facts.capabilities.items()) for f in plugin_findings(config, name, caps)
+    ]
+    return _report(setup(config, facts) + plugins + storage, args.json, "pairing and policies are consistent")
 
 
 def _daemon_status(config: NexoConfig) -> dict[str, Any] | None:
@@ -109,8 +114,7 @@ async def gather(config: NexoConfig) -> SetupFacts:
             facts.unreachable[name] = str(info.get("error") or "not connected")
             continue
         facts.outbound_tools[name] = set(info.get("tools") or ())
-        if "nexo/channel/permission" in info["capabilities"]:
-            facts.relay_capable.add(name)
+        _note_relay(config, facts, name, tuple(info["capabilities"]))
     workspaces = {name for name, server in config.servers.items() if runs_workspace(server)}
     await _gather_started(config, facts, channels - set(held), workspaces)
     return facts
@@ -146,8 +150,7 @@ async def _gather_started(
                     facts.shell_unavailable[name] = why
             if name in channels:
                 facts.outbound_tools[name] = {tool.name for tool in connection.tools}
-                if connection.has_capability("nexo/channel/permission"):
-                    facts.relay_capable.add(name)
+                _note_relay(config, facts, name, connection.capability_names())
             if name == config.pairing.server:
                 with contextlib.suppress(Exception):
                     listed = await connection.request(
@@ -157,6 +160,14 @@ async def _gather_started(
                         PairedSender(r.channel, r.account, r.scope, r.sender, r.role) for r in listed.records
                     ]
                     facts.pending = len(listed.pending)
+
+
+def _note_relay(config: NexoConfig, facts: SetupFacts, name: str, capabilities: tuple[str, ...]) -> None:
+    """Whether approvals reach ``name``: nexo's contract, or Claude Code's where the operator allowed it."""
+    facts.capabilities[name] = capabilities
+    claude = "claude/channel/permission" in capabilities and config.channel(name).claude_permission_relay
+    if "nexo/channel/permission" in capabilities or claude:
+        facts.relay_capable.add(name)
 
 
 def runs_workspace(server: ServerConfig) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,10 +23,12 @@ from anyio.abc import TaskGroup
 
 from orchestrator.config import ChannelPairing, NexoConfig
 from orchestrator.goals import AuditSink
-from orchestrator.intake.outbound import ReplySender
+from orchestrator.intake.chats import scope_of, sender_of
+from orchestrator.intake.outbound import reply_sender
 from orchestrator.intake.refusals import NO_SENDER, Refusals, describe
 from orchestrator.mesh import CatalogTool, Mesh, ServerConnection, ServerUnavailable, describe_error
 from orchestrator.permissions import ApprovalBroker
+from orchestrator.permissions.claude_relay import Relay
 from orchestrator.permissions.policy import Standing
 from shared.protocol.audit import EntryDraft, PairingBody
 from shared.protocol.channel import SOURCE_NAME_PATTERN, ChannelParams
@@ -46,9 +48,6 @@ logger = logging.getLogger("nexo.pairing")
 
 PLATFORMS = frozenset({"telegram", "slack", "whatsapp", "email", "discord"})
 """Platforms whose ids the pairing server normalises by their own rules (others: generic)."""
-SENDER_KEYS = ("user_id", "sender_id", "from_id")
-"""Meta keys that carry a sender's stable platform id, in order. Display names never count."""
-GROUP_CHAT_TYPES = frozenset({"group", "supergroup", "channel", "room", "thread", "guild", "mpim"})
 CHECK_TIMEOUT_S = 10.0
 NO_SOURCE = "no_source"
 """The reason of a sender-less event on a ``no_sender: source`` channel that names no valid source."""
@@ -74,14 +73,6 @@ class Admission:
     """Set for an event that carries no sender id and runs as a configured principal."""
 
 
-def sender_of(meta: Mapping[str, str]) -> str | None:
-    for key in SENDER_KEYS:
-        value = meta.get(key)
-        if value:
-            return value
-    return None
-
-
 def principal_of(server: str, options: ChannelPairing, meta: Mapping[str, str]) -> str | None:
     """The principal a sender-less event runs as, by its channel's ``no_sender``; None: refused."""
     if options.no_sender == "principal":
@@ -96,11 +87,6 @@ def source_of(meta: Mapping[str, str]) -> str:
     """What a refusal of a sender-less event is kept and told under: its source name, else ``-``."""
     source = meta.get("source", "")
     return source if re.fullmatch(SOURCE_NAME_PATTERN, source) else "-"
-
-
-def scope_of(meta: Mapping[str, str]) -> Literal["dm", "group"]:
-    chat_type = meta.get("chat_type", "").lower()
-    return "group" if chat_type in GROUP_CHAT_TYPES or meta.get("is_group") == "true" else "dm"
 
 
 def platform_of(server: str, options: ChannelPairing) -> str:
@@ -120,7 +106,7 @@ class Admissions:
         *,
         agent: str,
         sink: AuditSink,
-        relays: Callable[[], list[ServerConnection]],
+        relays: Callable[[], Sequence[Relay]],
         tell_operator: Callable[[str, str], Coroutine[Any, Any, None]],
     ) -> None:
         self._config = config
@@ -144,6 +130,11 @@ class Admissions:
     def server(self) -> ServerConnection | None:
         return self._mesh.get(self._config.pairing.server)
 
+    def says_no_chat_type(self, channel: str) -> bool:
+        """A Claude Code channel (no nexo contract) never names its chat type: it is inferred."""
+        connection = self._mesh.get(channel)
+        return connection is not None and not connection.has_capability("nexo/channel")
+
     async def check(self, channel: str, meta: Mapping[str, str]) -> CheckResult:
         """The pairing server's verdict on the sender of ``meta``; without one, only allow_from passes."""
         self.checks += 1
@@ -151,7 +142,7 @@ class Admissions:
         sender = sender_of(meta)
         if sender is None:
             return CheckResult(verdict="drop", reason="invalid_sender")
-        scope = scope_of(meta)
+        scope = scope_of(meta, infer=self.says_no_chat_type(channel))
         platform = platform_of(channel, options)
         pairing = self.server
         if pairing is None:
@@ -202,7 +193,7 @@ class Admissions:
             # Failing closed must not lose a paired contact's message: the operator can replay it.
             return Admission("dead_letter", reason="the pairing server could not read its storage")
         if result.reply:
-            sender_api = ReplySender(connection, self._config.channel(connection.name).outbound_tool_name)
+            sender_api = reply_sender(self._config, connection)
             try:
                 await sender_api.send(
                     params.meta, result.reply, idempotency_key=f"pairing:{event_key}", notice=True
@@ -287,7 +278,7 @@ class Admissions:
             self._tg.start_soon(self._tell_operator, text, key)
 
     async def _one_tap(
-        self, channel: str, sender: str, name: str, pending_id: str, relays: list[ServerConnection]
+        self, channel: str, sender: str, name: str, pending_id: str, relays: list[Relay]
     ) -> None:
         arguments = {"channel": channel, "sender": sender, "name": name}
         decision = await self._broker.ask(PAIR_TOOL, arguments, f"pair:{pending_id}", relays)

@@ -15,12 +15,16 @@ from orchestrator.config import AgentConfig, NexoConfig, workspace_root
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
 from orchestrator.intake.admission import Admissions, principal_of
 from orchestrator.intake.away import AwayDigest
+from orchestrator.intake.channel_notes import with_channel_notes
+from orchestrator.intake.chats import scope_of, sender_of
+from orchestrator.intake.claude_approvals import ClaudeApprovals
 from orchestrator.intake.gate import GateResult
 from orchestrator.intake.notices import Notices
-from orchestrator.intake.outbound import ReplySender, send_patiently
+from orchestrator.intake.outbound import ReplySender, reply_sender, send_patiently
 from orchestrator.intake.pump import ChannelPumps
 from orchestrator.intake.ratelimit import ChannelRates
 from orchestrator.intake.secret_guard import OutboundGuard
+from orchestrator.intake.seen import SeenPushes
 from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import Provider
 from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
@@ -28,6 +32,7 @@ from orchestrator.loop.extract import remember_from_turn
 from orchestrator.mesh import Catalog, Mesh, ServerConnection, describe_error
 from orchestrator.metrics import Metrics
 from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate, origin_line
+from orchestrator.permissions.claude_relay import NEXO_PERMISSION, Relay
 from orchestrator.permissions.policy import Standing
 from orchestrator.proactive.digest import REPLIED
 from orchestrator.tools.channels import channel_tools
@@ -72,6 +77,7 @@ class Intake:
         sink: AuditSink | None = None,
         metrics: Metrics | None = None,
         on_goal: Callable[[GoalResult], None] | None = None,
+        seen: SeenPushes | None = None,
     ) -> None:
         self.config = config
         self.agent = agent
@@ -114,6 +120,8 @@ class Intake:
         }
         self.notices = Notices(config, mesh, agent.id, self.sink, metrics)
         self.traffic = self.notices.traffic
+        self.claude = ClaudeApprovals(config, mesh, agent.channels, broker, self.notices)
+        broker.unreached = self.claude.unreached
         self.admissions = Admissions(
             config,
             mesh,
@@ -126,7 +134,14 @@ class Intake:
         if metrics is not None:
             self.admissions.on_refused = lambda server, reason: metrics.refused.labels(server, reason).inc()
         self.rates = ChannelRates(config, metrics)
-        self.pumps = ChannelPumps(config, agent, mesh, self._dispatch)
+        self.pumps = ChannelPumps(
+            config,
+            agent,
+            mesh,
+            self._dispatch,
+            seen=seen,
+            skipped=None if metrics is None else lambda s, why: metrics.pushes_skipped.labels(s, why).inc(),
+        )
         self.away = AwayDigest(
             mesh.get(config.audit.server),
             config.operator.channel,
@@ -173,12 +188,17 @@ class Intake:
         if not self._in_flight:
             self._quiet.set()
 
-    def _relays(self) -> list[ServerConnection]:
-        return [
-            self.mesh[name]
-            for name in self.agent.channels
-            if self.mesh[name].has_capability("nexo/channel/permission")
+    def _relays(self) -> list[Relay]:
+        nexo: list[Relay] = [
+            self.mesh[name] for name in self.agent.channels if self.mesh[name].has_capability(NEXO_PERMISSION)
         ]
+        return [*nexo, *self.claude.relays()]
+
+    def system_for(self, connection: ServerConnection) -> str:
+        """The system prompt of a conversation on ``connection``: the agent's, then the channel's notes."""
+        client = connection.client
+        notes = client.instructions if client is not None else None
+        return with_channel_notes(self.agent.system_prompt, connection.name, notes)
 
     def catalog(self) -> Catalog:
         """The model's tools: the servers' (filtered for this agent) and the orchestrator's own."""
@@ -211,6 +231,10 @@ class Intake:
     async def pushed(self, server: str, params: ChannelParams) -> None:
         """A message a Claude Code channel pushed: its only copy, with no id to acknowledge."""
         await self.pumps.pushed(server, params)
+
+    async def claude_verdict(self, server: str, verdict: PermissionVerdictParams) -> None:
+        """An approval answer a Claude Code channel pushed (it names no sender)."""
+        await self.claude.verdict(server, verdict)
 
     async def _dispatch(self, connection: ServerConnection, event: Event) -> None:
         marker = (connection.name, event.dedupe_key)
@@ -245,6 +269,11 @@ class Intake:
             await self.notices.dead_letter(connection, event, describe_error(exc), 1)
             return
         admission = await self.admissions.admit(connection, params, event_key=event.dedupe_key)
+        if admission.verdict != "dead_letter":
+            group = scope_of(params.meta, infer=True) == "group"
+            self.claude.saw_sender(
+                connection, sender_of(params.meta), owner=admission.role == "owner", group=group
+            )
         if admission.verdict == "dead_letter":
             await self.notices.dead_letter(connection, event, admission.reason, 1)
             return
@@ -270,7 +299,7 @@ class Intake:
         self, connection: ServerConnection, event: Event, params: ChannelParams
     ) -> Callable[[float, float], Awaitable[None]]:
         async def refuse(rate: float, wait_s: float) -> None:
-            sender = ReplySender(connection, self.config.channel(connection.name).outbound_tool_name)
+            sender = reply_sender(self.config, connection)
             text = (
                 f"[rate limited] {connection.name} takes {rate:g} messages a minute; "
                 f"this one was not handled. Send it again in {wait_s:.0f} s."
@@ -342,7 +371,7 @@ class Intake:
             options = self.config.channel(connection.name).pairing
             standing["principal"] = principal_of(connection.name, options, params.meta) or "-"
         prompt = render_channel(connection.name, params.content, {**params.meta, **standing})
-        sender = ReplySender(connection, self.config.channel(connection.name).outbound_tool_name)
+        sender = reply_sender(self.config, connection)
         source = f"channel:{connection.name}"
         chat_id = params.meta.get("chat_id") or "-"
         if role == "owner":
@@ -428,7 +457,7 @@ class Intake:
         while True:
             result = await run_goal(
                 provider=self.provider,
-                system=self.agent.system_prompt,
+                system=self.system_for(sender.connection),
                 prompt=prompt,
                 catalog=gate.visible(self.catalog()),
                 runner=self.runner.for_goal(

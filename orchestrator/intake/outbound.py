@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
 from orchestrator.config import NexoConfig
 from orchestrator.goals import AuditSink
+from orchestrator.intake.chats import scope_of
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
 from shared.protocol.audit import ChannelBody, EntryDraft
 from shared.protocol.sources import channel_source
@@ -17,10 +18,30 @@ from shared.protocol.sources import channel_source
 logger = logging.getLogger("nexo.intake")
 
 
+QuotePolicy = Literal["always", "groups", "never"]
+
+
 class ReplySender:
-    def __init__(self, connection: ServerConnection, tool_name: str) -> None:
+    def __init__(
+        self, connection: ServerConnection, tool_name: str, *, quote: QuotePolicy | None = None
+    ) -> None:
         self.connection = connection
         self.tool_name = tool_name
+        self._quote = quote
+
+    def quotes(self, meta: Mapping[str, str]) -> bool:
+        """Whether an answer to ``meta`` names the message it answers (``reply_to``).
+
+        A nexo channel's ``reply_to`` says which message is answered and the server decides how to
+        show it; a Claude Code channel's is a visible quote, which its plugins ask for only when
+        answering an earlier message, so by default those quote only in groups, where answers to
+        several people interleave.
+        """
+        nexo = self.connection.has_capability("nexo/channel")
+        policy = self._quote or ("always" if nexo else "groups")
+        if policy == "groups":
+            return scope_of(meta, infer=not nexo) == "group"
+        return policy == "always"
 
     def _properties(self) -> set[str]:
         for tool in self.connection.tools:
@@ -35,7 +56,7 @@ class ReplySender:
         wanted: dict[str, Any] = {
             "text": text,
             "chat_id": meta.get("chat_id"),
-            "reply_to": meta.get("message_id"),
+            "reply_to": meta.get("message_id") if self.quotes(meta) else None,
             "idempotency_key": idempotency_key,
             "notice": notice,
         }
@@ -50,6 +71,12 @@ class ReplySender:
         if result.is_error:
             raise RuntimeError(f"{self.connection.name}.{self.tool_name} refused the reply: {detail}")
         return detail
+
+
+def reply_sender(config: NexoConfig, connection: ServerConnection) -> ReplySender:
+    """The sender of ``connection``'s replies, as its channel options say."""
+    options = config.channel(connection.name)
+    return ReplySender(connection, options.outbound_tool_name, quote=options.quote_replies)
 
 
 async def notify(
@@ -77,7 +104,7 @@ async def notify(
         connection = mesh.get(server)
         if connection is None:
             raise ServerUnavailable(f"no channel server {server!r} is configured")
-        sender = ReplySender(connection, config.channel(server).outbound_tool_name)
+        sender = reply_sender(config, connection)
         await sender.send({"chat_id": chat_id}, text, idempotency_key=key, notice=notice)
         status = "sent"
     finally:

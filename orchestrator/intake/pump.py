@@ -15,7 +15,7 @@ import anyio
 from orchestrator.config import AgentConfig, NexoConfig
 from orchestrator.intake.gate import GateResult, evaluate
 from orchestrator.intake.notices import PUSHED
-from orchestrator.intake.recent import RecentKeys
+from orchestrator.intake.seen import SeenPushes
 from orchestrator.mesh import Mesh, ServerConnection
 from orchestrator.mesh.events import pull_forever, try_ack
 from shared.protocol.channel import ChannelParams
@@ -28,18 +28,31 @@ GATE_WAIT_S = 60.0
 """How long a push waits for its channel's gate decision (the intake may still be starting)."""
 
 Dispatch = Callable[[ServerConnection, Event], Awaitable[None]]
+Skipped = Callable[[str, str], None]
+"""Told (server, reason) of every pushed message not answered: the metrics counter."""
 
 
 class ChannelPumps:
-    def __init__(self, config: NexoConfig, agent: AgentConfig, mesh: Mesh, dispatch: Dispatch) -> None:
+    def __init__(
+        self,
+        config: NexoConfig,
+        agent: AgentConfig,
+        mesh: Mesh,
+        dispatch: Dispatch,
+        *,
+        seen: SeenPushes | None = None,
+        skipped: Skipped | None = None,
+    ) -> None:
         self.config = config
         self.agent = agent
         self.mesh = mesh
         self._dispatch = dispatch
         self._push_only: dict[str, bool] = {}
+        self._taken: dict[str, bool] = {}
         self._decided: dict[str, anyio.Event] = {}
         self._pushes = 0
-        self.recent_pushes = RecentKeys()
+        self.seen = seen or SeenPushes()
+        self._skipped = skipped or (lambda server, reason: None)
 
     def gate(self, connection: ServerConnection) -> GateResult:
         client = connection.client
@@ -65,6 +78,7 @@ class ChannelPumps:
             registered = self._registered(connection)
             # A Claude Code channel (no pull) delivers by push only: nothing to pull until it reconnects.
             self._push_only[connection.name] = registered and not connection.has_capability(EVENTS_EXTENSION)
+            self._taken[connection.name] = registered
             self._decision(connection.name).set()
             return registered and not self._push_only[connection.name]
 
@@ -83,6 +97,7 @@ class ChannelPumps:
         with anyio.move_on_after(GATE_WAIT_S):
             await self._decision(server).wait()
         if server not in self._push_only:
+            self._skipped(server, "not_taken")
             logger.error(
                 "a message pushed by %s was dropped: its channel was not taken within %.0f s "
                 "(see `nexo channel doctor`)",
@@ -92,18 +107,22 @@ class ChannelPumps:
             )
             return
         if not self._push_only[server]:
-            return  # a nexo channel (the pull delivers the event) or a skipped one (logged at connect)
+            if not self._taken.get(server, False):
+                self._skipped(server, "not_taken")  # skipped by the gate (its fix was logged at connect)
+            return  # otherwise a nexo channel: the pull delivers the event
         self._pushes += 1
         message_id = params.meta.get("message_id")
-        if message_id and self.recent_pushes.repeat((server, params.meta.get("chat_id", ""), message_id)):
+        chat = params.meta.get("chat_id", "")
+        if message_id and await self.seen.repeat((self.agent.id, server, chat, message_id)):
+            self._skipped(server, "repeat")
             logger.info(
-                "a repeated push of message %r from %s was not answered again",
+                "a repeated push of message %r in chat %r from %s was not answered again",
                 message_id,
+                chat,
                 server,
                 extra={"server": server, "agent": self.agent.id},
             )
             return
-        chat = params.meta.get("chat_id", "")
         key = f"{chat}:{message_id}" if message_id else f"{time.time_ns()}-{self._pushes}"
         event = Event(
             seq=PUSHED,

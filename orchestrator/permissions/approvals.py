@@ -10,7 +10,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,6 +19,7 @@ import anyio
 from orchestrator.goals.sink import AuditSink
 from orchestrator.loop.tools import Decision
 from orchestrator.mesh import CatalogTool, ServerConnection
+from orchestrator.permissions.claude_relay import ClaudeRelay, Relay
 from orchestrator.permissions.preview import approval_preview
 from shared.channelkit.server import (
     PermissionClosedCall,
@@ -71,6 +72,8 @@ class ApprovalBroker:
         self._nonce = secrets.token_hex(8)
         self._used: set[str] = set()
         self._settled: dict[str, str] = {}
+        self.unreached: Callable[[], str] = lambda: ""
+        """Why a channel that could show prompts is not asked (said when nobody could be asked)."""
 
     def _record(self, body: ApprovalRequestedBody | ApprovalAnsweredBody) -> None:
         if self._sink is not None:
@@ -94,7 +97,7 @@ class ApprovalBroker:
         tool: CatalogTool,
         arguments: Mapping[str, Any],
         call_id: str,
-        relays: Sequence[ServerConnection],
+        relays: Sequence[Relay],
         *,
         origin: str = "",
     ) -> Decision:
@@ -114,12 +117,16 @@ class ApprovalBroker:
                 # Marked before the request: a quick answer may arrive before the request returns.
                 pending.asked.add(f"channel:{relay.name}")
                 try:
-                    accepted = await relay.request(
-                        PermissionRequestCall(params=params),
-                        PermissionRequestAccepted,
-                        timeout=RELAY_TIMEOUT_S,
-                    )
-                    delivered += accepted.delivered
+                    if isinstance(relay, ClaudeRelay):
+                        with anyio.fail_after(RELAY_TIMEOUT_S):
+                            delivered += await relay.show(params)
+                    else:
+                        accepted = await relay.request(
+                            PermissionRequestCall(params=params),
+                            PermissionRequestAccepted,
+                            timeout=RELAY_TIMEOUT_S,
+                        )
+                        delivered += accepted.delivered
                 except Exception as exc:  # noqa: BLE001 -- one unreachable relay must not block the others
                     logger.warning("approval %s not relayed to %s: %s", pending.request_id, relay.name, exc)
                     pending.asked.discard(f"channel:{relay.name}")
@@ -134,8 +141,11 @@ class ApprovalBroker:
             )
             if delivered == 0:
                 self._answered(pending, "deny", "unavailable")
+                why = self.unreached()
                 return Decision(
-                    False, f"{tool.qualified} needs approval and no operator is connected (open `nexo chat`)"
+                    False,
+                    f"{tool.qualified} needs approval and no operator is connected (open `nexo chat`)"
+                    + (f"; {why}" if why else ""),
                 )
             logger.info(
                 "approval %s for %s (%s) asked on %d screens",
@@ -155,7 +165,10 @@ class ApprovalBroker:
             return Decision(False, f"the operator denied {tool.qualified} (request {pending.request_id})")
         finally:
             self._pending.pop(pending.request_id, None)
-            await self._close(pending.request_id, [r for r in relays if f"channel:{r.name}" in pending.asked])
+            shown = [
+                r for r in relays if not isinstance(r, ClaudeRelay) and f"channel:{r.name}" in pending.asked
+            ]
+            await self._close(pending.request_id, shown)
 
     async def _close(self, request_id: str, relays: Sequence[ServerConnection]) -> None:
         """Tell the channels that showed the prompt it is settled, so a chat opened later is not shown

@@ -7,7 +7,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from orchestrator.loop.tools import Decision
-from orchestrator.mesh import Catalog, CatalogTool, ServerConnection
+from orchestrator.mesh import Catalog, CatalogTool
+from orchestrator.permissions.claude_relay import Relay
 from orchestrator.permissions.policy import PolicyEngine, Standing
 from shared.protocol.channel import input_preview
 
@@ -25,7 +26,7 @@ class Approver(Protocol):
         tool: CatalogTool,
         arguments: Mapping[str, Any],
         call_id: str,
-        relays: Sequence[ServerConnection],
+        relays: Sequence[Relay],
         *,
         origin: str = "",
     ) -> Decision: ...
@@ -40,7 +41,7 @@ class PolicyGate:
     def __init__(
         self,
         broker: Approver,
-        relays: Callable[[], Sequence[ServerConnection]],
+        relays: Callable[[], Sequence[Relay]],
         policy: PolicyEngine | None = None,
         *,
         notify: Notify | None = None,

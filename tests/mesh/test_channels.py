@@ -182,22 +182,22 @@ async def test_a_claude_code_channel_server_works_unmodified(tmp_path: Path) -> 
             async with stream:
                 await stream.send(
                     b'{"content": "hello from claude", '
-                    b'"meta": {"chat_id": "c9", "user": "u1", "user_id": "local"}}\n'
+                    b'"meta": {"chat_id": "local", "user": "u1", "user_id": "local"}}\n'
                 )
             await anyio.to_thread.run_sync(lambda: orch.wait_for_line("answered g-"))
     assert seen == [
-        '<channel source="cc" chat_id="c9" sender_role="owner" user="u1" user_id="local">'
+        '<channel source="cc" chat_id="local" sender_role="owner" user="u1" user_id="local">'
         "hello from claude</channel>"
     ]
     assert [json.loads(line) for line in replies.read_text().splitlines()] == [
-        {"chat_id": "c9", "text": "hi from nexo"}
+        {"chat_id": "local", "text": "hi from nexo"}
     ]
 
 
 def _push(meta_id: str, text: str) -> dict[str, Any]:
     return {
         "content": text,
-        "meta": {"chat_id": "c9", "message_id": meta_id, "user": "u1", "user_id": "local"},
+        "meta": {"chat_id": "local", "message_id": meta_id, "user": "u1", "user_id": "local"},
     }
 
 
@@ -241,10 +241,12 @@ def test_a_typescript_claude_channel_pushing_one_message_three_times_is_answered
                 lines = [_push("m1", "hello once"), _push("m1", "hello once"), _push("m2", "and then")]
                 client.sendall(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
             orch.wait_for_line("answered g-", start=first + 1)
-            repeats = [line for line in orch.lines if "repeated push of message 'm1' from cc" in line]
+            repeats = [
+                line for line in orch.lines if "repeated push of message 'm1' in chat 'local' from cc" in line
+            ]
     assert [json.loads(line) for line in replies.read_text().splitlines()] == [
-        {"chat_id": "c9", "text": "answer to m1"},
-        {"chat_id": "c9", "text": "answer to m2"},
+        {"chat_id": "local", "text": "answer to m1"},
+        {"chat_id": "local", "text": "answer to m2"},
     ]
     assert [prompt.rsplit(">", 1)[0].rsplit('">', 1)[1] for prompt in prompts] == [
         "hello once</channel",

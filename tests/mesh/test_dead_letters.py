@@ -101,7 +101,7 @@ async def test_a_reply_that_keeps_failing_is_retried_then_set_aside_and_the_oper
                 stream = await anyio.connect_unix(inbox)
                 async with stream:
                     await stream.send(
-                        b'{"content": "hello", "meta": {"chat_id": "c1", "user_id": "local"}}\n'
+                        b'{"content": "hello", "meta": {"chat_id": "local", "user_id": "local"}}\n'
                     )
                 notice = await next_frame(session, Reply)
             log = orch.log()

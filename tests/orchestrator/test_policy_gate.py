@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from orchestrator.loop.tools import Decision
-from orchestrator.mesh import CatalogTool, ServerConnection
+from orchestrator.mesh import CatalogTool
 from orchestrator.permissions import (
     ApprovalBroker,
     OperatorGate,
@@ -19,6 +19,7 @@ from orchestrator.permissions import (
     PolicyEngine,
     PolicyGate,
 )
+from orchestrator.permissions.claude_relay import Relay
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +48,7 @@ class FakeBroker:
         tool: CatalogTool,
         arguments: Mapping[str, Any],
         call_id: str,
-        relays: Sequence[ServerConnection],
+        relays: Sequence[Relay],
         *,
         origin: str = "",
     ) -> Decision:
