@@ -70,7 +70,11 @@ async def test_a_verdict_from_a_plugin_without_the_relay_setting_is_refused_and_
             assert broker.open_requests == [request_id]
             tg.cancel_scope.cancel()
     assert approvals.relays() == []
-    assert sink.pending == 1
+    # The refused answer is recorded, and so is telling the operator (failed: no console here).
+    assert [(draft.kind, draft.body.get("status")) for draft in sink._queue] == [
+        ("notice", None),
+        ("channel", "failed"),
+    ]
     assert [r.getMessage() for r in caplog.records if r.name == "nexo.approvals"] == [
         f"approval answer {request_id} (allow) from tg in Claude Code's contract",
         f"approval answer {request_id} (allow) from tg refused: channel_options.tg.claude_permission_relay "
