@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json, setup_logging
-from orchestrator.loop.tools import Decision
-from orchestrator.mesh import CatalogTool
+
+if TYPE_CHECKING:
+    from orchestrator.loop.tools import Decision
+    from orchestrator.mesh import CatalogTool
 
 
 class TerminalApprover:
@@ -29,6 +31,8 @@ class TerminalApprover:
         *,
         origin: str = "",
     ) -> Decision:
+        from orchestrator.loop.tools import Decision
+
         if self.assume_yes:
             return Decision(True, "approved by --yes")
         if not sys.stdin.isatty():
@@ -116,15 +120,14 @@ def command_agent_cancel(args: argparse.Namespace) -> int:
 
 
 def _to_daemon(args: argparse.Namespace, request: dict[str, Any]) -> int:
+    from orchestrator.cli.locate import state_dir
     from orchestrator.control import ask, control_path
 
-    config = load_config(args.config)
+    state = state_dir(args.config)
     try:
-        answer = anyio.run(ask, control_path(config.state_path), request)
+        answer = anyio.run(ask, control_path(state), request)
     except (OSError, TimeoutError) as exc:
-        return fail(
-            f"nexo is not running on {config.state_path} ({exc.__class__.__name__}); start it with `nexo run`"
-        )
+        return fail(f"nexo is not running on {state} ({exc.__class__.__name__}); start it with `nexo run`")
     if "error" in answer:
         return fail(str(answer["error"]))
     if args.json:
