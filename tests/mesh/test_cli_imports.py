@@ -46,8 +46,12 @@ def _heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
 
 
-def test_chat_and_status_against_a_running_mesh_import_neither_mcp_nor_the_mesh(tmp_path: Path) -> None:
-    with FakeLLM([Reply("hello back")]) as llm:
+def test_chat_status_and_agent_run_against_a_running_mesh_import_neither_mcp_nor_the_mesh(
+    tmp_path: Path,
+) -> None:
+    """``agent run`` hands its goal to the running daemon (whose servers are up) instead of starting
+    its own: the same answer, and none of the weight."""
+    with FakeLLM(default=Reply("hello back")) as llm:
         config = write_config(
             tmp_path / "agents.yaml",
             state_dir=tmp_path / "state",
@@ -57,8 +61,12 @@ def test_chat_and_status_against_a_running_mesh_import_neither_mcp_nor_the_mesh(
         with running(config):
             chat, chat_modules = _traced("chat", "--config", str(config), "--timeout", "30", stdin="hi\n")
             status, status_modules = _traced("status", "--config", str(config))
+            agent, agent_modules = _traced("agent", "run", "hi", "--config", str(config))
     assert (chat.returncode, chat.stdout) == (0, "hello back\n"), chat.stderr
     assert status.returncode == 0, status.stderr
     assert status.stdout.splitlines()[2].split()[:4] == ["console", "stdio", "ready", "1"]
     assert _heavy(chat_modules) == []
     assert _heavy(status_modules) == []
+    assert (agent.returncode, agent.stdout) == (0, "hello back\n"), agent.stderr
+    assert "in the running nexo]" in agent.stderr
+    assert _heavy(agent_modules) == []
