@@ -25,6 +25,7 @@ from bench import (
     idle_day,
     memory,
     memory_recall,
+    one_shot,
     recall_quality,
     tool_call,
     turn_overhead,
@@ -39,14 +40,11 @@ def _tool_call(quick: bool) -> list[Result]:
     return anyio.run(tool_call.measure, quick)
 
 
-def _turn_overhead(quick: bool) -> list[Result]:
-    return anyio.run(turn_overhead.measure, quick)
-
-
 MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "tool_call": (_tool_call, "tool call"),
-    "turn_overhead": (_turn_overhead, "turn overhead"),
+    "turn_overhead": (turn_overhead.measure, "turn overhead"),
     "cold_start": (cold_start.measure, "cold start"),
+    "one_shot": (one_shot.measure, "one-shot commands"),
     "memory": (memory.measure, "mesh memory (RSS)"),
     "guard_corpus": (guard_corpus.measure, "secret guard corpus"),
     "audit_append": (audit_append.measure, "audit append"),

@@ -34,6 +34,9 @@ class Started:
     orchestrator: Orchestrator
     elapsed_s: float
     """From spawning ``nexo run`` to its ready line."""
+    config: Path
+    """The config ``nexo run`` was given (one-shot commands against this mesh use it too)."""
+    state_dir: Path
 
 
 def _interesting(log: str, limit: int = 4) -> str:
@@ -53,12 +56,7 @@ def scripted_model() -> Iterator[FakeLLM]:
 @contextmanager
 def default_mesh(fake: FakeLLM, workdir: Path, label: str) -> Iterator[Started]:
     """``nexo run`` on a fresh state dir, timed to its ready line; stopped on exit."""
-    config = write_config(
-        workdir / f"{label}.yaml",
-        state_dir=workdir / f"state-{label}",
-        llm_base_url=fake.openai_base_url,
-        servers={name: python_server(module) for name, module in DEFAULT_SERVERS.items()},
-    )
+    config = mesh_config(fake, workdir, label)
     start = time.perf_counter()
     try:
         with running(config, timeout=READY_TIMEOUT_S) as orch:
@@ -68,10 +66,20 @@ def default_mesh(fake: FakeLLM, workdir: Path, label: str) -> Iterator[Started]:
                 raise MeshNotReady(
                     f"ready after {elapsed:.1f}s with servers missing: {_interesting(orch.log())}"
                 )
-            yield Started(orch, elapsed)
+            yield Started(orch, elapsed, config, workdir / f"state-{label}")
     except AssertionError as exc:
         log = str(exc).partition("\n")[2]  # the first line only says that it was not ready
         raise MeshNotReady(f"no ready line within {READY_TIMEOUT_S:g}s; log: {_interesting(log)}") from exc
+
+
+def mesh_config(fake: FakeLLM, workdir: Path, label: str) -> Path:
+    """The default mesh's config on a fresh state dir, with the scripted model."""
+    return write_config(
+        workdir / f"{label}.yaml",
+        state_dir=workdir / f"state-{label}",
+        llm_base_url=fake.openai_base_url,
+        servers={name: python_server(module) for name, module in DEFAULT_SERVERS.items()},
+    )
 
 
 @contextmanager

@@ -42,6 +42,9 @@ class Result:
     baseline: list[float] = field(default_factory=list)
     target: float | None = None
     """The median must not exceed this (same unit); None when the row only tracks a ratio."""
+    relative_target: tuple[float, float] | None = None
+    """``(factor, offset)``: the median must not exceed ``factor`` x the baseline's median + ``offset``
+    (same unit), for targets set against a figure measured in the same run."""
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -60,13 +63,33 @@ class Result:
         return ours.median / base.median
 
     @property
+    def limit(self) -> float | None:
+        """The largest median that meets the target; None without a target (or its baseline)."""
+        if self.relative_target is None:
+            return self.target
+        base = self.baseline_summary
+        if base is None:
+            return None
+        factor, offset = self.relative_target
+        return factor * base.median + offset
+
+    @property
+    def target_text(self) -> str:
+        if self.relative_target is not None:
+            factor, offset = self.relative_target
+            plus = f" + {offset:g} {self.unit}" if offset else ""
+            return f"p50 <= {factor:g}x baseline{plus}"
+        return "-" if self.target is None else f"p50 <= {self.target:g} {self.unit}"
+
+    @property
     def verdict(self) -> Verdict:
         ours = self.summary
         if self.errors or ours is None:
             return "error"
-        if self.target is None:
+        limit = self.limit
+        if limit is None:
             return "-"
-        return "meets" if ours.median <= self.target else "misses"
+        return "meets" if ours.median <= limit else "misses"
 
     def as_dict(self) -> dict[str, Any]:
         def side(summary: Summary | None) -> dict[str, Any] | None:
@@ -80,7 +103,7 @@ class Result:
             **(side(self.summary) or {"n": 0, "median": None, "p99": None}),
             "baseline": {"name": self.baseline_name, **(side(self.baseline_summary) or {"n": 0})},
             "ratio": self.ratio,
-            "target": None if self.target is None else {"statistic": "median", "max": self.target},
+            "target": None if self.limit is None else {"statistic": "median", "max": self.limit},
             "verdict": self.verdict,
             "errors": list(self.errors),
         }
@@ -113,7 +136,7 @@ def table(results: Sequence[Result]) -> str:
                 _value(base.median if base else None, r.unit),
                 _value(base.p99 if base else None, r.unit),
                 "n/a" if ratio is None else f"{ratio:.2f}x",
-                "-" if r.target is None else f"p50 <= {r.target:g} {r.unit}",
+                r.target_text,
                 r.verdict,
             ]
         )

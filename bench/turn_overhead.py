@@ -1,109 +1,102 @@
-"""The orchestrator's own time per turn: everything in a turn except waiting for the model.
+"""Turn overhead as a person feels it: from a message entering the console channel server to the reply
+leaving it, through the real default mesh (``nexo run``: console, time, audit and memory servers),
+minus the model's time.
 
-Each goal is one tool turn (the scripted model asks for ``time__now``, the loop gates and runs it
-over stdio) and one answer turn. ``TurnTiming.overhead_s`` of every turn is the measurement; the
-model time of the same turns (``TurnTiming.model_s``, the scripted model's HTTP round trip) is the
-baseline.
+The bench is the console's client: it writes a ``say`` frame to the console server's Unix socket and
+times until the ``reply`` frame to it arrives, so the figure holds the channel server's inbox, the
+orchestrator's pull, pairing gate, session, memory recall, the loop, the audit ledger and the reply's
+way back out. The scripted model answers at once; its own time, the round trip of one of its
+answers measured from the bench, is the baseline and is subtracted from each sample (one model call
+per turn).
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Mapping
-from typing import Any
+import time
+import uuid
+from pathlib import Path
 
-from bench.stats import Result
-from bench.support import CHILD_ENV, FAST_SUPERVISION, connect, describe, progress
-from orchestrator.config import Budgets
-from orchestrator.llm import OpenAICompatProviderConfig, ToolResultMessage, build_provider
-from orchestrator.loop import Decision, GoalResult, Outcome, ToolRunner, TurnTiming, run_goal
-from orchestrator.mesh import CatalogTool, Mesh, StdioServerConfig
-from tests.fakes.llm import CallTool, FakeLLM, Reply
+import anyio
+import httpx2
+from anyio.abc import SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from bench.mesh_run import MeshNotReady, default_mesh, scripted_model, workdir
+from bench.stats import Result, percentile
+from bench.support import describe, progress
+from orchestrator.cli.chat import console_socket
+from shared.protocol.console_wire import MAX_FRAME_BYTES, Hello, Reply, Say, encode, server_frames
+from tests.fakes.llm import FakeLLM
 
 TARGET_MS = 15.0
-TOOL = "time__now"
-SYSTEM = "You are a benchmark. Call the tool, then answer."
-WARMUP_GOALS = 2
+WARMUP_TURNS = 3
+REPLY_TIMEOUT_S = 60.0
+CONNECT_TIMEOUT_S = 20.0
 
 
-class AllowAll:
-    """A gate that allows every call, so the figure is the loop's and not an approval's."""
+class Console:
+    """The operator's side of the console socket, speaking its frames."""
 
-    async def check(self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str) -> Decision:
-        return Decision(True, "bench")
+    def __init__(self, stream: SocketStream) -> None:
+        self.stream = stream
+        self.reader = BufferedByteReceiveStream(stream)
+
+    async def turn(self, text: str) -> float:
+        """Seconds from writing a message to reading the reply to it."""
+        message_id = uuid.uuid4().hex
+        start = time.perf_counter()
+        await self.stream.send(encode(Say(id=message_id, text=text)))
+        with anyio.fail_after(REPLY_TIMEOUT_S):
+            while True:
+                frame = server_frames.validate_json(await self.reader.receive_until(b"\n", MAX_FRAME_BYTES))
+                if isinstance(frame, Reply) and frame.reply_to == message_id:
+                    elapsed = time.perf_counter() - start
+                    if frame.notice:
+                        raise RuntimeError(f"the turn ended with a notice, not an answer: {frame.text}")
+                    return elapsed
 
 
-def _problem(goal: GoalResult) -> str | None:
-    if goal.outcome is not Outcome.DONE or goal.tool_calls != 1:
-        return f"goal did not run as scripted: {goal.summary()}"
-    failed = [m.content for m in goal.transcript if isinstance(m, ToolResultMessage) and m.is_error]
-    if failed:
-        return f"{TOOL} failed inside the goal: {failed[0][:300]}"
-    return None
+async def _turns(path: Path, n: int) -> list[float]:
+    with anyio.fail_after(CONNECT_TIMEOUT_S):
+        stream = await anyio.connect_unix(path)
+    async with stream:
+        console = Console(stream)
+        await stream.send(encode(Hello(chat_id="bench")))
+        for i in range(WARMUP_TURNS):
+            await console.turn(f"warm up {i}")
+        return [await console.turn(f"what time is it? ({i})") for i in range(n)]
 
 
-async def _goals(n: int) -> tuple[list[list[TurnTiming]], str | None]:
-    """The turn timings of ``n`` goals (after warm-up), or why they could not be taken."""
-    script = [item for _ in range(n + WARMUP_GOALS) for item in (CallTool(TOOL, {}), Reply("Noted."))]
-    config = StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", "servers.time"])
-    goals: list[list[TurnTiming]] = []
-    async with (
-        FakeLLM(script, default=Reply("Noted.")) as fake,
-        Mesh({"time": config}, FAST_SUPERVISION, base_env=CHILD_ENV) as mesh,
-    ):
-        problem = await connect(mesh, "time")
-        if problem is not None:
-            return [], problem
-        provider = build_provider(
-            "fake",
-            OpenAICompatProviderConfig(
-                kind="openai_compat", base_url=fake.openai_base_url, model="m", max_retries=0
-            ),
-        )
+def _model_round_trips(fake: FakeLLM, n: int) -> list[float]:
+    """Seconds of one answer of the scripted model, asked directly (what each turn waits on it)."""
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+    samples = []
+    with httpx2.Client(base_url=fake.openai_base_url) as client:
+        for _ in range(n + WARMUP_TURNS):
+            start = time.perf_counter()
+            client.post("/chat/completions", json=body).raise_for_status()
+            samples.append(time.perf_counter() - start)
+    return samples[WARMUP_TURNS:]
+
+
+def measure(quick: bool) -> list[Result]:
+    n = 20 if quick else 100
+    result = Result(
+        "turn overhead, channel in to channel out",
+        "ms",
+        "the scripted model's own round trip",
+        target=TARGET_MS,
+    )
+    with scripted_model() as fake, workdir() as tmp:
+        progress(f"turn overhead: {n} console turns through the default mesh")
         try:
-            catalog, runner, gate, budgets = mesh.catalog(), ToolRunner(mesh), AllowAll(), Budgets()
-            if catalog.get(TOOL) is None:
-                return [], f"{TOOL} is not in the catalog: {catalog.names()}"
-            for i in range(n + WARMUP_GOALS):
-                goal = await run_goal(
-                    provider=provider,
-                    system=SYSTEM,
-                    prompt=f"What time is it? ({i})",
-                    catalog=catalog,
-                    runner=runner,
-                    gate=gate,
-                    budgets=budgets,
-                )
-                problem = _problem(goal)
-                if problem is not None:
-                    return goals, problem
-                if i >= WARMUP_GOALS:
-                    goals.append(list(goal.timings))
-        finally:
-            await provider.aclose()
-    return goals, None
-
-
-def _fill(result: Result, turns: list[TurnTiming], problem: str | None) -> Result:
-    result.samples = [t.overhead_s * 1000 for t in turns]
-    result.baseline = [t.model_s * 1000 for t in turns]
-    if problem is not None:
-        result.errors.append(problem)
-    return result
-
-
-async def measure(quick: bool) -> list[Result]:
-    n = 20 if quick else 50
-    progress(f"turn overhead: {n} goals of a {TOOL} turn and an answer turn, time server over stdio")
-    try:
-        goals, problem = await _goals(n)
-    except Exception as exc:  # noqa: BLE001 -- reported in the table instead of aborting the run
-        goals, problem = [], describe(exc)
-    baseline = "the model time of the same turns (TurnTiming.model_s)"
-    every_turn = [turn for goal in goals for turn in goal]
-    # Every turn but a goal's last one ran a tool: the loop's heaviest path.
-    tool_turns = [turn for goal in goals for turn in goal[:-1]]
-    return [
-        _fill(Result("turn overhead, all turns", "ms", baseline, target=TARGET_MS), every_turn, problem),
-        _fill(Result("turn overhead, tool turns", "ms", baseline, target=TARGET_MS), tool_turns, problem),
-    ]
+            with default_mesh(fake, tmp, "turns") as started:
+                turns = anyio.run(_turns, console_socket(started.state_dir), n)
+            model = _model_round_trips(fake, n)
+        except (MeshNotReady, OSError, TimeoutError, RuntimeError, httpx2.HTTPError) as exc:
+            result.errors.append(describe(exc))
+            return [result]
+    model_s = percentile(model, 0.5)
+    result.baseline = [m * 1000 for m in model]
+    result.samples = [(t - model_s) * 1000 for t in turns]
+    return [result]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.defaults import DEFAULT_STATE_DIR, default_config_text
 from orchestrator.llm import ProviderConfig
 from orchestrator.mesh import HttpServerConfig, ServerConfig, StdioServerConfig, SupervisionConfig
 from orchestrator.mesh.token_origin import token_origin
@@ -251,7 +251,7 @@ class MetricsOptions(_Strict):
 
 
 class NexoConfig(_Strict):
-    state_dir: Path = Path("~/.local/state/nexo")
+    state_dir: Path = DEFAULT_STATE_DIR
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     agents: list[AgentConfig] = Field(min_length=1)
@@ -294,10 +294,6 @@ def workspace_root(config: NexoConfig) -> Path:
     server = config.servers.get("workspace")
     root = server.env.get("NEXO_WORKSPACE_ROOT") if isinstance(server, StdioServerConfig) else None
     return Path(root).expanduser() if root else config.state_path / "workspace"
-
-
-def default_config_text() -> str:
-    return resources.files("orchestrator").joinpath("defaults.yaml").read_text()
 
 
 def _autonomy_problems(config: NexoConfig, agent: AgentConfig, where: str, file: str) -> list[ConfigProblem]:

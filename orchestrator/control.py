@@ -42,8 +42,9 @@ async def serve_control(
                 anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound, anyio.BrokenResourceError
             ):
                 command = (await reader.receive_until(b"\n", MAX_COMMAND_BYTES)).decode().strip()
-                body = await _answer(command, status, commands)
-                await stream.send(json.dumps(body).encode() + b"\n")
+                body = await _answered_while_connected(reader, _answer(command, status, commands))
+                if body is not None:
+                    await stream.send(json.dumps(body).encode() + b"\n")
 
     try:
         async with listener:
@@ -51,6 +52,26 @@ async def serve_control(
     finally:
         with contextlib.suppress(OSError):
             path.unlink()  # noqa: ASYNC240 -- once at shutdown
+
+
+async def _answered_while_connected(
+    reader: BufferedByteReceiveStream, answer: Awaitable[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The answer, or None when the client hung up first: a client sends nothing after its request
+    line, so anything it does next (closing, Ctrl-C) ends the request, and a long one (``nexo agent
+    run`` waiting for its goal) is cancelled with it."""
+    body: dict[str, Any] | None = None
+    async with anyio.create_task_group() as tg:
+
+        async def hang_up() -> None:
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await reader.receive()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(hang_up)
+        body = await answer
+        tg.cancel_scope.cancel()
+    return body
 
 
 async def _answer(command: str, status: StatusFn, commands: CommandFn | None) -> dict[str, Any]:
@@ -65,7 +86,8 @@ async def _answer(command: str, status: StatusFn, commands: CommandFn | None) ->
     return await commands(request)
 
 
-async def ask(path: Path, request: str | dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
+async def ask(path: Path, request: str | dict[str, Any], timeout: float | None = 5.0) -> dict[str, Any]:
+    """Send one request and read its answer; ``timeout=None`` waits as long as the request runs."""
     line = request if isinstance(request, str) else json.dumps(request)
     with anyio.fail_after(timeout):
         async with await anyio.connect_unix(path) as stream:

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from orchestrator.config import NexoConfig
 from orchestrator.control import control_path, serve_control
 from orchestrator.dlq import channel_connections, dlq
-from orchestrator.goals import AuditSink, GoalTracker
+from orchestrator.goals import AuditSink, GoalTracker, TrackedGoal
 from orchestrator.goals.background import Background, UnknownAgent
 from orchestrator.intake import Intake
 from orchestrator.intake.seen import SeenPushes, seen_path
@@ -199,15 +199,17 @@ class Orchestrator:
     async def command(self, request: dict[str, Any]) -> dict[str, Any]:
         """Operator commands over the control socket: submit and cancel goals."""
         op = request.get("op")
-        if op == "submit":
+        if op in ("submit", "run"):
             prompt = request.get("prompt")
             if not isinstance(prompt, str) or not prompt.strip():
-                return {"error": "submit needs a non-empty prompt"}
+                return {"error": f"{op} needs a non-empty prompt"}
             agent = request.get("agent") or self.config.agents[0].id
             try:
                 goal = await self.background.submit(str(agent), prompt)
             except UnknownAgent as exc:
                 return {"error": str(exc)}
+            if op == "run":
+                return await self._outcome(goal)
             return {"goal_id": goal.id, "agent": goal.agent}
         if op == "cancel":
             goal_id = str(request.get("goal", ""))
@@ -232,7 +234,30 @@ class Orchestrator:
             return {"servers": {c.name: c.describe_live() for c in self.mesh.connections.values()}}
         if op == "refused":
             return {"refused": self.refused()}
-        return {"error": f"unknown op {op!r}; expected submit, cancel, channels, refused, autonomy or dlq"}
+        return {
+            "error": f"unknown op {op!r}; expected submit, run, cancel, channels, refused, autonomy or dlq"
+        }
+
+    async def _outcome(self, goal: TrackedGoal) -> dict[str, Any]:
+        """``nexo agent run`` with the daemon up: answer with the goal's outcome once it ends. The
+        control socket cancels this wait when the command goes away (Ctrl-C), and the goal with it."""
+        try:
+            await goal.finished.wait()
+        finally:
+            if not goal.finished.is_set():
+                self.goals.cancel(goal.id, "cancelled: `nexo agent run` was interrupted")
+        if goal.result is None:
+            reason = goal.cancel_reason or "it ended without an outcome"
+            return {
+                "goal_id": goal.id,
+                "error": f"goal {goal.id}: {reason}; see `nexo agent attach {goal.id}`",
+            }
+        return {
+            "goal_id": goal.id,
+            "agent": goal.agent,
+            "summary": goal.result.summary(),
+            **goal.result.report(),
+        }
 
     async def run(self, *, on_ready: Callable[[Orchestrator], Awaitable[None]] | None = None) -> None:
         state = self.config.state_path

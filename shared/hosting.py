@@ -208,9 +208,12 @@ def listen(host: str, port: int) -> socket.socket:
     """Bind and listen now: a port in use is an OSError naming it, and port 0 tells the real port.
 
     Listening before the server runs also means a client arriving early waits instead of failing.
+    The protocol is named (``IPPROTO_TCP``, not 0) because accepted sockets inherit it and asyncio
+    switches Nagle's algorithm off (``TCP_NODELAY``) only on sockets that say TCP: without it every
+    response written as headers then body waits ~40 ms for the client's delayed ACK.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host.strip("[]"), port))

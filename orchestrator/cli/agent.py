@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json, setup_logging
-from orchestrator.loop.tools import Decision
-from orchestrator.mesh import CatalogTool
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C, as shells report a command ended by SIGINT."""
+
+if TYPE_CHECKING:
+    from orchestrator.loop.tools import Decision
+    from orchestrator.mesh import CatalogTool
 
 
 class TerminalApprover:
@@ -29,6 +34,8 @@ class TerminalApprover:
         *,
         origin: str = "",
     ) -> Decision:
+        from orchestrator.loop.tools import Decision
+
         if self.assume_yes:
             return Decision(True, "approved by --yes")
         if not sys.stdin.isatty():
@@ -54,11 +61,17 @@ async def _run(args: argparse.Namespace) -> int:
     from orchestrator.llm import build_provider
     from orchestrator.loop import Outcome, ToolRunner, run_goal
     from orchestrator.mesh import Mesh
+    from orchestrator.mesh.catalog import may_offer
 
     config = load_config(args.config)
     agent = config.agent(args.agent)
-    # Channel servers stay with the running daemon; a foreground goal needs only the tool servers.
-    servers = {name: s for name, s in config.servers.items() if name not in agent.channels}
+    # Channel servers stay with the running daemon; a foreground goal needs only the tool servers
+    # that can offer a tool the agent may use.
+    servers = {
+        name: s
+        for name, s in config.servers.items()
+        if name not in agent.channels and may_offer(name, agent.allowed_tools)
+    }
     provider = build_provider(agent.model.provider, config.llm.providers[agent.model.provider])
 
     async def progress(line: str) -> None:
@@ -83,20 +96,7 @@ async def _run(args: argparse.Namespace) -> int:
     finally:
         await provider.aclose()
     if args.json:
-        print_json(
-            {
-                "outcome": result.outcome.value,
-                "axis": result.axis,
-                "error": result.error,
-                "text": result.text,
-                "turns": result.turns,
-                "tool_calls": result.tool_calls,
-                "usage": {
-                    "input_tokens": result.usage.input_tokens,
-                    "output_tokens": result.usage.output_tokens,
-                },
-            }
-        )
+        print_json(result.report())
     else:
         if result.text:
             print(result.text)
@@ -107,8 +107,48 @@ async def _run(args: argparse.Namespace) -> int:
 def command_agent_run(args: argparse.Namespace) -> int:
     if args.bg:
         return _to_daemon(args, {"op": "submit", "prompt": args.prompt, "agent": args.agent})
+    if not args.yes:
+        handed = _in_daemon(args)
+        if handed is not None:
+            return handed
     setup_logging("WARNING")
     return anyio.run(_run, args)
+
+
+def _in_daemon(args: argparse.Namespace) -> int | None:
+    """Run the goal in the running daemon, whose servers are up already; None when none is running.
+
+    The daemon's own policy and approval relays apply (its approvals reach the operator's channels,
+    e.g. ``nexo chat``), which is why ``--yes`` always runs the goal here instead.
+    """
+    from orchestrator.cli.locate import state_dir
+    from orchestrator.control import ask, control_path
+
+    path = control_path(state_dir(args.config))
+    if not path.exists():
+        return None
+    request = {"op": "run", "prompt": args.prompt, "agent": args.agent}
+    try:
+        answer = anyio.run(ask, path, request, None)
+    except (ConnectionRefusedError, FileNotFoundError):
+        return None  # a socket left behind by a daemon that is gone
+    except (OSError, anyio.EndOfStream, anyio.IncompleteRead) as exc:
+        return fail(
+            f"the running nexo stopped before the goal ended ({exc.__class__.__name__}); "
+            "see `nexo agent ps --all` and `nexo status`"
+        )
+    except KeyboardInterrupt:
+        print("nexo: interrupted; the goal is cancelled in the running nexo", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if "outcome" not in answer:
+        return fail(str(answer.get("error", answer)))
+    if args.json:
+        print_json({key: value for key, value in answer.items() if key != "summary"})
+    else:
+        if answer.get("text"):
+            print(answer["text"])
+        print(f"[{answer['summary']}; goal {answer['goal_id']} in the running nexo]", file=sys.stderr)
+    return EXIT_OK if answer["outcome"] == "done" else EXIT_FAIL
 
 
 def command_agent_cancel(args: argparse.Namespace) -> int:
@@ -116,15 +156,14 @@ def command_agent_cancel(args: argparse.Namespace) -> int:
 
 
 def _to_daemon(args: argparse.Namespace, request: dict[str, Any]) -> int:
+    from orchestrator.cli.locate import state_dir
     from orchestrator.control import ask, control_path
 
-    config = load_config(args.config)
+    state = state_dir(args.config)
     try:
-        answer = anyio.run(ask, control_path(config.state_path), request)
+        answer = anyio.run(ask, control_path(state), request)
     except (OSError, TimeoutError) as exc:
-        return fail(
-            f"nexo is not running on {config.state_path} ({exc.__class__.__name__}); start it with `nexo run`"
-        )
+        return fail(f"nexo is not running on {state} ({exc.__class__.__name__}); start it with `nexo run`")
     if "error" in answer:
         return fail(str(answer["error"]))
     if args.json:

@@ -214,20 +214,21 @@ async def chat(path: Path, *, chat_id: str, timeout_s: float, stdin: TextIO, out
 
 
 def command_chat(args: argparse.Namespace) -> int:
+    from orchestrator.cli.locate import state_dir
     from shared.settings import ConfigError
 
-    config = load_config(args.config)
     if args.agent:
         try:
-            config.agent(args.agent)
+            load_config(args.config).agent(args.agent)
         except ConfigError as exc:
             return fail(str(exc))
-    for warning in _warnings(config):
+    state = state_dir(args.config)
+    for warning in _warnings(state):
         print(f"WARNING: {warning}", file=sys.stderr)
     try:
         return anyio.run(
             lambda: chat(
-                console_socket(config.state_path),
+                console_socket(state),
                 chat_id=args.chat_id,
                 timeout_s=args.timeout,
                 stdin=sys.stdin,
@@ -241,12 +242,12 @@ def command_chat(args: argparse.Namespace) -> int:
         return EXIT_OK
 
 
-def _warnings(config: Any) -> list[str]:
+def _warnings(state: Path) -> list[str]:
     """The running daemon's standing warnings (dangerous mode), shown each time a chat opens."""
     from orchestrator.control import ask_status, control_path
 
     async def status() -> dict[str, Any]:
-        return await ask_status(control_path(config.state_path), timeout=5)
+        return await ask_status(control_path(state), timeout=5)
 
     try:
         answer = anyio.run(status)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.cli.audit import READ_TIMEOUT_S, run_with_audit
 from orchestrator.cli.common import EXIT_OK, fail, print_json
 from orchestrator.cli.direct import Action
-from shared.protocol.audit import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection
@@ -37,6 +36,8 @@ def _clip(text: str, width: int) -> str:
 
 def _phase(goal: Goal) -> str:
     """What a live goal is doing; a finished goal has no phase, whatever an older ledger kept."""
+    from shared.protocol.audit import TERMINAL_STATUSES
+
     if goal.status in TERMINAL_STATUSES:
         return "-"
     return _clip(goal.phase, 20) or "-"

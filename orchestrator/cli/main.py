@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_audit_parser(sub)
 
-    from orchestrator.cli.memory import add_memory_parser
+    from orchestrator.cli.memory_args import add_memory_parser
 
     add_memory_parser(sub)
 

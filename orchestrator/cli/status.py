@@ -8,19 +8,19 @@ from typing import Any
 
 import anyio
 
-from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, EXIT_WARN, load_config, print_json
+from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, EXIT_WARN, print_json
 from orchestrator.control import ask_status, control_path
 
 
 def command_status(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    path = control_path(config.state_path)
+    from orchestrator.cli.locate import state_dir
+
+    state = state_dir(args.config)
+    path = control_path(state)
     try:
         status = anyio.run(ask_status, path)
     except (OSError, TimeoutError) as exc:
-        message = (
-            f"nexo is not running on {config.state_path} ({exc.__class__.__name__}); start it with `nexo run`"
-        )
+        message = f"nexo is not running on {state} ({exc.__class__.__name__}); start it with `nexo run`"
         if args.json:
             print_json({"running": False, "error": message})
         else:

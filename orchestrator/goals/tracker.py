@@ -56,6 +56,9 @@ class TrackedGoal:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     admitted: anyio.Event = field(default_factory=anyio.Event)
     cancel_reason: str | None = None
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the goal ended and was recorded; ``result`` is then its outcome (None: it never ran)."""
+    result: GoalResult | None = None
 
 
 def budget_of(result: GoalResult, wall_s: float) -> Budget:
@@ -132,6 +135,7 @@ class GoalTracker:
         outcome: str = "",
     ) -> None:
         self.live.pop(goal.id, None)
+        goal.result = result
         wall = self.clock() - goal.started
         final: GoalStatus = status or (STATUS_OF[result.outcome] if result is not None else "failed")
         detail = outcome or (result.summary() if result is not None else "")
@@ -147,6 +151,7 @@ class GoalTracker:
             if result is not None:
                 self.metrics.usage(goal.agent, result.usage)
         await self.update(goal, **fields)
+        goal.finished.set()
 
     def note(self, goal: TrackedGoal, **fields: object) -> None:
         """Progress (phase, last event, budget so far) sent in the background, latest value wins."""

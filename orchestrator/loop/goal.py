@@ -73,6 +73,18 @@ class GoalResult:
             f"{self.usage.input_tokens}+{self.usage.output_tokens} tokens"
         )
 
+    def report(self) -> dict[str, Any]:
+        """The outcome as ``nexo agent run --json`` prints it."""
+        return {
+            "outcome": self.outcome.value,
+            "axis": self.axis,
+            "error": self.error,
+            "text": self.text,
+            "turns": self.turns,
+            "tool_calls": self.tool_calls,
+            "usage": {"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens},
+        }
+
 
 Progress = Callable[[str], Awaitable[None]]
 

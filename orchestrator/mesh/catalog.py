@@ -21,6 +21,7 @@ from shared.protocol.policy import (
 SEPARATOR = "__"
 MAX_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_WILDCARD = re.compile(r"[*?\[]")
 
 Tier = Literal["safe", "notify", "confirm"]
 """How a call is gated: safe runs unasked, notify runs and tells the operator, confirm asks first."""
@@ -62,6 +63,18 @@ class CatalogTool:
 def qualify(server: str, tool: str) -> str:
     """``server__tool``, limited to what every provider accepts (``[A-Za-z0-9_-]{1,64}``)."""
     return _UNSAFE.sub("_", f"{server}{SEPARATOR}{tool}")[:MAX_NAME]
+
+
+def may_offer(server: str, allowed: Sequence[str]) -> bool:
+    """Whether any glob of ``allowed`` could match one of ``server``'s tools, judged from the name
+    alone: a server none can match need not be started. When unsure (a wildcard before the server's
+    whole name), yes."""
+    prefix = qualify(server, "")
+    for pattern in allowed:
+        literal = _WILDCARD.split(pattern, maxsplit=1)[0]
+        if literal.startswith(prefix) or (literal != pattern and prefix.startswith(literal)):
+            return True
+    return False
 
 
 def _read_only(tool: types.Tool) -> bool:

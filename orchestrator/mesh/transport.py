@@ -16,6 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig
+from orchestrator.mesh.http_reuse import ConnectionKeepingTransport
 
 TransportStreams = tuple[Any, Any]
 
@@ -79,4 +80,5 @@ def http_client_for(config: HttpServerConfig) -> httpx2.AsyncClient:
         headers["Authorization"] = f"Bearer {config.token.get_secret_value()}"
     # Reads must outlast a long-poll; connects should fail fast so backoff can take over.
     timeout = httpx2.Timeout(10.0, read=max(300.0, config.call_timeout_s + 30))
-    return httpx2.AsyncClient(headers=headers, timeout=timeout, follow_redirects=False)
+    transport = ConnectionKeepingTransport(httpx2.AsyncHTTPTransport())
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, follow_redirects=False, transport=transport)

@@ -19,6 +19,14 @@ from typing import Annotated, Literal, cast
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.protocol.memory_terms import KINDS as KINDS
+from shared.protocol.memory_terms import MAX_HISTORY as MAX_HISTORY
+from shared.protocol.memory_terms import MAX_REINDEX_BATCH as MAX_REINDEX_BATCH
+from shared.protocol.memory_terms import MAX_SEARCH_LIMIT as MAX_SEARCH_LIMIT
+from shared.protocol.memory_terms import RECALL_MODES as RECALL_MODES
+from shared.protocol.memory_terms import Kind as Kind
+from shared.protocol.memory_terms import RecallMode as RecallMode
+
 MEMORY_EXTENSION = "nexo/memory"
 AGENT_META_KEY = "nexo/agent"
 PROVENANCE_META_KEY = "nexo/provenance"
@@ -28,23 +36,15 @@ PROVENANCES: tuple[Provenance, ...] = ("owner", "paired_contact", "untrusted", "
 QUOTED_PROVENANCES: frozenset[str] = frozenset({"paired_contact", "untrusted", "tool"})
 """Memories from these sources come back to a model wrapped as quoted data, never as instructions."""
 
-Kind = Literal["fact", "preference", "event", "note", "person", "procedure"]
-KINDS: tuple[Kind, ...] = ("fact", "preference", "event", "note", "person", "procedure")
-
-RecallMode = Literal["hybrid", "keyword", "vector"]
-RECALL_MODES: tuple[RecallMode, ...] = ("hybrid", "keyword", "vector")
-
 Role = Literal["user", "assistant", "tool", "system"]
 ROLES: tuple[Role, ...] = ("user", "assistant", "tool", "system")
 
 AGENT_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 """Agent ids as the orchestrator's config allows them; they also name a directory on disk."""
 SESSION_KEY_MAX = 256
-MAX_SEARCH_LIMIT = 50
 MAX_PAGE = 500
 MAX_APPEND = 100
 MAX_IMPORT = 500
-MAX_REINDEX_BATCH = 512
 
 SESSION_RESOLVE_METHOD = "nexo/memory/session/resolve"
 SESSION_APPEND_METHOD = "nexo/memory/session/append"
@@ -262,9 +262,6 @@ class RollbackResult(types.Result):
     rev: str
     """The new revision that restores the old content (history is never rewritten)."""
     content: str
-
-
-MAX_HISTORY = 1000
 
 
 class HistoryParams(types.RequestParams):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from shared.hosting import (
     HostingError,
     HttpOptions,
     http_options_from_env,
+    listen,
     parse_bind,
     serve_http,
     server_main,
@@ -262,3 +264,27 @@ def test_parse_bind_rejects_malformed_values_with_an_example(value: str) -> None
 )
 def test_is_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_connections_accepted_by_a_listener_have_nagle_off(host: str) -> None:
+    """A response written as headers then body must not wait ~40 ms for the client's delayed ACK."""
+
+    async def scenario() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        sock = listen(host, 0)
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        async with server:
+            port = sock.getsockname()[1]
+            with socket.create_connection((host, port)):
+                with anyio.fail_after(5):
+                    return await accepted
+
+    assert anyio.run(scenario) != 0

@@ -1,0 +1,73 @@
+"""One-shot commands against a running mesh stay light: they never import the MCP SDK or the mesh.
+
+Each command runs under ``python -X importtime``, whose report (on stderr) names every module the
+process imported; the command's own output is checked too, so a command that failed early (and
+so imported little) cannot pass.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.llm import FakeLLM, Reply
+from tests.mesh.harness import REPO, base_env, python_server, running, write_config
+
+pytestmark = pytest.mark.scenario
+
+HEAVY = ("mcp", "mcp_types", "httpx2", "orchestrator.mesh", "orchestrator.llm", "orchestrator.config")
+"""What a command that only talks to the daemon's sockets must not pay for."""
+
+
+def _traced(*args: str, stdin: str = "") -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``nexo ARGS`` with import tracing: the result (trace lines removed) and the modules imported."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "orchestrator.cli.main", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=base_env(),
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    trace = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
+    modules = {line.rsplit("|", 1)[1].strip() for line in trace[1:]}  # the first line is the header
+    result.stderr = "\n".join(
+        line for line in result.stderr.splitlines() if not line.startswith("import time:")
+    )
+    return result, modules
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
+
+
+def test_chat_status_and_agent_run_against_a_running_mesh_import_neither_mcp_nor_the_mesh(
+    tmp_path: Path,
+) -> None:
+    """``agent run`` hands its goal to the running daemon (whose servers are up) instead of starting
+    its own: the same answer, and none of the weight."""
+    with FakeLLM(default=Reply("hello back")) as llm:
+        config = write_config(
+            tmp_path / "agents.yaml",
+            state_dir=tmp_path / "state",
+            llm_base_url=llm.openai_base_url,
+            servers={"console": python_server("channel_servers.console")},
+        )
+        with running(config):
+            chat, chat_modules = _traced("chat", "--config", str(config), "--timeout", "30", stdin="hi\n")
+            status, status_modules = _traced("status", "--config", str(config))
+            agent, agent_modules = _traced("agent", "run", "hi", "--config", str(config))
+    assert (chat.returncode, chat.stdout) == (0, "hello back\n"), chat.stderr
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.splitlines()[2].split()[:4] == ["console", "stdio", "ready", "1"]
+    assert _heavy(chat_modules) == []
+    assert _heavy(status_modules) == []
+    assert "pydantic" not in status_modules  # it reads one value of the config and validates nothing
+    assert (agent.returncode, agent.stdout) == (0, "hello back\n"), agent.stderr
+    assert "in the running nexo]" in agent.stderr
+    assert _heavy(agent_modules) == []
