@@ -54,6 +54,7 @@ class Orchestrator:
             base_env=child_env(config),
             notifications={channel_method(ns): ChannelParams for ns in NAMESPACES},
             on_notification=self._on_push,
+            fork_server=config.fork_server,
         )
         self.providers: dict[str, Provider] = {}
         self.intakes: list[Intake] = []
