@@ -36,7 +36,24 @@ from typing import Any
 
 from shared.forkchild import become
 
-PRELOAD = ("anyio._backends._asyncio", "aiosqlite", "shared.serverkit", "shared.hosting", "shared.db")
+PRELOAD = (
+    "anyio._backends._asyncio",
+    "aiosqlite",
+    "argparse",
+    "pydantic_settings",
+    "rich.logging",
+    "shared.db",
+    "shared.events",
+    "shared.hosting",
+    "shared.protocol.control",
+    "shared.protocol.events",
+    "shared.protocol.memory",
+    "shared.protocol.policy",
+    "shared.protocol.storage",
+    "shared.secrets",
+    "shared.serverkit",
+    "shared.settings",
+)
 """What every built-in server imports (mcp, pydantic, anyio, starlette, uvicorn come with these)."""
 MAX_MESSAGE = 1 << 20
 CHILD_FDS = 3
