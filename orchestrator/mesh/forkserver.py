@@ -118,7 +118,6 @@ class ForkServer:
         self._replies: MemoryObjectReceiveStream[dict[str, Any] | ForkedProcess] | None = None
         self._children: dict[int, ForkedProcess] = {}
         self._unusable: str | None = None
-        self.forked = 0
 
     @property
     def pid(self) -> int | None:
@@ -146,14 +145,14 @@ class ForkServer:
             if self._control is None or self._replies is None:
                 return None
             try:
-                await _send(self._control, request.message(), list(fds))
-                with anyio.fail_after(REPLY_TIMEOUT_S):
+                # Shielded: a reply left unread would be taken as the answer to the next request.
+                with anyio.CancelScope(shield=True), anyio.fail_after(REPLY_TIMEOUT_S):
+                    await _send(self._control, request.message(), list(fds))
                     reply = await self._replies.receive()
             except (OSError, TimeoutError, anyio.EndOfStream) as exc:
                 self._give_up(f"it did not answer a fork request ({type(exc).__name__})")
                 return None
             if isinstance(reply, ForkedProcess):
-                self.forked += 1
                 return reply
             logger.warning("fork server: could not fork %s: %s; spawning it", request.module, reply)
             return None
@@ -180,16 +179,22 @@ class ForkServer:
         send, receive = anyio.create_memory_object_stream[dict[str, Any] | ForkedProcess](math.inf)
         assert self._tg is not None
         self._tg.start_soon(self._read, ours, send)
+        first: object = {"failed": f"no ready message within {READY_TIMEOUT_S:g}s"}
         try:
-            with anyio.fail_after(READY_TIMEOUT_S):
+            with anyio.move_on_after(READY_TIMEOUT_S):
                 first = await receive.receive()
-        except (TimeoutError, anyio.EndOfStream):
-            first = {"failed": f"no ready message within {READY_TIMEOUT_S:g}s"}
-        if not (isinstance(first, dict) and "ready" in first):
-            reason = first.get("failed") if isinstance(first, dict) else first
-            anyio.notify_closing(ours)
-            ours.close()
-            receive.close()
+        except anyio.EndOfStream:
+            first = {"failed": "it exited"}
+        finally:
+            ready = isinstance(first, dict) and "ready" in first
+            if not ready:
+                anyio.notify_closing(ours)
+                ours.close()
+                receive.close()
+                if self._process.returncode is None:
+                    self._process.kill()
+        if not ready:
+            reason = first.get("failed", first) if isinstance(first, dict) else first
             self._give_up(f"it did not start: {reason}")
             return
         self._control, self._replies = ours, receive

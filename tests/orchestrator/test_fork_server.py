@@ -141,6 +141,23 @@ async def test_built_in_servers_are_forked_and_after_the_template_dies_spawned_w
     assert [_parent(pid) for pid in (template, forked_time, forked_audit, spawned_time)] == [None] * 4
 
 
+@pytest.mark.scenario
+async def test_a_template_that_cannot_start_means_spawning_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="nexo.mesh")
+    request = ForkRequest("servers.time", [], {}, str(tmp_path))
+    async with ForkServer({"PYTHONHOME": str(tmp_path / "no-python-here")}) as server:
+        with anyio.fail_after(30):
+            first = await server.fork(request, (0, 1, 2))
+            second = await server.fork(request, (0, 1, 2))
+    assert (first, second) == (None, None)
+    assert [r.getMessage() for r in caplog.records] == [
+        "fork server: it did not start: it exited; built-in servers are started as their own commands "
+        "from now on"
+    ]
+
+
 def test_the_fork_server_is_on_by_default_and_the_config_turns_it_off(tmp_path: Path) -> None:
     def config(**extra: Any) -> NexoConfig:
         return NexoConfig.model_validate(
