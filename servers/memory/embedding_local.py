@@ -183,6 +183,9 @@ class LocalEmbedder:
         async with self._loading:
             if self._model is None:
                 self._model = await anyio.to_thread.run_sync(self._load)
+                # Building the session copies the model and its graph (about 70 MB) and frees the
+                # copies; without a trim the heap would keep them for as long as the model lives.
+                _return_memory_to_the_system()
             return self._model
 
     def _load(self) -> _Model:
