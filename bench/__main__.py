@@ -46,7 +46,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "tool_call": (_tool_call, "tool call"),
     "turn_overhead": (_turn_overhead, "turn overhead"),
     "cold_start": (cold_start.measure, "cold start"),
-    "memory": (memory.measure, "mesh memory (RSS)"),
+    "memory": (memory.measure, "mesh memory (RSS, PSS, USS)"),
     "guard_corpus": (guard_corpus.measure, "secret guard corpus"),
     "audit_append": (audit_append.measure, "audit append"),
     "memory_recall": (memory_recall.measure, "memory recall"),
