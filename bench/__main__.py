@@ -25,6 +25,7 @@ from bench import (
     memory,
     memory_recall,
     recall_quality,
+    server_restart,
     tool_call,
     turn_overhead,
 )
@@ -47,6 +48,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "turn_overhead": (_turn_overhead, "turn overhead"),
     "cold_start": (cold_start.measure, "cold start"),
     "memory": (memory.measure, "mesh memory (RSS, PSS, USS)"),
+    "server_restart": (server_restart.measure, "built-in server restart"),
     "guard_corpus": (guard_corpus.measure, "secret guard corpus"),
     "audit_append": (audit_append.measure, "audit append"),
     "memory_recall": (memory_recall.measure, "memory recall"),
