@@ -139,6 +139,10 @@ class ForkServer:
 
     async def fork(self, request: ForkRequest, fds: tuple[int, int, int]) -> ForkedProcess | None:
         """A child running ``request`` on ``fds`` (stdin, stdout, stderr), or None: spawn it instead."""
+        if _interpreter_settings(request.env) != _interpreter_settings(self._env):
+            # PYTHON* variables act when an interpreter starts; a fork would silently ignore them.
+            logger.info("fork server: %s sets PYTHON* variables of its own; spawning it", request.module)
+            return None
         async with self._lock:
             if self._control is None and self._unusable is None:
                 await self._start()
@@ -260,6 +264,10 @@ class ForkServer:
         process.kill()
         with anyio.move_on_after(EXIT_WAIT_S):
             await process.wait()
+
+
+def _interpreter_settings(env: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key.startswith("PYTHON")}
 
 
 async def _send(control: socket.socket, message: dict[str, Any], fds: list[int]) -> None:

@@ -158,6 +158,14 @@ async def test_a_template_that_cannot_start_means_spawning_with_one_warning(
     ]
 
 
+async def test_a_server_with_interpreter_variables_of_its_own_is_spawned_not_forked(tmp_path: Path) -> None:
+    request = ForkRequest("servers.time", [], {"PYTHONOPTIMIZE": "1"}, str(tmp_path))
+    async with ForkServer(template_environment({})) as server:
+        forked = await server.fork(request, (0, 1, 2))
+        started = server.pid
+    assert (forked, started) == (None, None)
+
+
 def test_the_fork_server_is_on_by_default_and_the_config_turns_it_off(tmp_path: Path) -> None:
     def config(**extra: Any) -> NexoConfig:
         return NexoConfig.model_validate(
