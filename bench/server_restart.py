@@ -22,18 +22,23 @@ from orchestrator.mesh import Mesh, ServerUnavailable, StdioServerConfig, Superv
 from tests.mesh.harness import child_pids
 
 MODULE = "servers.time"
+NEIGHBOUR = "servers.pairing"
+"""A second built-in server: a mesh forks from the template only when two or more share it."""
 SUPERVISION = SupervisionConfig(initial_backoff_s=0.01, max_backoff_s=0.01, stable_after_s=0.01)
 """Restart at once: the figure is the restart itself, not the backoff before it."""
 READY_S = 120.0
 
 
 async def _restarts(fork: bool, n: int, state: Path) -> list[float]:
-    config = StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", MODULE])
+    servers = {
+        name: StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", module])
+        for name, module in (("time", MODULE), ("pairing", NEIGHBOUR))
+    }
     env = {"NEXO_STATE_DIR": str(state)}
     samples = []
-    async with Mesh({"time": config}, SUPERVISION, base_env=env, fork_server=fork) as mesh:
+    async with Mesh(servers, SUPERVISION, base_env=env, fork_server=fork) as mesh:
         if await mesh.wait_ready(READY_S):
-            raise ServerUnavailable(f"the time server was not ready within {READY_S:g}s")
+            raise ServerUnavailable(f"the servers were not ready within {READY_S:g}s")
         connection = mesh["time"]
         for _ in range(n):
             [pid] = child_pids(os.getpid(), MODULE)

@@ -16,6 +16,9 @@ from orchestrator.mesh.connection import NotificationHandler, ServerConnection, 
 from orchestrator.mesh.forkserver import ForkServer, built_in_module
 from orchestrator.mesh.transport import template_environment
 
+MIN_SHARERS = 2
+"""Built-in stdio servers needed before the mesh forks them from a template."""
+
 
 class Mesh:
     def __init__(
@@ -29,13 +32,13 @@ class Mesh:
         fork_server: bool = False,
     ) -> None:
         sup = supervision or SupervisionConfig()
-        forkable = any(
+        forkable = sum(
             isinstance(config, StdioServerConfig) and built_in_module(config) is not None
             for config in servers.values()
         )
-        self.fork_server = (
-            ForkServer(template_environment(base_env or {})) if fork_server and forkable else None
-        )
+        # One server alone shares nothing with a template: it would only add a process.
+        shared = fork_server and forkable >= MIN_SHARERS
+        self.fork_server = ForkServer(template_environment(base_env or {})) if shared else None
         """The template built-in servers are forked from (``fork_server: true`` in the config)."""
         self.connections = {
             name: ServerConnection(

@@ -166,21 +166,25 @@ async def test_a_server_with_interpreter_variables_of_its_own_is_spawned_not_for
     assert (forked, started) == (None, None)
 
 
-def test_the_fork_server_is_on_by_default_and_the_config_turns_it_off(tmp_path: Path) -> None:
-    def config(**extra: Any) -> NexoConfig:
-        return NexoConfig.model_validate(
+def test_the_fork_server_is_on_by_default_for_two_built_in_servers_and_the_config_turns_it_off(
+    tmp_path: Path,
+) -> None:
+    def forks(*modules: str, **extra: Any) -> bool:
+        config = NexoConfig.model_validate(
             {
                 "state_dir": str(tmp_path),
                 "servers": {
-                    "time": {"transport": "stdio", "command": sys.executable, "args": ["-m", "servers.time"]}
+                    module: {"transport": "stdio", "command": sys.executable, "args": ["-m", module]}
+                    for module in modules
                 },
                 "agents": [{"id": "nexo", "model": {"provider": "local"}}],
                 **extra,
             }
         )
+        return Orchestrator(config, config_label="test").mesh.fork_server is not None
 
-    assert Orchestrator(config(), config_label="test").mesh.fork_server is not None
-    assert Orchestrator(config(fork_server=False), config_label="test").mesh.fork_server is None
+    two = ("servers.time", "servers.audit")
+    assert [forks(*two), forks(*two, fork_server=False), forks("servers.time")] == [True, False, False]
 
 
 @pytest.mark.parametrize(
