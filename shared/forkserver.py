@@ -136,15 +136,15 @@ def main(argv: list[str]) -> int:
         return 2
     control = socket.socket(fileno=int(argv[0]))
     try:
-        preload()
-    except (ImportError, RuntimeError) as exc:
-        _send(control, {"failed": f"{type(exc).__name__}: {exc}"})
-        return 1
-    _send(control, {"ready": os.getpid()})
-    try:
+        try:
+            preload()
+        except (ImportError, RuntimeError) as exc:
+            _send(control, {"failed": f"{type(exc).__name__}: {exc}"})
+            return 1
+        _send(control, {"ready": os.getpid()})
         return serve(control)
     except (BrokenPipeError, ConnectionResetError):
-        return 0
+        return 0  # the orchestrator is gone, and with it anyone to report to
 
 
 if __name__ == "__main__":
