@@ -146,8 +146,9 @@ async def test_a_template_that_cannot_start_means_spawning_with_one_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="nexo.mesh")
-    request = ForkRequest("servers.time", [], {}, str(tmp_path))
-    async with ForkServer({"PYTHONHOME": str(tmp_path / "no-python-here")}) as server:
+    broken = {"PYTHONHOME": str(tmp_path / "no-python-here")}
+    request = ForkRequest("servers.time", [], broken, str(tmp_path))
+    async with ForkServer(broken) as server:
         with anyio.fail_after(30):
             first = await server.fork(request, (0, 1, 2))
             second = await server.fork(request, (0, 1, 2))
