@@ -27,6 +27,7 @@ from bench import (
     memory_recall,
     one_shot,
     recall_quality,
+    server_restart,
     tool_call,
     turn_overhead,
 )
@@ -45,7 +46,8 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "turn_overhead": (turn_overhead.measure, "turn overhead"),
     "cold_start": (cold_start.measure, "cold start"),
     "one_shot": (one_shot.measure, "one-shot commands"),
-    "memory": (memory.measure, "mesh memory (RSS)"),
+    "memory": (memory.measure, "mesh memory (RSS, PSS, USS)"),
+    "server_restart": (server_restart.measure, "built-in server restart"),
     "guard_corpus": (guard_corpus.measure, "secret guard corpus"),
     "audit_append": (audit_append.measure, "audit append"),
     "memory_recall": (memory_recall.measure, "memory recall"),

@@ -92,8 +92,9 @@ def process_tree(root: int) -> list[int]:
     tree, todo = [], [root]
     while todo:
         pid = todo.pop()
-        tree.append(pid)
-        todo.extend(child_pids(pid, ""))
+        if pid not in tree:  # a fork server's children are listed under the orchestrator too
+            tree.append(pid)
+            todo.extend(child_pids(pid, ""))
     return tree
 
 

@@ -268,6 +268,8 @@ class NexoConfig(_Strict):
     log_format: Literal["text", "json"] = "text"
     """json: one JSON object per log line with agent, goal, server and tool as fields."""
     supervision: SupervisionConfig = Field(default_factory=SupervisionConfig)
+    fork_server: bool = True
+    """Fork built-in stdio servers from one preloaded template process (docs/configuration.md)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @property

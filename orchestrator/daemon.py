@@ -67,6 +67,7 @@ class Orchestrator:
                 permission_verdict_method("claude"): PermissionVerdictParams,
             },
             on_notification=self._on_push,
+            fork_server=config.fork_server,
         )
         self.providers: dict[str, Provider] = {}
         self.intakes: list[Intake] = []

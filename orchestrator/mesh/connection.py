@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from orchestrator.mesh.breaker import Breaker
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig, SupervisionConfig
+from orchestrator.mesh.forkserver import ForkServer
 from orchestrator.mesh.http_refusal import refusal
 from orchestrator.mesh.transport import http_client_for, open_transport
 
@@ -110,8 +111,10 @@ class ServerConnection:
         notifications: Mapping[str, type[BaseModel]] | None = None,
         on_notification: NotificationHandler | None = None,
         clock: Callable[[], float] = time.monotonic,
+        fork_server: ForkServer | None = None,
     ) -> None:
         self.name = name
+        self._fork_server = fork_server
         self.config = config
         self._supervision = supervision
         self._base_env = dict(base_env or {})
@@ -166,7 +169,13 @@ class ServerConnection:
         if self._notifications and self._on_notification is not None:
             extensions.append(_PushedNotifications(self.name, self._notifications, self._on_notification))
         client = Client(
-            open_transport(self.config, closed=self._closed, base_env=self._base_env, http_client=http),
+            open_transport(
+                self.config,
+                closed=self._closed,
+                base_env=self._base_env,
+                http_client=http,
+                fork_server=self._fork_server,
+            ),
             mode=self.config.protocol,
             extensions=extensions,
             cache=None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AsyncExitStack
 from types import TracebackType
 
 import anyio
@@ -12,6 +13,11 @@ from pydantic import BaseModel
 from orchestrator.mesh.catalog import Catalog
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig, SupervisionConfig
 from orchestrator.mesh.connection import NotificationHandler, ServerConnection, ServerSnapshot
+from orchestrator.mesh.forkserver import ForkServer, built_in_module
+from orchestrator.mesh.transport import template_environment
+
+MIN_SHARERS = 2
+"""Built-in stdio servers needed before the mesh forks them from a template."""
 
 
 class Mesh:
@@ -23,8 +29,17 @@ class Mesh:
         base_env: Mapping[str, str] | None = None,
         notifications: Mapping[str, type[BaseModel]] | None = None,
         on_notification: NotificationHandler | None = None,
+        fork_server: bool = False,
     ) -> None:
         sup = supervision or SupervisionConfig()
+        forkable = sum(
+            isinstance(config, StdioServerConfig) and built_in_module(config) is not None
+            for config in servers.values()
+        )
+        # One server alone shares nothing with a template: it would only add a process.
+        shared = fork_server and forkable >= MIN_SHARERS
+        self.fork_server = ForkServer(template_environment(base_env or {})) if shared else None
+        """The template built-in servers are forked from (``fork_server: true`` in the config)."""
         self.connections = {
             name: ServerConnection(
                 name,
@@ -33,12 +48,16 @@ class Mesh:
                 base_env=base_env,
                 notifications=notifications,
                 on_notification=on_notification,
+                fork_server=self.fork_server,
             )
             for name, config in servers.items()
         }
         self._tg: TaskGroup | None = None
+        self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> Mesh:
+        if self.fork_server is not None:
+            await self._stack.enter_async_context(self.fork_server)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         for connection in self.connections.values():
@@ -50,7 +69,10 @@ class Mesh:
     ) -> bool | None:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
+        try:
+            return await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            await self._stack.aclose()
 
     def __getitem__(self, name: str) -> ServerConnection:
         return self.connections[name]

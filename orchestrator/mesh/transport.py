@@ -6,16 +6,19 @@ import os
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 from mcp import StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig
+from orchestrator.mesh.forked import forked_stdio
+from orchestrator.mesh.forkserver import ForkRequest, ForkServer, built_in_module
 from orchestrator.mesh.http_reuse import ConnectionKeepingTransport
 
 TransportStreams = tuple[Any, Any]
@@ -28,6 +31,14 @@ def child_environment(config: StdioServerConfig, extra: Mapping[str, str]) -> di
     env = {k: v for k, v in os.environ.items() if k.startswith(PASS_THROUGH_PREFIXES)}
     env.update(extra)
     env.update(config.env)
+    return env
+
+
+def template_environment(base_env: Mapping[str, str]) -> dict[str, str]:
+    """The fork server's own environment: what every child would get before its server's ``env``."""
+    env = get_default_environment()
+    env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_THROUGH_PREFIXES)})
+    env.update(base_env)
     return env
 
 
@@ -56,20 +67,50 @@ async def _watched(inner: Any, closed: anyio.Event) -> AsyncIterator[TransportSt
                 recv.close()
 
 
+@asynccontextmanager
+async def _forked_or_spawned(
+    config: StdioServerConfig, module: str, env: dict[str, str], fork_server: ForkServer
+) -> AsyncIterator[TransportStreams]:
+    """A child of the fork server when it can make one, else the SDK's own spawn."""
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    request = ForkRequest(
+        module, config.args[2:], get_default_environment() | env, config.cwd or str(Path.cwd())
+    )
+    try:
+        process = await fork_server.fork(request, (stdin_read, stdout_write, sys.stderr.fileno()))
+    except BaseException:
+        os.close(stdin_write)
+        os.close(stdout_read)
+        raise
+    finally:
+        os.close(stdin_read)
+        os.close(stdout_write)
+    if process is None:
+        os.close(stdin_write)
+        os.close(stdout_read)
+        params = StdioServerParameters(command=config.command, args=config.args, env=env, cwd=config.cwd)
+        async with stdio_client(params, errlog=sys.stderr) as streams:
+            yield streams
+        return
+    async with forked_stdio(process, stdin_write, stdout_read) as streams:
+        yield streams
+
+
 def open_transport(
     config: StdioServerConfig | HttpServerConfig,
     *,
     closed: anyio.Event,
     base_env: Mapping[str, str],
     http_client: httpx2.AsyncClient | None = None,
+    fork_server: ForkServer | None = None,
 ) -> Any:
     if isinstance(config, StdioServerConfig):
-        params = StdioServerParameters(
-            command=config.command,
-            args=config.args,
-            env=child_environment(config, base_env),
-            cwd=config.cwd,
-        )
+        env = child_environment(config, base_env)
+        module = built_in_module(config) if fork_server is not None else None
+        if fork_server is not None and module is not None:
+            return _watched(_forked_or_spawned(config, module, env, fork_server), closed)
+        params = StdioServerParameters(command=config.command, args=config.args, env=env, cwd=config.cwd)
         return _watched(stdio_client(params, errlog=sys.stderr), closed)
     return _watched(streamable_http_client(config.url, http_client=http_client), closed)
 

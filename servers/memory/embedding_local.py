@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import importlib.util
 import logging
 import os
 import time
@@ -115,8 +116,36 @@ class LocalEmbedder:
     def __repr__(self) -> str:
         return f"<LocalEmbedder {self.model_id} dim={self.dim} threads={self.threads}>"
 
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
     async def start(self) -> None:
+        """Check what a load needs (both files by digest, both packages) without loading anything.
+
+        The pinned digest already proves the graph is the one nexo was tested with, so the server
+        starts with neither ONNX Runtime nor the model resident; the first embedding loads them.
+        """
+        await anyio.to_thread.run_sync(self._check)
+
+    async def load(self) -> None:
+        """Load the model now rather than at the first embedding."""
         await self._loaded()
+
+    def _check(self) -> None:
+        self._files.read(self._model_file())
+        self._files.read(self._tokenizer_file())
+        for package in ("onnxruntime", "tokenizers"):
+            if importlib.util.find_spec(package) is None:
+                raise EmbeddingError(f"the local embedding model needs {package}. Fix: {_INSTALL_FIX}")
+
+    def _model_file(self) -> PinnedFile:
+        if self._model_path is None:
+            return PinnedFile(_default_model_path(), MODEL_SHA256, "embedding model", _REINSTALL_MODEL_FIX)
+        return PinnedFile(self._model_path, MODEL_SHA256, "embedding model", _CONFIGURED_MODEL_FIX)
+
+    def _tokenizer_file(self) -> PinnedFile:
+        return PinnedFile(self._tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer", _TOKENIZER_FIX)
 
     async def aclose(self) -> None:
         # ONNX Runtime frees the session with its last reference; a later embed() loads it again.
@@ -154,25 +183,21 @@ class LocalEmbedder:
         async with self._loading:
             if self._model is None:
                 self._model = await anyio.to_thread.run_sync(self._load)
+                # Building the session copies the model and its graph (about 70 MB) and frees the
+                # copies; without a trim the heap would keep them for as long as the model lives.
+                _return_memory_to_the_system()
             return self._model
 
     def _load(self) -> _Model:
         started = time.perf_counter()
-        if self._model_path is None:
-            model_file = PinnedFile(
-                _default_model_path(), MODEL_SHA256, "embedding model", _REINSTALL_MODEL_FIX
-            )
-        else:
-            model_file = PinnedFile(self._model_path, MODEL_SHA256, "embedding model", _CONFIGURED_MODEL_FIX)
+        model_file = self._model_file()
         model_path = model_file.path
         try:
             import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbeddingError(f"the local embedding model needs {exc.name}. Fix: {_INSTALL_FIX}") from None
-        tokenizer_bytes = self._files.read(
-            PinnedFile(self._tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer", _TOKENIZER_FIX)
-        )
+        tokenizer_bytes = self._files.read(self._tokenizer_file())
         model_bytes = self._files.read(model_file)
         tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
         # The vendored file pads every input to 128 tokens; pad per batch and truncate at our limit.

@@ -104,8 +104,10 @@ async def open_service(
                 release = getattr(active, "release_if_idle", None)
                 idle_s = settings.embedding.idle_unload_s
                 if owned and release is not None and idle_s > 0:
-                    await release(0.0)  # it loaded fine at start; keep nothing resident until needed
                     tg.start_soon(_unload_when_idle, release, idle_s)
+                load = getattr(active, "load", None)
+                if owned and load is not None and idle_s == 0:
+                    await load()  # kept loaded for good: load it before the first request waits for it
                 try:
                     yield service
                 finally:

@@ -18,6 +18,8 @@ import yaml
 
 READY_MARK = "nexo ready"
 REPO = Path(__file__).resolve().parents[2]
+FORK_SERVER = "-m shared.forkserver"
+"""In the command line of the template that built-in servers are forked from."""
 
 
 def nexo_argv(*args: str) -> list[str]:
@@ -198,8 +200,12 @@ def nexo(
 
 
 def child_pids(parent: int, needle: str) -> list[int]:
-    """Processes whose parent is ``parent`` and whose command line contains ``needle`` (Linux /proc)."""
-    found = []
+    """Processes ``parent`` started whose command line contains ``needle`` (Linux /proc).
+
+    Its children, and the children of its fork server (``shared.forkserver``), which forks the
+    built-in servers on its behalf.
+    """
+    table: dict[int, tuple[int, str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -208,10 +214,13 @@ def child_pids(parent: int, needle: str) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and needle in cmdline:
-            found.append(int(entry.name))
-    return found
+        table[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
+    templates = {pid for pid, (ppid, cmdline) in table.items() if ppid == parent and FORK_SERVER in cmdline}
+    return sorted(
+        pid
+        for pid, (ppid, cmdline) in table.items()
+        if (ppid == parent or ppid in templates) and needle in cmdline
+    )
 
 
 def status(config: Path) -> dict[str, Any]:

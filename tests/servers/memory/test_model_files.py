@@ -15,6 +15,7 @@ from servers.memory.embedding_local import TOKENIZER_PATH, LocalEmbedder, _defau
 from servers.memory.embeddings import Embedder, EmbeddingError, EmbeddingSettings, build_embedder
 from servers.memory.model_files import MODEL_SHA256, TOKENIZER_SHA256, PinnedFile, VerifiedReader
 from servers.memory.settings import MemorySettings
+from servers.memory.state import open_service
 
 pytestmark = pytest.mark.anyio
 
@@ -54,6 +55,26 @@ async def test_a_model_file_with_one_byte_changed_is_refused_naming_both_digests
         "not the file nexo was built and tested with (changed, truncated or another model), so it is not "
         f"loaded. {CONFIGURED_FIX}"
     )
+
+
+async def test_start_checks_the_pinned_files_and_loads_the_model_only_at_the_first_embedding() -> None:
+    embedder = LocalEmbedder()
+    await embedder.start()
+    idle = embedder.loaded
+    vectors = await embedder.embed(["Ana's birthday is in May"])
+    assert (idle, embedder.loaded, vectors.shape) == (False, True, (1, 384))
+    assert await embedder.release_if_idle(0.0)
+    assert not embedder.loaded
+
+
+@pytest.mark.parametrize(("idle_unload_s", "loaded"), [(600.0, False), (0.0, True)])
+async def test_the_server_loads_the_model_at_start_only_when_told_to_keep_it_loaded(
+    tmp_path: Path, idle_unload_s: float, loaded: bool
+) -> None:
+    settings = MemorySettings(state_dir=tmp_path, embedding=EmbeddingSettings(idle_unload_s=idle_unload_s))
+    async with open_service(settings) as service:
+        assert isinstance(service.embedder, LocalEmbedder)
+        assert service.embedder.loaded is loaded
 
 
 async def test_a_missing_configured_model_names_the_file_and_the_setting(tmp_path: Path) -> None:

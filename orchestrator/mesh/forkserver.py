@@ -1,0 +1,275 @@
+"""The orchestrator's side of the fork server (``shared/forkserver.py``): start it, ask it for children.
+
+Built-in stdio servers (``python -m servers.X`` with this very interpreter) are forked from one
+template process that has already imported what they share, so their modules' pages are shared
+and a restart skips the imports. Any other command is spawned as before. When the template cannot
+start or goes away, every later start is a plain spawn and the log says so once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import Process, TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from orchestrator.mesh.config import StdioServerConfig
+
+logger = logging.getLogger("nexo.mesh")
+
+BUILT_IN_PACKAGES = ("servers", "channel_servers")
+TITLE_ROOM = 400
+"""Spaces in the template's command line, overwritten by each child with its own command line."""
+READY_TIMEOUT_S = 60.0
+"""The template imports mcp and friends once; a loaded CI machine can take a while."""
+REPLY_TIMEOUT_S = 10.0
+EXIT_WAIT_S = 2.0
+MAX_MESSAGE = 1 << 16
+
+
+def built_in_module(config: StdioServerConfig) -> str | None:
+    """The module of ``python -m servers.X`` run by this interpreter; None for any other command."""
+    # absolute(), not resolve(): a virtualenv's python is a symlink to an interpreter without its packages.
+    if Path(config.command).absolute() != Path(sys.executable).absolute():
+        return None
+    if len(config.args) < 2 or config.args[0] != "-m":
+        return None
+    module = config.args[1]
+    return module if module.partition(".")[0] in BUILT_IN_PACKAGES else None
+
+
+@dataclass(frozen=True, slots=True)
+class ForkRequest:
+    module: str
+    args: list[str]
+    env: dict[str, str]
+    cwd: str
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "module": self.module,
+            "args": self.args,
+            "env": self.env,
+            "cwd": self.cwd,
+            "title": [sys.executable, "-m", self.module, *self.args],
+        }
+
+
+class ForkedProcess:
+    """A child of the template: signalled through its pidfd, its exit seen on the pidfd."""
+
+    def __init__(self, pid: int, pidfd: int) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.returncode: int | None = None
+        """Set when the template reports the exit (None if the template went away first)."""
+        self.reported = anyio.Event()
+        """Set with ``returncode``."""
+
+    def alive(self) -> bool:
+        poller = select.poll()
+        poller.register(self.pidfd, select.POLLIN)
+        return not poller.poll(0)
+
+    async def wait(self, timeout: float) -> bool:
+        """Whether the process ended within ``timeout``."""
+        with anyio.move_on_after(timeout):
+            await anyio.wait_readable(self.pidfd)
+        return not self.alive()
+
+    def kill_group(self, signum: signal.Signals) -> None:
+        """Signal the child's whole session (it leads its own process group, as a spawn would)."""
+        if not self.alive():
+            return
+        try:
+            os.killpg(self.pid, signum)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            signal.pidfd_send_signal(self.pidfd, signum)
+
+    def close(self) -> None:
+        os.close(self.pidfd)
+
+
+class ForkServer:
+    """One template process per mesh, started at the first fork request."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = dict(env)
+        self._lock = anyio.Lock()
+        self._tg: TaskGroup | None = None
+        self._process: Process | None = None
+        self._control: socket.socket | None = None
+        self._replies: MemoryObjectReceiveStream[dict[str, Any] | ForkedProcess] | None = None
+        self._children: dict[int, ForkedProcess] = {}
+        self._unusable: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def __aenter__(self) -> ForkServer:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._tg is not None
+        with anyio.CancelScope(shield=True):
+            await self._stop_template()
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def fork(self, request: ForkRequest, fds: tuple[int, int, int]) -> ForkedProcess | None:
+        """A child running ``request`` on ``fds`` (stdin, stdout, stderr), or None: spawn it instead."""
+        if _interpreter_settings(request.env) != _interpreter_settings(self._env):
+            # PYTHON* variables act when an interpreter starts; a fork would silently ignore them.
+            logger.info("fork server: %s sets PYTHON* variables of its own; spawning it", request.module)
+            return None
+        async with self._lock:
+            if self._control is None and self._unusable is None:
+                await self._start()
+            if self._control is None or self._replies is None:
+                return None
+            try:
+                # Shielded: a reply left unread would be taken as the answer to the next request.
+                with anyio.CancelScope(shield=True), anyio.fail_after(REPLY_TIMEOUT_S):
+                    await _send(self._control, request.message(), list(fds))
+                    reply = await self._replies.receive()
+            except (OSError, TimeoutError, anyio.EndOfStream) as exc:
+                self._give_up(f"it did not answer a fork request ({type(exc).__name__})")
+                return None
+            if isinstance(reply, ForkedProcess):
+                return reply
+            logger.warning("fork server: could not fork %s: %s; spawning it", request.module, reply)
+            return None
+
+    async def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._process = await anyio.open_process(
+                [sys.executable, "-m", "shared.forkserver", str(theirs.fileno()), " " * TITLE_ROOM],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=None,
+                env=self._env,
+                start_new_session=True,
+                pass_fds=[theirs.fileno()],
+            )
+        except OSError as exc:
+            ours.close()
+            self._give_up(f"it could not start ({exc})")
+            return
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        send, receive = anyio.create_memory_object_stream[dict[str, Any] | ForkedProcess](math.inf)
+        assert self._tg is not None
+        self._tg.start_soon(self._read, ours, send)
+        first: object = {"failed": f"no ready message within {READY_TIMEOUT_S:g}s"}
+        try:
+            with anyio.move_on_after(READY_TIMEOUT_S):
+                first = await receive.receive()
+        except anyio.EndOfStream:
+            first = {"failed": "it exited"}
+        finally:
+            ready = isinstance(first, dict) and "ready" in first
+            if not ready:
+                anyio.notify_closing(ours)
+                ours.close()
+                receive.close()
+                if self._process.returncode is None:
+                    self._process.kill()
+        if not ready:
+            reason = first.get("failed", first) if isinstance(first, dict) else first
+            self._give_up(f"it did not start: {reason}")
+            return
+        self._control, self._replies = ours, receive
+        logger.info("fork server %s ready", self._process.pid, extra={"server": "fork-server"})
+
+    async def _read(self, control: socket.socket, replies: MemoryObjectSendStream[Any]) -> None:
+        with control:
+            async with replies:
+                await self._dispatch(control, replies)
+
+    async def _dispatch(self, control: socket.socket, replies: MemoryObjectSendStream[Any]) -> None:
+        while True:
+            try:
+                await anyio.wait_readable(control)
+                data, fds, _flags, _address = socket.recv_fds(control, MAX_MESSAGE, 1)
+            except BlockingIOError:
+                continue
+            except (OSError, anyio.ClosedResourceError):
+                data, fds = b"", []
+            if not data:
+                if self._control is not None:
+                    self._control = None
+                    self._give_up("it exited")
+                return
+            message = json.loads(data)
+            if "exited" in message:
+                child = self._children.pop(message["exited"], None)
+                if child is not None:
+                    child.returncode = message["returncode"]
+                    child.reported.set()
+            elif "forked" in message and fds:
+                os.set_inheritable(fds[0], False)
+                child = ForkedProcess(message["forked"], fds[0])
+                self._children[child.pid] = child
+                await replies.send(child)
+            else:
+                for fd in fds:
+                    os.close(fd)
+                await replies.send(message.get("error", message))
+
+    def _give_up(self, why: str) -> None:
+        if self._unusable is None:
+            self._unusable = why
+            logger.warning(
+                "fork server: %s; built-in servers are started as their own commands from now on",
+                why,
+                extra={"server": "fork-server"},
+            )
+
+    async def _stop_template(self) -> None:
+        if self._replies is not None:
+            self._replies.close()
+        control, self._control = self._control, None
+        if control is not None:
+            anyio.notify_closing(control)
+            control.close()
+        process = self._process
+        if process is None:
+            return
+        with anyio.move_on_after(EXIT_WAIT_S):
+            await process.wait()
+            return
+        process.kill()
+        with anyio.move_on_after(EXIT_WAIT_S):
+            await process.wait()
+
+
+def _interpreter_settings(env: Mapping[str, str]) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key.startswith("PYTHON")}
+
+
+async def _send(control: socket.socket, message: dict[str, Any], fds: list[int]) -> None:
+    await anyio.wait_writable(control)
+    socket.send_fds(control, [json.dumps(message).encode()], fds)
