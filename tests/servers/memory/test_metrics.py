@@ -3,14 +3,18 @@ through ``nexo/memory/metrics`` as the orchestrator's /metrics and `nexo memory 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+import anyio
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from prometheus_client.parser import text_string_to_metric_families
 
 from orchestrator.cli.memory_figures import figures
-from orchestrator.metrics import memory_server_metrics
+from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics
 from servers.memory.embeddings import Embedder
 from servers.memory.settings import MemorySettings
 from shared.protocol.memory import (
@@ -67,3 +71,26 @@ async def test_recalls_memories_and_imports_are_measured(
     assert (summary["import"]["records"], summary["recall"]["hybrid"]["count"]) == (after.imported, 2)
     assert after.lines()[0].startswith("recalls       hybrid 2 (mean ")
     assert after.lines()[1].startswith("imported      3 records since start at ")
+
+
+async def test_the_orchestrators_metrics_endpoint_appends_what_the_memory_server_exports(
+    settings: MemorySettings, embedder: Embedder
+) -> None:
+    async with connect(settings, embedder) as client:
+        await call(client, "memory_recall", {"query": "tea", "mode": "keyword"})
+
+        async def collect() -> str:
+            return await memory_server_metrics({"memory": Connected(client)})  # type: ignore[dict-item]
+
+        ours = Metrics()
+        ours.extractions.labels("nexo", "stored").inc()
+        async with anyio.create_task_group() as tg:
+            host, port = await tg.start(
+                partial(serve_metrics, collect=collect), ours, "127.0.0.1", 0, lambda: None
+            )
+            async with httpx2.AsyncClient() as http:
+                scraped = (await http.get(f"http://{host}:{port}/metrics", timeout=10)).text
+            tg.cancel_scope.cancel()
+    families = {family.name: family for family in text_string_to_metric_families(scraped)}
+    assert {"nexo_memory_extractions", "nexo_memory_recall_seconds", "nexo_memory_memories"} <= set(families)
+    assert figures(scraped).recalls["keyword"].count == 1
