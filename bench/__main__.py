@@ -14,6 +14,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 import anyio
 
@@ -24,6 +25,8 @@ from bench import (
     guard_corpus,
     idle_day,
     memory,
+    memory_import,
+    memory_index,
     memory_recall,
     one_shot,
     recall_quality,
@@ -51,10 +54,19 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "guard_corpus": (guard_corpus.measure, "secret guard corpus"),
     "audit_append": (audit_append.measure, "audit append"),
     "memory_recall": (memory_recall.measure, "memory recall"),
+    "memory_index": (memory_index.measure, "memory vector index (synthetic)"),
+    "memory_import": (memory_import.measure, "memory import"),
     "recall_quality": (recall_quality.measure, "memory recall quality"),
     "cron": (cron.measure, "cron fires"),
     "idle_day": (idle_day.measure, "idle day of autonomy"),
 }
+
+
+SIZED: dict[str, Callable[..., list[Result]]] = {
+    "memory_recall": memory_recall.measure,
+    "memory_import": memory_import.measure,
+}
+"""Measurements that take ``--size``."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
     parser.add_argument(
         "--only", action="append", choices=sorted(MEASUREMENTS), help="run only this measurement (repeatable)"
+    )
+    parser.add_argument(
+        "--size",
+        type=int,
+        help=f"memories for memory_recall and memory_import (default {memory_recall.DEFAULT_SIZE} and "
+        f"{memory_import.DEFAULT_RECORDS}; also ${memory_recall.SIZE_ENV})",
     )
     return parser
 
@@ -75,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     for name in chosen:
         measure, label = MEASUREMENTS[name]
+        if name in SIZED and args.size is not None:
+            measure = partial(SIZED[name], size=args.size)
         begun = time.perf_counter()
         try:
             results.extend(measure(args.quick))

@@ -1,158 +1,253 @@
-"""Vector search of the memory server at 10k, 100k and 1M memories of one agent: latency and recall@10.
+"""`memory_recall` as a client uses it: the real memory server over stdio, the official MCP SDK
+client, real text, every mode.
 
-Each query is timed through `VectorIndex.search` (sign-bit prefilter in memory, exact rerank from
-SQLite) on a database as the memory server opens it (sqlite-vec loaded, synchronous=FULL).
-Baseline: `search(exact=True)` on the same queries, i.e. brute force over every float32 vector of
-the agent inside SQLite (sqlite-vec's vec_distance_cosine). Recall@10 is the share of the exact top
-10 that the fast search returns, averaged over the queries.
+The store holds N real sentences of this machine (bench/text_corpus.py: manual pages,
+/usr/share/doc, Python docstrings) of one agent, with creation times spread over a year, access
+counts and importances drawn from a fixed seed, so it looks like a store that has lived. Their
+embeddings are computed once with the local model and cached on disk (chunk by chunk; the first
+100k build takes a while, later runs reuse it), then inserted directly through the server's own
+store, and the database is cached too; each run works on a copy.
 
-The corpus is synthetic (see bench/memory_dataset.py for how it resembles MiniLM embeddings) and
-cached under ~/.cache/nexo-bench/; the first run at 1M spends about a minute building it.
+Each query (held out: built at bench time from the corpus, never from the tuning data) is sent
+as a `memory_recall` tool call (limit 10) in each mode, hybrid, keyword and vector. Reported:
+latency p50/p95/p99 per mode beside the round trip of `tools/list` on the same connection (the
+transport's floor: the 2026-07-28 protocol has no ping), how often the target sentence comes
+first (top-1) and within the ten (top-10) per mode and query kind, the server's PSS idle and
+after the queries, and hybrid recall again after one consolidation pass.
 
-``python -m bench.memory_recall [--quick] [--sizes 10000,100000,1000000]``
+Size: 100k by default (10k with --quick); `python -m bench --only memory_recall --size 1000000`
+or NEXO_BENCH_MEMORY_SIZE=1000000 for a million (the machine may not hold that much text: the row
+names say how many sentences there really were).
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
-import sys
+import hashlib
+import os
+import random
+import shutil
+import tempfile
 import time
-from dataclasses import dataclass
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
+from mcp import Client
 
-from bench.memory_dataset import AGENT, DIM, cached_database, queries_near
-from bench.stats import Result, table
+from bench.memory_dataset import cache_dir
+from bench.memory_server import AGENT, cached_corpus, cached_embeddings, digest, memory_server, pss_mb
+from bench.stats import Result, percentile
 from bench.support import describe, progress
-from servers.memory.vectors import VECTOR_MIGRATIONS, VectorIndex
-from shared.db import Database
+from bench.text_corpus import Query, queries
+from servers.memory.embedding_local import LocalEmbedder
+from servers.memory.models import NewMemory
+from servers.memory.settings import MemorySettings
+from servers.memory.state import MIGRATIONS, open_service
+from shared.protocol.memory import ConsolidateParams, ConsolidateRequest, ConsolidateResult, tool_meta
 
-K = 10
-FULL_SIZES = (10_000, 100_000, 1_000_000)
-QUICK_SIZES = (10_000, 100_000)
-TARGET_MS = {100_000: 20.0, 1_000_000: 100.0}
-"""p50 targets of the fast search; 10k has none (it is far below both)."""
-WARMUP = 5
+DEFAULT_SIZE = 100_000
+QUICK_SIZE = 10_000
+SIZE_ENV = "NEXO_BENCH_MEMORY_SIZE"
+MODES = ("hybrid", "keyword", "vector")
+LIMIT = 10
+SEED = 7
+INSERT_CHUNK = 5_000
+YEAR_S = 365 * 86_400.0
+DB_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    queries: int
-    exact_queries: int
-    """Queries also timed with exact search (the baseline, and the truth for recall)."""
-
-
-def plan(n: int, quick: bool) -> Plan:
-    if n >= 1_000_000:
-        return Plan(queries=100 if quick else 300, exact_queries=20 if quick else 50)
-    if n >= 100_000:
-        return Plan(queries=100 if quick else 300, exact_queries=50 if quick else 150)
-    return Plan(queries=100 if quick else 300, exact_queries=100 if quick else 300)
+def size_from(size: int | None, quick: bool) -> int:
+    if size is not None:
+        return size
+    configured = os.environ.get(SIZE_ENV, "").replace("_", "")
+    if configured:
+        if not configured.isdigit() or int(configured) < 100:
+            raise ValueError(f"{SIZE_ENV}={configured!r}: expected a whole number of memories, at least 100")
+        return int(configured)
+    return QUICK_SIZE if quick else DEFAULT_SIZE
 
 
 def label(n: int) -> str:
-    return f"{n // 1_000_000}M" if n >= 1_000_000 and n % 1_000_000 == 0 else f"{n // 1000}k"
+    return f"{n / 1_000_000:g}M" if n >= 1_000_000 else f"{n / 1000:g}k"
 
 
-async def _timed_search(index: VectorIndex, query: np.ndarray, exact: bool) -> tuple[float, list[int]]:
+def _database_cache(n: int, text_digest: str) -> Path:
+    schema = hashlib.sha256("+".join(m.name for m in MIGRATIONS).encode()).hexdigest()[:8]
+    return cache_dir() / f"memory-recall-text-v{DB_VERSION}-{text_digest}-{schema}-n{n}.sqlite3"
+
+
+async def _build_database(path: Path, sentences: list[str], vectors: np.ndarray) -> None:
+    """Direct insertion of precomputed embeddings through the server's own store (no model call)."""
+    rng = random.Random(SEED)
+    now = time.time()
+    work = Path(tempfile.mkdtemp(prefix="nexo-bench-build-"))
+    try:
+        settings = MemorySettings(state_dir=work)
+        async with open_service(settings, embedder=LocalEmbedder()) as service:
+            for start in range(0, len(sentences), INSERT_CHUNK):
+                progress(f"memory recall: inserting {start}-{min(start + INSERT_CHUNK, len(sentences))}")
+                batch = []
+                for index in range(start, min(start + INSERT_CHUNK, len(sentences))):
+                    created = now - rng.uniform(0, YEAR_S)
+                    memory = NewMemory(
+                        agent=AGENT,
+                        content=sentences[index],
+                        tags=(),
+                        kind="note",
+                        provenance="owner",
+                        importance=round(rng.uniform(0.1, 1.0), 2),
+                        created_at=created,
+                        last_accessed_at=created + rng.uniform(0, now - created),
+                        access_count=min(20, int(rng.expovariate(0.7))),
+                    )
+                    batch.append((memory, vectors[index]))
+                await service.store.add_many(batch)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(settings.database, path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").replace(path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _ids(result: Any) -> list[int]:
+    content = result.structured_content or {}
+    return [int(m["id"]) for m in content.get("memories", [])]
+
+
+async def _recall(client: Client, query: str, mode: str) -> tuple[float, list[int]]:
     started = time.perf_counter()
-    hits = await index.search(AGENT, query, K, exact=exact)
-    return (time.perf_counter() - started) * 1000, [memory_id for memory_id, _ in hits]
+    result = await client.call_tool(
+        "memory_recall", {"query": query, "mode": mode, "limit": LIMIT}, meta=tool_meta(AGENT, "owner")
+    )
+    elapsed = (time.perf_counter() - started) * 1000
+    if result.is_error:
+        raise RuntimeError(f"memory_recall failed in mode {mode}: {result.content}")
+    return elapsed, _ids(result)
+
+
+def _quality(hits: dict[str, list[int | None]]) -> tuple[float, float, str]:
+    """(top-1 %, top-10 %, per-kind top-10 text) from each query kind's target ranks."""
+    ranks = [rank for kind in hits.values() for rank in kind]
+    top1 = 100 * sum(1 for r in ranks if r == 0) / len(ranks)
+    top10 = 100 * sum(1 for r in ranks if r is not None) / len(ranks)
+    kinds = ", ".join(
+        f"{kind} {100 * sum(1 for r in found if r is not None) / len(found):.0f}%"
+        for kind, found in hits.items()
+    )
+    return top1, top10, kinds
+
+
+async def _run_queries(
+    client: Client, asked: list[Query], ids: list[int], mode: str
+) -> tuple[list[float], dict[str, list[int | None]]]:
+    latencies: list[float] = []
+    hits: dict[str, list[int | None]] = defaultdict(list)
+    for query in asked:
+        elapsed, found = await _recall(client, query.text, mode)
+        latencies.append(elapsed)
+        target = ids[query.target]
+        hits[query.kind].append(found.index(target) if target in found else None)
+    return latencies, hits
 
 
 async def measure_size(n: int, quick: bool) -> list[Result]:
-    size = label(n)
-    search = Result(
-        f"memory vector search, {size} synthetic (k={K})",
-        "ms",
-        "exact search (brute force over the agent's float32 vectors in SQLite)",
-        target=TARGET_MS.get(n),
-    )
-    recall = Result(f"memory vector recall@{K} vs exact, {size} synthetic (mean)", "", "exact search (1.0)")
-    load = Result(
-        f"memory vector index load, {size} synthetic", "ms", "none (a one-off cost when the server starts)"
-    )
-    rows = [search, recall, load]
-    try:
-        path = await cached_database(n)
-    except Exception as exc:  # noqa: BLE001 -- reported in the table instead of aborting the run
-        for row in rows:
-            row.errors.append(f"building the corpus failed: {describe(exc)}")
-        return rows
-    steps = plan(n, quick)
-    async with Database.open(path, VECTOR_MIGRATIONS, load_vec=True) as db:
-        index = VectorIndex(db, DIM)
-        started = time.perf_counter()
-        await index.load()
-        load.samples = [(time.perf_counter() - started) * 1000]
-        rng = np.random.default_rng(n)
-        sources = rng.choice(np.arange(1, n + 1), steps.queries, replace=False)
-        stored = await db.fetchall(
-            "SELECT embedding FROM memory_vectors WHERE memory_id IN (SELECT value FROM json_each(?)) "
-            "ORDER BY memory_id",
-            (str(sorted(int(i) for i in sources)),),
-        )
-        vectors = np.stack([np.frombuffer(blob, dtype=np.float32) for (blob,) in stored])
-        queries = queries_near(vectors, seed=n)
-        progress(f"memory recall: {size}: {steps.queries} searches (after {WARMUP} warm-up)")
-        for query in queries[:WARMUP]:
-            await _timed_search(index, query, exact=False)
-        found: list[list[int]] = []
-        for query in queries:
-            elapsed, ids = await _timed_search(index, query, exact=False)
-            search.samples.append(elapsed)
-            found.append(ids)
-        progress(f"memory recall: {size}: {steps.exact_queries} exact searches (baseline and truth)")
-        shares = []
-        for query, ids in zip(queries[: steps.exact_queries], found, strict=False):
-            elapsed, truth = await _timed_search(index, query, exact=True)
-            search.baseline.append(elapsed)
-            shares.append(len(set(ids) & set(truth)) / len(truth))
-        recall.samples = [float(np.mean(shares))]
-        recall.baseline = [1.0]
+    corpus = cached_corpus(n)
+    size = f"{label(len(corpus.sentences))} real sentences"
+    if len(corpus.sentences) < n:
+        progress(f"memory recall: this machine has only {len(corpus.sentences)} sentences, not {n}")
+    vectors = await cached_embeddings(corpus.sentences)
+    cached = _database_cache(len(corpus.sentences), digest(corpus.sentences))
+    if not cached.exists():
+        await _build_database(cached, corpus.sentences, vectors)
+    asked = queries(corpus, per_kind=50 if quick else 150, seed=SEED)
+    rows: list[Result] = []
+    floor = Result(f"MCP tools/list round trip, stdio, {size}", "ms", "none (the transport's floor)")
+    rows.append(floor)
+    with tempfile.TemporaryDirectory(prefix="nexo-bench-recall-") as state:
+        database = MemorySettings(state_dir=Path(state)).database
+        database.parent.mkdir(parents=True)
+        shutil.copyfile(cached, database)
+        async with memory_server(Path(state)) as (client, pid):
+            for _ in range(20):
+                started = time.perf_counter()
+                await client.list_tools()
+                floor.samples.append((time.perf_counter() - started) * 1000)
+            # Ids follow insertion order: sentence i is memory i + 1.
+            ids = list(range(1, len(corpus.sentences) + 1))
+            await _recall(client, "warm up the model and the index", "hybrid")
+            idle = pss_mb(pid)
+            for mode in MODES:
+                progress(f"memory recall: {size}: {len(asked)} {mode} recalls")
+                latencies, hits = await _run_queries(client, asked, ids, mode)
+                top1, top10, kinds = _quality(hits)
+                rows.append(
+                    Result(
+                        f"memory_recall {mode} via MCP stdio, {size} "
+                        f"(p95 {percentile(latencies, 0.95):.1f} ms)",
+                        "ms",
+                        "tools/list round trip on the same connection",
+                        samples=latencies,
+                        baseline=list(floor.samples),
+                    )
+                )
+                rows.append(Result(f"memory_recall {mode} target top-1, {size}", "%", "-", samples=[top1]))
+                rows.append(
+                    Result(f"memory_recall {mode} target top-10 ({kinds}), {size}", "%", "-", samples=[top10])
+                )
+            after = pss_mb(pid)
+            rows.append(
+                Result(
+                    f"memory server PSS after {len(asked) * len(MODES)} recalls, {size}",
+                    "MB",
+                    "the same server idle after start and one recall",
+                    samples=[after] if after is not None else [],
+                    baseline=[idle] if idle is not None else [],
+                )
+            )
+            progress(f"memory recall: {size}: one consolidation pass")
+            consolidated = await client.session.send_request(
+                ConsolidateRequest(params=ConsolidateParams(agent=AGENT)), ConsolidateResult
+            )
+            latencies, hits = await _run_queries(client, asked, ids, "hybrid")
+            top1, top10, kinds = _quality(hits)
+            rows.append(
+                Result(
+                    f"memory_recall hybrid after consolidation "
+                    f"({len(consolidated.archived)} archived), {size}",
+                    "ms",
+                    "tools/list round trip on the same connection",
+                    samples=latencies,
+                    baseline=list(floor.samples),
+                )
+            )
+            rows.append(
+                Result(
+                    f"memory_recall hybrid target top-10 after consolidation ({kinds}), {size}",
+                    "%",
+                    "-",
+                    samples=[top10],
+                )
+            )
+    for row in rows:
+        if not row.samples:
+            row.errors.append("not measured (the server's /proc entry was not found)")
     return rows
 
 
-def sizes_for(quick: bool) -> tuple[int, ...]:
-    return QUICK_SIZES if quick else FULL_SIZES
-
-
-def measure(quick: bool, sizes: tuple[int, ...] | None = None) -> list[Result]:
-    """Latency and recall rows for each corpus size (10k and 100k when quick, and 1M otherwise)."""
-    results: list[Result] = []
-    for n in sizes or sizes_for(quick):
-        results.extend(anyio.run(measure_size, n, quick))
-    return results
-
-
-def _sizes(text: str) -> tuple[int, ...]:
+def measure(quick: bool, size: int | None = None) -> list[Result]:
     try:
-        sizes = tuple(int(part.replace("_", "")) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected sizes such as 10000,100000, got {text!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive sizes such as 10000,100000, got {text!r}")
-    return sizes
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.memory_recall", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="10k and 100k only, fewer queries")
-    parser.add_argument(
-        "--sizes", type=_sizes, help="comma-separated corpus sizes, e.g. 10000,100000,1000000"
-    )
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="bench: log %(name)s: %(message)s", stream=sys.stderr)
-    results = measure(args.quick, args.sizes)
-    print(
-        "data: synthetic unit vectors shaped like all-MiniLM-L6-v2 embeddings (384 dims, one agent); "
-        "see bench/memory_dataset.py"
-    )
-    print(table(results))
-    return 1 if any(r.errors for r in results) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        n = size_from(size, quick)
+    except ValueError as exc:
+        failed = Result("memory_recall via MCP", "-", "-")
+        failed.errors.append(str(exc))
+        return [failed]
+    source = "--size" if size else SIZE_ENV if os.environ.get(SIZE_ENV) else "the default"
+    progress(f"memory recall: size {n} (from {source})")
+    try:
+        return anyio.run(measure_size, n, quick)
+    except Exception as exc:  # noqa: BLE001 -- reported in the table instead of aborting the run
+        failed = Result(f"memory_recall via MCP, {label(n)}", "-", "-")
+        failed.errors.append(f"the measurement failed: {describe(exc)}")
+        return [failed]

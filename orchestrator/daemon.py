@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -25,7 +26,7 @@ from orchestrator.intake.seen import SeenPushes, seen_path
 from orchestrator.llm import Provider, build_provider
 from orchestrator.lock import InstanceLock
 from orchestrator.mesh import Mesh
-from orchestrator.metrics import Metrics, serve_metrics, server_gauges
+from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
 from orchestrator.proactive.runtime import Autonomy
 from orchestrator.storage import StorageWatch
@@ -197,6 +198,11 @@ class Orchestrator:
             m.approvals_pending.labels(intake.agent.id).set(len(intake.broker.open_requests))
         return m
 
+    async def _memory_metrics(self) -> str:
+        """What the agents' memory servers export, appended to the orchestrator's /metrics."""
+        names = {agent.memory.server for agent in self.config.agents}
+        return await memory_server_metrics({n: c for n, c in self.mesh.connections.items() if n in names})
+
     async def command(self, request: dict[str, Any]) -> dict[str, Any]:
         """Operator commands over the control socket: submit and cancel goals."""
         op = request.get("op")
@@ -276,7 +282,11 @@ class Orchestrator:
                     options = self.config.metrics
                     try:
                         self.metrics_address = await tg.start(
-                            serve_metrics, self.metrics, options.host, options.port, self._refreshed
+                            partial(serve_metrics, collect=self._memory_metrics),
+                            self.metrics,
+                            options.host,
+                            options.port,
+                            self._refreshed,
                         )
                         logger.info("metrics at http://%s:%d/metrics", *self.metrics_address)
                     except OSError as exc:

@@ -7,14 +7,20 @@ tools from the catalog, outcome words), never message content or goal ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from orchestrator.llm import Usage
+
+if TYPE_CHECKING:
+    from orchestrator.mesh import ServerConnection
+
+logger = logging.getLogger("nexo.metrics")
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -74,6 +80,12 @@ class Metrics:
             ["server", "reason"],
             registry=r,
         )
+        self.extractions = Counter(
+            "nexo_memory_extractions",
+            "Memories proposed by post-turn extraction, by outcome (stored, refused).",
+            ["agent", "outcome"],
+            registry=r,
+        )
         self.live_goals = Gauge("nexo_goals_live", "Goals in flight in this process.", ["kind"], registry=r)
         self.audit_queue = Gauge("nexo_audit_queue_depth", "Ledger entries waiting to be sent.", registry=r)
         self.audit_dropped = Gauge(
@@ -128,9 +140,11 @@ async def serve_metrics(
     port: int,
     refresh: Any,
     *,
+    collect: Callable[[], Awaitable[str]] | None = None,
     task_status: anyio.abc.TaskStatus[tuple[str, int]] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """``GET /metrics`` in the Prometheus text format until cancelled; ``refresh()`` updates gauges."""
+    """``GET /metrics`` in the Prometheus text format until cancelled; ``refresh()`` updates gauges,
+    ``collect()`` gives the metrics servers export through their control plane, appended after ours."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -141,7 +155,8 @@ async def serve_metrics(
 
     async def scrape(_: Request) -> Response:
         refresh()
-        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+        served = metrics.render() + (await collect()).encode() if collect is not None else metrics.render()
+        return Response(served, media_type=CONTENT_TYPE_LATEST)
 
     app = Starlette(routes=[Route("/metrics", scrape, methods=["GET"])])
     async with serve_asgi(app, listen(host, port)) as bound:
@@ -153,3 +168,29 @@ def server_gauges(metrics: Metrics, snapshots: Mapping[str, tuple[bool, int]]) -
     for name, (up, restarts) in snapshots.items():
         metrics.server_up.labels(name).set(1 if up else 0)
         metrics.server_restarts.labels(name).set(restarts)
+
+
+async def memory_server_metrics(connections: Mapping[str, ServerConnection], timeout_s: float = 2.0) -> str:
+    """The metrics each connected memory server exports (``nexo/memory/metrics``), concatenated.
+
+    A server that is down or does not answer in time is left out of this scrape (its
+    ``nexo_server_up`` says why), so one slow server never stalls the orchestrator's own figures.
+    """
+    from mcp import MCPError
+
+    from orchestrator.mesh import ServerUnavailable
+    from shared.protocol.memory import MetricsParams, MetricsRequest, MetricsResult
+
+    parts: list[str] = []
+    for name, connection in connections.items():
+        if connection.client is None:
+            continue
+        try:
+            result = await connection.request(
+                MetricsRequest(params=MetricsParams()), MetricsResult, timeout=timeout_s
+            )
+        except (MCPError, ServerUnavailable) as exc:
+            logger.debug("metrics of server %s not collected: %s", name, exc)
+            continue
+        parts.append(result.text)
+    return "".join(parts)

@@ -355,9 +355,14 @@ async def _rollback(server: _Server, args: argparse.Namespace, config: Any) -> i
 
 
 async def _stats(server: _Server, args: argparse.Namespace, config: Any) -> int:
+    from orchestrator.cli.memory_figures import figures
+
     result = await server.call(wire.StatsRequest(params=wire.StatsParams()), wire.StatsResult)
+    measured = figures(
+        (await server.call(wire.MetricsRequest(params=wire.MetricsParams()), wire.MetricsResult)).text
+    )
     if args.json:
-        print_json(result.model_dump(mode="json", exclude={"meta"}))
+        print_json({**result.model_dump(mode="json", exclude={"meta"}), "metrics": measured.as_json()})
         return EXIT_OK
     embedder = result.embedder
     groups = {"per agent": result.by_agent, "per kind": result.by_kind, "per source": result.by_provenance}
@@ -368,6 +373,7 @@ async def _stats(server: _Server, args: argparse.Namespace, config: Any) -> int:
     print(f"vectors       {result.vectors}")
     print(f"database      {result.db_bytes / 1_048_576:.1f} MiB")
     print(f"embedder      {embedder.model_id} ({embedder.dim} dims)")
+    print("\n".join(measured.lines()))
     if not embedder.reindex_needed:
         return EXIT_OK
     print(f"              the index holds {embedder.recorded_model_id} vectors: run `nexo memory reindex`")

@@ -103,7 +103,7 @@ class Intake:
             screen=self.secret_guard.arguments,
         )
         memory = mesh.get(agent.memory.server)
-        self.sessions = SessionHistory(agent.id, agent.history_turns, memory)
+        self.sessions = SessionHistory(agent.id, agent.history_turns, memory, sink=self.sink)
         self.local = LocalTools(channel_tools(self))
         workspace = workspace_root(config)
         self.gate = PolicyGate(
@@ -438,6 +438,8 @@ class Intake:
                 params.content,
                 text,
                 result,
+                observer=LedgerObserver(self.sink, self.goals, goal, source, self.metrics),
+                metrics=self.metrics,
             )
 
     async def _run(

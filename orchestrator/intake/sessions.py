@@ -12,9 +12,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from orchestrator.goals.sink import AuditSink
 from orchestrator.llm import AssistantMessage, Message, UserMessage
 from orchestrator.mesh import ServerConnection
+from shared.protocol.audit import EntryDraft, MemoryPromotionBody
 from shared.protocol.memory import (
+    Promotion,
     SessionAppendParams,
     SessionAppendRequest,
     SessionAppendResult,
@@ -51,12 +54,24 @@ class _Conversation:
 
 
 class SessionHistory:
-    """History per session key, kept to ``limit`` messages; durable when ``memory`` is given."""
+    """History per session key, kept to ``limit`` messages; durable when ``memory`` is given.
 
-    def __init__(self, agent: str, limit: int, memory: ServerConnection | None = None) -> None:
+    A transcript write can trigger the memory server's consolidation; each memory it promotes to
+    MEMORY.md is recorded in the ledger (``sink``) as a ``memory_promotion`` entry.
+    """
+
+    def __init__(
+        self,
+        agent: str,
+        limit: int,
+        memory: ServerConnection | None = None,
+        *,
+        sink: AuditSink | None = None,
+    ) -> None:
         self.agent = agent
         self.limit = limit
         self.memory = memory
+        self.sink = sink
         self._conversations: dict[str, _Conversation] = {}
 
     def _get(self, key: str) -> _Conversation:
@@ -113,7 +128,7 @@ class SessionHistory:
             ),
         ]
         try:
-            await self.memory.request(
+            appended = await self.memory.request(
                 SessionAppendRequest(
                     params=SessionAppendParams(
                         agent=self.agent, session_id=conversation.session_id, entries=entries
@@ -124,3 +139,16 @@ class SessionHistory:
             )
         except Exception as exc:  # noqa: BLE001 -- the reply went out; losing context is the lesser harm
             logger.warning("session %s: transcript not stored: %s", key, exc)
+            return
+        if appended.promotions and self.sink is not None:
+            self._record_promotions(self.sink, self.memory.name, appended.promotions)
+
+    def _record_promotions(self, sink: AuditSink, server: str, promotions: Sequence[Promotion]) -> None:
+        source = f"server:{server}"
+        for promotion in promotions:
+            body = MemoryPromotionBody(
+                memory_id=str(promotion.memory_id), tier="memory_md", reason=promotion.reason[:4000]
+            )
+            sink.record(
+                EntryDraft.of(body, source=source, agent=self.agent, subject=f"memory {promotion.memory_id}")
+            )

@@ -4,24 +4,30 @@ Off by default (``agents[].memory.extract``). It is one small model call after a
 against the same goal's token budget: it is skipped when the goal has less than ``MIN_TOKENS`` left,
 and what it spends is added to the goal's usage. What it proposes is stored through the memory
 server's ``memory_remember`` tool with provenance ``agent``, so the secret guard applies as usual.
+Each of those calls is reported like a tool call of the goal (a ``tool_call`` ledger entry with a
+call id ``extract:N``, and the tool metrics), and counted in ``nexo_memory_extractions``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.llm import LLMError, Provider, Usage, UserMessage
 from orchestrator.loop.tools import render_result
+from orchestrator.mesh.catalog import SEPARATOR
+from shared.protocol.audit import ToolOutcome
 from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY
 
 if TYPE_CHECKING:
     from orchestrator.config import AgentConfig, Budgets
     from orchestrator.loop.goal import GoalResult
     from orchestrator.mesh import ServerConnection
+    from orchestrator.metrics import Metrics
 
 logger = logging.getLogger("nexo.extract")
 
@@ -39,6 +45,20 @@ SYSTEM = (
 )
 
 Remember = Callable[[str, Sequence[str]], Awaitable[None]]
+
+
+class ToolObserver(Protocol):
+    """Where a tool call is reported (the goal's ledger observer)."""
+
+    async def on_tool(
+        self,
+        call_id: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        duration_s: float,
+        outcome: ToolOutcome,
+        error: str | None,
+    ) -> None: ...
 
 
 @dataclass
@@ -121,18 +141,44 @@ async def remember_from_turn(
     user_text: str,
     answer: str,
     result: GoalResult,
+    *,
+    observer: ToolObserver | None = None,
+    metrics: Metrics | None = None,
 ) -> None:
-    """Store what a finished turn taught, through the memory server, as the agent's own words."""
+    """Store what a finished turn taught, through the memory server, as the agent's own words.
+
+    Every ``memory_remember`` call is reported to ``observer`` (its ledger entry and tool metrics)
+    and counted in ``metrics`` by outcome, as the model's own tool calls are.
+    """
     if memory is None:
         return
     meta = {AGENT_META_KEY: agent.id, PROVENANCE_META_KEY: "agent"}
+    tool = f"{memory.name}{SEPARATOR}memory_remember"
+    calls = 0
 
     async def remember(content: str, tags: Sequence[str]) -> None:
-        outcome = await memory.call_tool(
-            "memory_remember", {"content": content, "tags": list(tags), "kind": "fact"}, meta=meta
-        )
-        if outcome.is_error:
-            raise RuntimeError(render_result(outcome))
+        nonlocal calls
+        calls += 1
+        arguments = {"content": content, "tags": list(tags), "kind": "fact"}
+        started = time.perf_counter()
+        error: str | None = None
+        try:
+            outcome = await memory.call_tool("memory_remember", arguments, meta=meta)
+            if outcome.is_error:
+                error = render_result(outcome)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            duration_s = time.perf_counter() - started
+            if observer is not None:
+                await observer.on_tool(
+                    f"extract:{calls}", tool, arguments, duration_s, "ok" if error is None else "error", error
+                )
+            if metrics is not None:
+                metrics.extractions.labels(agent.id, "stored" if error is None else "refused").inc()
+        if error is not None:
+            raise RuntimeError(error)
 
     extraction = await extract_memories(
         provider=provider,

@@ -2,8 +2,9 @@
 
 The orchestrator resolves and appends session transcripts here; the operator's ``nexo memory``
 commands search, list, forget, export, import, reindex, show the history of MEMORY.md, roll back
-and count. Each method is one small handler over :class:`MemoryService`; a refusal comes back as
-``INVALID_PARAMS`` with the service's message.
+and count; ``nexo/memory/metrics`` gives the server's Prometheus metrics. Each method is one small
+handler over :class:`MemoryService`; a refusal comes back as ``INVALID_PARAMS`` with the service's
+message.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from shared.protocol.memory import (
     LIST_METHOD,
     MEMORY_EXTENSION,
     METHODS,
+    METRICS_METHOD,
     REINDEX_METHOD,
     ROLLBACK_METHOD,
     SEARCH_METHOD,
@@ -51,6 +53,8 @@ from shared.protocol.memory import (
     ImportResult,
     ListParams,
     ListResult,
+    MetricsParams,
+    MetricsResult,
     ReindexParams,
     ReindexResult,
     RollbackParams,
@@ -139,6 +143,7 @@ class MemoryAdmin(Extension):
             _bind(HISTORY_METHOD, HistoryParams, _history),
             _bind(STATS_METHOD, StatsParams, _stats),
             _bind(CONSOLIDATE_METHOD, ConsolidateParams, _consolidate),
+            _bind(METRICS_METHOD, MetricsParams, _metrics),
         )
 
 
@@ -161,7 +166,8 @@ async def _session_append(service: MemoryService, params: SessionAppendParams) -
         appended=appended.appended,
         duplicates=appended.duplicates,
         trimmed=appended.trimmed,
-        consolidated=consolidated,
+        consolidated=consolidated is not None,
+        promotions=[] if consolidated is None else consolidated.promotions,
     )
 
 
@@ -291,11 +297,19 @@ async def _stats(service: MemoryService, params: StatsParams) -> StatsResult:
 
 
 async def _consolidate(service: MemoryService, params: ConsolidateParams) -> ConsolidateResult:
-    report = await service.consolidate(params.agent or service.settings.default_agent)
+    consolidation = await service.consolidate(params.agent or service.settings.default_agent)
+    report = consolidation.report
     return ConsolidateResult(
         agent=report.agent,
         scored=report.scored,
         promoted=report.promoted,
         archived=report.archived,
         skipped=report.skipped,
+        promotions=consolidation.promotions,
     )
+
+
+async def _metrics(service: MemoryService, params: MetricsParams) -> MetricsResult:
+    counts = await service.store.counts()
+    service.metrics.count_memories(counts.total, counts.archived)
+    return MetricsResult(text=service.metrics.render())

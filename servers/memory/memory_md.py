@@ -96,15 +96,20 @@ class MemoryFile:
 
     # -- edits ---------------------------------------------------------------------------------
 
-    async def append(self, section: str, entry: str, *, reason: str) -> Revision:
-        """Add ``entry`` as a bullet at the end of ``## section``, creating the section if needed."""
+    async def append(self, section: str, entry: str, *, reason: str, promotion: bool = False) -> Revision:
+        """Add ``entry`` as a bullet at the end of ``## section``, creating the section if needed.
+
+        The revision's subject says who added it: ``promote:`` for a memory consolidation copied in
+        (``promotion=True``), ``append:`` for an edit the agent or the operator asked for.
+        """
         section = self._guard.check(_section_name(_utf8(section, "section")), where=WHERE)
         entry = self._guard.check(_entry_text(_utf8(entry, "entry")), where=WHERE)
         reason = self._guard.check(_utf8(reason, "reason"), where=WHERE)
         async with self._lock:
             current = await self._prepare()
             updated = add_entry(current, section, entry)
-            return await self._save(current, updated, f"promote: {_first_line(entry)}", reason)
+            verb = "promote" if promotion else "append"
+            return await self._save(current, updated, f"{verb}: {_first_line(entry, verb)}", reason)
 
     async def replace(self, old: str, new: str, *, reason: str) -> Revision:
         """Replace the one occurrence of ``old`` with ``new``."""
@@ -338,9 +343,9 @@ def _section_at(document: str, index: int) -> str:
     return f"section {headings[-1]}" if headings else "the preamble"
 
 
-def _first_line(text: str) -> str:
+def _first_line(text: str, verb: str) -> str:
     line = text.split("\n", 1)[0]
-    limit = SUBJECT_MAX_CHARS - len("promote: ")
+    limit = SUBJECT_MAX_CHARS - len(f"{verb}: ")
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 

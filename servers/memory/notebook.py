@@ -65,9 +65,13 @@ class Notebooks:
         except _REFUSALS as exc:
             raise MemoryRefused(str(exc)) from exc
 
-    async def append(self, agent: str, section: str, entry: str, *, reason: str) -> str:
+    async def append(
+        self, agent: str, section: str, entry: str, *, reason: str, promotion: bool = False
+    ) -> str:
+        """Add ``entry``; ``promotion`` marks it as consolidation's copy of a memory (see MemoryFile)."""
         try:
-            return self._written((await self.file(agent).append(section, entry, reason=reason)).rev)
+            written = await self.file(agent).append(section, entry, reason=reason, promotion=promotion)
+            return self._written(written.rev)
         except _REFUSALS as exc:
             raise self._refused(exc) from exc
 
@@ -91,3 +95,21 @@ class Notebooks:
             return revision.rev, await memory_file.read()
         except _REFUSALS as exc:
             raise MemoryRefused(str(exc)) from exc
+
+
+class Promotions:
+    """MEMORY.md as consolidation writes to it: every append is a promotion, and each one's reason
+    is kept so the caller can report it (the orchestrator writes a ``memory_promotion`` entry)."""
+
+    def __init__(self, notebooks: Notebooks) -> None:
+        self._notebooks = notebooks
+        self.reasons: list[str] = []
+        """One per successful append, in order: consolidation's report lists the same memories."""
+
+    async def read(self, agent: str) -> str:
+        return await self._notebooks.read(agent)
+
+    async def append(self, agent: str, section: str, entry: str, *, reason: str) -> str:
+        rev = await self._notebooks.append(agent, section, entry, reason=reason, promotion=True)
+        self.reasons.append(reason)
+        return rev

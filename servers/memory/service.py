@@ -20,8 +20,9 @@ from servers.memory.consolidate import Report, consolidate
 from servers.memory.embeddings import Embedder, EmbeddingError
 from servers.memory.errors import MemoryRefused
 from servers.memory.guard import SecretBlocked, SecretGuard
+from servers.memory.metrics import MemoryMetrics
 from servers.memory.models import Memory, NewMemory, Stored, Vector
-from servers.memory.notebook import Notebooks
+from servers.memory.notebook import Notebooks, Promotions
 from servers.memory.recall import Recalled, Recaller
 from servers.memory.reindex import ModelState, Reindexer
 from servers.memory.sessions import Appended, SessionStore, UnknownSession
@@ -34,6 +35,7 @@ from shared.protocol.memory import (
     ImportProblem,
     ImportRecord,
     Kind,
+    Promotion,
     Provenance,
     RecallMode,
     TranscriptEntry,
@@ -88,6 +90,12 @@ def _importance(value: float) -> float:
     return float(value)
 
 
+@dataclass(frozen=True, slots=True)
+class Consolidation:
+    report: Report
+    promotions: list[Promotion]
+
+
 @dataclass(slots=True)
 class MemoryService:
     settings: MemorySettings
@@ -98,6 +106,7 @@ class MemoryService:
     notebooks: Notebooks
     model: ModelState
     clock: Callable[[], float] = time.time
+    metrics: MemoryMetrics = field(default_factory=MemoryMetrics)
     recaller: Recaller = field(init=False)
     reindexer: Reindexer = field(init=False)
 
@@ -189,9 +198,12 @@ class MemoryService:
             raise MemoryRefused(f"query {query!r} is empty; pass a few words about what to recall")
         if isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise MemoryRefused(f"limit {limit!r} is out of range; expected 1 to {MAX_SEARCH_LIMIT}")
-        return await self.recaller.recall(
+        started = time.perf_counter()
+        recalled = await self.recaller.recall(
             agent, query, mode=_mode(mode), limit=limit, include_archived=include_archived, touch=touch
         )
+        self.metrics.recall(recalled.mode, time.perf_counter() - started)
+        return recalled
 
     async def owned(self, agent: str | None, memory_id: int) -> Memory:
         memory = await self.store.get(memory_id)
@@ -211,6 +223,12 @@ class MemoryService:
 
     async def import_records(self, records: Sequence[ImportRecord]) -> tuple[int, int, list[ImportProblem]]:
         """Store a batch of records in one transaction: (imported, refreshed, rejected)."""
+        started = time.perf_counter()
+        imported, refreshed, rejected = await self._import_batch(records)
+        self.metrics.import_batch(imported, refreshed, len(rejected), time.perf_counter() - started)
+        return imported, refreshed, rejected
+
+    async def _import_batch(self, records: Sequence[ImportRecord]) -> tuple[int, int, list[ImportProblem]]:
         rejected: list[ImportProblem] = []
         ready: list[NewMemory] = []
         for index, record in enumerate(records):
@@ -270,8 +288,8 @@ class MemoryService:
 
     async def append_transcript(
         self, agent: str, session_id: int, entries: Sequence[TranscriptEntry]
-    ) -> tuple[Appended, bool]:
-        """Store transcript entries; (what was stored, whether a consolidation pass ran)."""
+    ) -> tuple[Appended, Consolidation | None]:
+        """Store transcript entries; (what was stored, the consolidation pass they triggered)."""
         checked = []
         for index, entry in enumerate(entries):
             where = f"transcript entry {index}"
@@ -287,20 +305,21 @@ class MemoryService:
             ) from exc
         every = self.settings.consolidation.every_assistant_turns
         due = every > 0 and appended.assistant_turns_before // every < appended.assistant_turns_after // every
-        if due:
-            try:
-                await self.consolidate(agent)
-            except (MemoryRefused, sqlite3.Error) as exc:
-                # The entries are stored; the next pass will try again.
-                logger.warning("consolidation of agent %s failed: %s", agent, exc)
-                due = False
-        return appended, due
+        if not due:
+            return appended, None
+        try:
+            return appended, await self.consolidate(agent)
+        except (MemoryRefused, sqlite3.Error) as exc:
+            # The entries are stored; the next pass will try again.
+            logger.warning("consolidation of agent %s failed: %s", agent, exc)
+            return appended, None
 
     # -- consolidation -------------------------------------------------------------------------
 
-    async def consolidate(self, agent: str) -> Report:
+    async def consolidate(self, agent: str) -> Consolidation:
+        notebook = Promotions(self.notebooks)
         report = await consolidate(
-            self.store, self.notebooks, agent, policy=self.settings.consolidation.policy(), now=self.clock()
+            self.store, notebook, agent, policy=self.settings.consolidation.policy(), now=self.clock()
         )
         logger.info(
             "consolidated agent %s: %d scored, %d promoted, %d archived",
@@ -309,4 +328,8 @@ class MemoryService:
             len(report.promoted),
             len(report.archived),
         )
-        return report
+        promotions = [
+            Promotion(memory_id=memory_id, reason=reason)
+            for memory_id, reason in zip(report.promoted, notebook.reasons, strict=True)
+        ]
+        return Consolidation(report, promotions)

@@ -60,6 +60,7 @@ ROLLBACK_METHOD = "nexo/memory/rollback"
 HISTORY_METHOD = "nexo/memory/history"
 STATS_METHOD = "nexo/memory/stats"
 CONSOLIDATE_METHOD = "nexo/memory/consolidate"
+METRICS_METHOD = "nexo/memory/metrics"
 
 AgentId = Annotated[str, Field(pattern=AGENT_PATTERN)]
 
@@ -140,6 +141,13 @@ class SessionAppendParams(types.RequestParams):
     entries: list[TranscriptEntry] = Field(min_length=1, max_length=MAX_APPEND)
 
 
+class Promotion(BaseModel):
+    """A memory consolidation copied into the agent's MEMORY.md (the ledger's ``memory_promotion``)."""
+
+    memory_id: int
+    reason: str
+
+
 class SessionAppendResult(types.Result):
     appended: int
     duplicates: int
@@ -147,6 +155,8 @@ class SessionAppendResult(types.Result):
     """Oldest entries dropped to keep the session within its transcript cap."""
     consolidated: bool
     """True when these assistant turns triggered a consolidation pass."""
+    promotions: list[Promotion] = Field(default_factory=list)
+    """What that pass promoted; the orchestrator records one ``memory_promotion`` entry for each."""
 
 
 class SessionHistoryParams(types.RequestParams):
@@ -295,6 +305,15 @@ class StatsParams(types.RequestParams):
     pass
 
 
+class MetricsParams(types.RequestParams):
+    pass
+
+
+class MetricsResult(types.Result):
+    text: str
+    """The server's metrics in the Prometheus text format (recall latency, memories, import rate)."""
+
+
 class StatsResult(types.Result):
     total: int
     archived: int
@@ -319,6 +338,8 @@ class ConsolidateResult(types.Result):
     archived: list[int]
     skipped: list[str]
     """Why some warm memories were not promoted (e.g. MEMORY.md is at its budget)."""
+    promotions: list[Promotion] = Field(default_factory=list)
+    """The promoted memories with the reason each was promoted."""
 
 
 # --- requests -----------------------------------------------------------------------------------
@@ -376,6 +397,10 @@ class StatsRequest(types.Request[StatsParams, Literal["nexo/memory/stats"]]):
     method: Literal["nexo/memory/stats"] = "nexo/memory/stats"
 
 
+class MetricsRequest(types.Request[MetricsParams, Literal["nexo/memory/metrics"]]):
+    method: Literal["nexo/memory/metrics"] = "nexo/memory/metrics"
+
+
 class ConsolidateRequest(types.Request[ConsolidateParams, Literal["nexo/memory/consolidate"]]):
     method: Literal["nexo/memory/consolidate"] = "nexo/memory/consolidate"
 
@@ -395,6 +420,7 @@ METHODS: tuple[str, ...] = (
     HISTORY_METHOD,
     STATS_METHOD,
     CONSOLIDATE_METHOD,
+    METRICS_METHOD,
 )
 
 

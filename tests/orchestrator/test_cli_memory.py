@@ -284,8 +284,8 @@ def test_stats_and_rollback(tmp_path: Path, http_url: str, capsys: pytest.Captur
     assert nexo_memory(config, "stats") == 0
     human = capsys.readouterr().out
     assert [line.split("  ", 2)[::2] for line in history] == [
-        [history[0][:12], "promote: Bob"],
-        [rev[:12], "promote: Ana"],
+        [history[0][:12], "append: Bob"],
+        [rev[:12], "append: Ana"],
     ]
     restored = json.loads(rolled.out)
     assert (restored["agent"], restored["restored_from"], restored["content"]) == (
@@ -302,7 +302,11 @@ def test_stats_and_rollback(tmp_path: Path, http_url: str, capsys: pytest.Captur
     )
     assert stats["embedder"]["reindex_needed"] is False
     assert stats["total"] == sum(stats["by_agent"].values())
-    assert human.splitlines()[-1].startswith("embedder      all-MiniLM-L6-v2-onnx-int8 (384 dims)")
+    lines = human.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("embedder"))
+    assert lines[at] == "embedder      all-MiniLM-L6-v2-onnx-int8 (384 dims)"
+    assert lines[at + 1].startswith("recalls       ")
+    assert set(stats["metrics"]) == {"recall", "memories", "import"}
 
 
 def test_a_config_without_a_memory_server_is_refused_with_a_hint(

@@ -321,6 +321,7 @@ async def test_consolidate_on_demand_defaults_to_the_default_agent(
         "promoted": [],
         "archived": [],
         "skipped": [],
+        "promotions": [],
     }
 
 

@@ -94,11 +94,32 @@ async def test_warm_trusted_memories_are_promoted_once_and_untrusted_ones_never(
         "promoted": [vital, mine],
         "archived": [],
         "skipped": [],
+        "promotions": [
+            {"memory_id": vital, "reason": f"consolidate: memory {vital} (warmth 1.00)"},
+            {"memory_id": mine, "reason": f"consolidate: memory {mine} (warmth 0.90)"},
+        ],
     }
     assert (second.promoted, second.archived) == ([], [])
     assert (settings.agents_dir / "nexo" / "MEMORY.md").read_text() == (
         "## Consolidated\n\n- Ana is allergic to peanuts\n- I promised to call Bob on Friday\n"
     )
+
+
+async def test_memory_md_history_tells_a_promotion_from_an_append_the_agent_asked_for(
+    tmp_path: Any, embedder: Embedder
+) -> None:
+    settings = MemorySettings.model_validate(
+        {"state_dir": tmp_path, "consolidation": {"promote_threshold": 0.5}}
+    )
+    async with connect(settings, embedder) as client:
+        await call(client, "memory_note", {"op": "append", "section": "People", "text": "Bob is my brother"})
+        await remember(client, "Ana is allergic to peanuts", 1.0)
+        await consolidate(client)
+        history = await call(client, "memory_history", {})
+    assert [revision["message"].split("\n")[0] for revision in history["revisions"]] == [
+        "promote: Ana is allergic to peanuts",
+        "append: Bob is my brother",
+    ]
 
 
 async def test_promotion_stops_at_the_memory_md_budget_and_says_why(

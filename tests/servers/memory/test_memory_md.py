@@ -44,13 +44,13 @@ async def test_append_creates_the_section_in_a_repository_of_the_agents_own(tmp_
     assert await m.read() == "## Preferences\n\n- Prefers green tea\n"
     assert await m.history() == [rev]
     assert (rev.message, len(rev.rev), rev.when.tzinfo is not None) == (
-        "promote: Prefers green tea\n\nthe operator said so",
+        "append: Prefers green tea\n\nthe operator said so",
         40,
         True,
     )
     assert (await git(repo, "rev-parse", "--show-toplevel")).strip() == str(repo.resolve())
     assert await git(repo, "log", "--format=%an <%ae>|%cn <%ce>|%s", "--", "MEMORY.md") == (
-        "nexo <nexo@localhost>|nexo <nexo@localhost>|promote: Prefers green tea\n"
+        "nexo <nexo@localhost>|nexo <nexo@localhost>|append: Prefers green tea\n"
     )
     assert (stat.S_IMODE(repo.stat().st_mode), stat.S_IMODE((repo / "MEMORY.md").stat().st_mode)) == (
         0o700,
@@ -69,10 +69,10 @@ async def test_append_goes_to_the_end_of_its_section_before_the_next_one(tmp_pat
         "## People\n\n- Ana is the sister\n- Kenji is a colleague\n"
     )
     assert await messages(m) == [
-        "promote: Kenji is a colleague",
-        "promote: Likes Lisbon",
-        "promote: Ana is the sister",
-        "promote: Prefers tea",
+        "append: Kenji is a colleague",
+        "append: Likes Lisbon",
+        "append: Ana is the sister",
+        "append: Prefers tea",
     ]
 
 
@@ -97,12 +97,16 @@ async def test_duplicate_entries_bad_sections_empty_entries_and_unstorable_text_
         "the replacement text holds a character that cannot be stored as UTF-8 "
         "(an unpaired surrogate at position 4); remove it and try again",
     ]
-    assert await messages(m) == ["promote: Prefers tea"]
+    assert await messages(m) == ["append: Prefers tea"]
 
 
 async def test_a_long_first_line_is_shortened_in_the_commit_subject(tmp_path: Path) -> None:
-    rev = await memory(tmp_path).append("Notes", "x" * 100, reason="")
-    assert rev.message == "promote: " + "x" * 60 + "..."
+    appended = await memory(tmp_path).append("Notes", "x" * 100, reason="")
+    promoted = await memory(tmp_path).append("Notes", "y" * 100, reason="", promotion=True)
+    assert (appended.message, promoted.message) == (
+        "append: " + "x" * 61 + "...",
+        "promote: " + "y" * 60 + "...",
+    )
 
 
 async def test_replace_and_remove_edit_exact_text_and_name_the_section(tmp_path: Path) -> None:
@@ -193,10 +197,10 @@ async def test_history_lists_every_change_newest_first_and_honours_the_limit(tmp
     with pytest.raises(MemoryFileError, match="limit must be between 1 and 1000, got 0"):
         await m.history(limit=0)
     assert (await git(tmp_path / "ada", "log", "--format=%s", "MEMORY.md")).splitlines() == [
-        "promote: entry 3",
-        "promote: entry 2",
-        "promote: entry 1",
-        "promote: entry 0",
+        "append: entry 3",
+        "append: entry 2",
+        "append: entry 1",
+        "append: entry 0",
     ]
 
 
@@ -210,9 +214,9 @@ async def test_rollback_restores_an_old_text_as_a_new_commit(tmp_path: Path) -> 
     assert (await m.read(), rolled.message) == (text, f"rollback to {first.rev[:12]}")
     assert await messages(m) == [
         f"rollback to {first.rev[:12]}",
-        "promote: Ana",
+        "append: Ana",
         "edit: replace in section Preferences\n\nchanged mind",
-        "promote: Prefers tea",
+        "append: Prefers tea",
     ]
 
 
@@ -280,7 +284,7 @@ async def test_in_redact_mode_the_redacted_text_is_what_lands_on_disk_and_in_git
     rev = await m.append("Tokens", f"CI token {GITHUB_PAT}", reason=f"pasted {GITHUB_PAT}")
     assert (await m.read(), rev.message) == (
         "## Tokens\n\n- CI token [REDACTED:github-pat]\n",
-        "promote: CI token [REDACTED:github-pat]\n\npasted [REDACTED:github-pat]",
+        "append: CI token [REDACTED:github-pat]\n\npasted [REDACTED:github-pat]",
     )
     assert GITHUB_PAT not in await git(tmp_path / "ada", "log", "-p", "--all")
 
@@ -291,7 +295,7 @@ async def test_an_uncommitted_change_is_committed_as_a_recovery_before_the_next_
     (tmp_path / "ada" / "MEMORY.md").write_text("## Notes\n\n- one\n- written, then the process died\n")
     await m.append("Notes", "two", reason="")
     assert await m.read() == "## Notes\n\n- one\n- written, then the process died\n- two\n"
-    assert await messages(m) == ["promote: two", "recover: uncommitted change", "promote: one"]
+    assert await messages(m) == ["append: two", "recover: uncommitted change", "append: one"]
     assert await git(tmp_path / "ada", "status", "--porcelain") == ""
 
 
@@ -304,7 +308,7 @@ async def test_a_crash_before_the_first_commit_and_a_stale_index_lock_are_recove
     m = memory(tmp_path)
     assert await m.history() == []
     await m.append("Notes", "next", reason="")
-    assert await messages(m) == ["promote: next", "recover: uncommitted change"]
+    assert await messages(m) == ["append: next", "recover: uncommitted change"]
     assert not (repo / ".git" / "index.lock").exists()
 
 

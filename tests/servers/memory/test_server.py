@@ -351,7 +351,7 @@ async def test_memory_note_edits_memory_md_and_history_shows_each_revision(
         history = await call(client, "memory_history", {"limit": 5})
     assert history["content"] == "## People\n\n"
     assert [r["rev"] for r in history["revisions"]] == [third["rev"], second["rev"], first["rev"]]
-    assert history["revisions"][2]["message"] == "promote: Ana likes tea\n\nsaid so"
+    assert history["revisions"][2]["message"] == "append: Ana likes tea\n\nsaid so"
     assert (settings.agents_dir / "nexo" / "MEMORY.md").read_text() == "## People\n\n"
 
 

@@ -1,0 +1,96 @@
+"""The memory server's metrics: recall latency by mode, memories by state and the import rate, read
+through ``nexo/memory/metrics`` as the orchestrator's /metrics and `nexo memory stats` read them."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from orchestrator.cli.memory_figures import figures
+from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics
+from servers.memory.embeddings import Embedder
+from servers.memory.settings import MemorySettings
+from shared.protocol.memory import (
+    ImportParams,
+    ImportRecord,
+    ImportRequest,
+    ImportResult,
+    MetricsParams,
+    MetricsRequest,
+    MetricsResult,
+)
+from tests.servers.memory.conftest import call, connect
+
+pytestmark = pytest.mark.anyio
+
+
+class Connected:
+    """The two things the orchestrator's collector uses of a mesh connection."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def request(
+        self, request: types.Request[Any, Any], result_type: type[Any], *, timeout: float
+    ) -> Any:
+        return await self.client.session.send_request(request, result_type)
+
+
+async def test_recalls_memories_and_imports_are_measured(
+    settings: MemorySettings, embedder: Embedder
+) -> None:
+    records = [
+        ImportRecord(agent="nexo", content="Ana likes green tea"),
+        ImportRecord(agent="nexo", content="The boiler was serviced in May"),
+        ImportRecord(agent="nexo", content="  "),
+    ]
+    async with connect(settings, embedder) as client:
+        before = figures(
+            (await client.session.send_request(MetricsRequest(params=MetricsParams()), MetricsResult)).text
+        )
+        await client.session.send_request(ImportRequest(params=ImportParams(records=records)), ImportResult)
+        for mode in ("hybrid", "hybrid", "keyword", "vector"):
+            await call(client, "memory_recall", {"query": "tea", "mode": mode})
+        text = await memory_server_metrics({"memory": Connected(client)})  # type: ignore[dict-item]
+    after = figures(text)
+    assert (before.recalls, before.memories, before.imported) == ({}, {"active": 0, "archived": 0}, {})
+    assert {mode: r.count for mode, r in after.recalls.items()} == {"hybrid": 2, "keyword": 1, "vector": 1}
+    assert all(r.seconds > 0 and r.at_most(0.95) is not None for r in after.recalls.values())
+    assert after.memories == {"active": 2, "archived": 0}
+    assert after.imported == {"imported": 2, "refreshed": 0, "rejected": 1}
+    assert after.import_seconds > 0
+    assert after.latest_import_rate == pytest.approx(3 / after.import_seconds)
+    summary = after.as_json()
+    assert (summary["import"]["records"], summary["recall"]["hybrid"]["count"]) == (after.imported, 2)
+    assert after.lines()[0].startswith("recalls       hybrid 2 (mean ")
+    assert after.lines()[1].startswith("imported      3 records since start at ")
+
+
+async def test_the_orchestrators_metrics_endpoint_appends_what_the_memory_server_exports(
+    settings: MemorySettings, embedder: Embedder
+) -> None:
+    async with connect(settings, embedder) as client:
+        await call(client, "memory_recall", {"query": "tea", "mode": "keyword"})
+
+        async def collect() -> str:
+            return await memory_server_metrics({"memory": Connected(client)})  # type: ignore[dict-item]
+
+        ours = Metrics()
+        ours.extractions.labels("nexo", "stored").inc()
+        async with anyio.create_task_group() as tg:
+            host, port = await tg.start(
+                partial(serve_metrics, collect=collect), ours, "127.0.0.1", 0, lambda: None
+            )
+            async with httpx2.AsyncClient() as http:
+                scraped = (await http.get(f"http://{host}:{port}/metrics", timeout=10)).text
+            tg.cancel_scope.cancel()
+    families = {family.name: family for family in text_string_to_metric_families(scraped)}
+    assert {"nexo_memory_extractions", "nexo_memory_recall_seconds", "nexo_memory_memories"} <= set(families)
+    assert figures(scraped).recalls["keyword"].count == 1
