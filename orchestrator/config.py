@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from orchestrator.llm import ProviderConfig
 from orchestrator.mesh import ServerConfig, StdioServerConfig, SupervisionConfig
 from orchestrator.permissions.policy import PermissionPolicy
-from orchestrator.proactive import AutonomyConfig, HeartbeatConfig, ProactiveConfig
+from orchestrator.proactive import AutonomyConfig, HeartbeatConfig, ProactiveConfig, find_price
 from shared.net import is_loopback
 from shared.protocol.channel import SessionScope
 from shared.secrets import RULE_IDS
@@ -291,8 +291,29 @@ def default_config_text() -> str:
     return resources.files("orchestrator").joinpath("defaults.yaml").read_text()
 
 
+def _price_problems(config: NexoConfig, agent: AgentConfig, where: str, file: str) -> list[ConfigProblem]:
+    """A usd budget needs the price of every agent's model: without it unattended work stops."""
+    money = [name for name, budget in config.autonomy.budgets.items() if budget.usd is not None]
+    provider = config.llm.providers.get(agent.model.provider)
+    if not money or provider is None:
+        return []
+    model = f"{agent.model.provider}/{provider.model}"
+    if find_price(config.autonomy.prices, model) is not None:
+        return []
+    return [
+        ConfigProblem(
+            file,
+            f"autonomy.prices.{provider.model}",
+            f"autonomy.budgets.{money[0]}.usd is set but {where} ({agent.id}) uses model {provider.model!r} "
+            f"of provider {agent.model.provider!r}, which has no price, so its unattended work could not run",
+            f"add autonomy.prices[{provider.model!r}] (or {model!r}) with input_per_mtok and "
+            "output_per_mtok (USD per million tokens), or remove the usd budget",
+        )
+    ]
+
+
 def _autonomy_problems(config: NexoConfig, agent: AgentConfig, where: str, file: str) -> list[ConfigProblem]:
-    problems: list[ConfigProblem] = []
+    problems: list[ConfigProblem] = _price_problems(config, agent, where, file)
     acts_alone = agent.heartbeat.enabled or agent.proactive.enabled or bool(agent.pollers)
     dangerous = agent.permissions.dangerous_mode or any(b.dangerous_mode for b in agent.bindings.values())
     if dangerous and acts_alone and config.autonomy.enabled and not agent.confirm_dangerous_autonomy:

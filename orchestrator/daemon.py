@@ -277,6 +277,7 @@ class Orchestrator:
                 self._record_config()
                 # Before any new goal exists: what the previous process left running is swept first.
                 await self.background.boot()
+                self.autonomy.interrupted_at_start = len(self.background.interrupted)
                 for intake in self.intakes:
                     tg.start_soon(intake.run, name=f"intake:{intake.agent.id}")
                 tg.start_soon(self._deliver_pushes, pending_pushes.clone(), name="pushes")

@@ -113,11 +113,22 @@ class _NoObserver:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A model call about to be sent, as the guard sees it before it goes out."""
+
+    system: str
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec]
+    max_tokens: int | None
+    """The output cap the call is sent with; None: the provider's own."""
+
+
 class CallGuard(Protocol):
     """Hard limits outside the goal's own budgets (spend per day, per heartbeat, per cron entry)."""
 
-    def before_call(self) -> str | None:
-        """The limit that stops the goal before its next model call, or None to go on."""
+    async def before_call(self, call: PendingCall) -> str | None:
+        """The limit that stops the goal before ``call`` is sent, or None to send it."""
         ...
 
     def after_call(self, usage: Usage) -> None:
@@ -208,7 +219,11 @@ async def _turns(
         if result.usage.total >= budgets.max_tokens:
             result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, "tokens"
             return
-        stop = run.guard.before_call() if run.guard is not None else None
+        stop = (
+            await run.guard.before_call(PendingCall(system, messages, tools, max_tokens))
+            if run.guard is not None
+            else None
+        )
         if stop is not None:
             result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, stop
             return

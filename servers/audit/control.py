@@ -75,6 +75,7 @@ async def _tail(state: AuditState, params: TailParams) -> TailResult:
         source=params.source,
         kind=params.kind,
         since_seq=params.since_seq,
+        since_at=params.since_at,
         limit=params.limit,
     )
     return TailResult(entries=entries)

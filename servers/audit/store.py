@@ -176,9 +176,11 @@ class Ledger:
         source: str | None = None,
         kind: str | None = None,
         since_seq: int | None = None,
+        since_at: str | None = None,
         limit: int = 50,
     ) -> list[Entry]:
-        """Matching entries, oldest first: after ``since_seq`` if given, else the newest ``limit``."""
+        """Matching entries, oldest first: after ``since_seq`` and from ``since_at`` (ISO UTC) when
+        given, else the newest ``limit``."""
         where: list[str] = []
         params: list[Any] = []
         for column, value in (("goal_id", goal_id), ("source", source), ("kind", kind)):
@@ -188,13 +190,17 @@ class Ledger:
         if since_seq is not None:
             where.append("seq > ?")
             params.append(since_seq)
+        if since_at is not None:
+            where.append("at >= ?")
+            params.append(since_at)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        order = "ASC" if since_seq is not None else "DESC"
+        forward = since_seq is not None or since_at is not None
+        order = "ASC" if forward else "DESC"
         rows = await self.db.fetchall(
             f"SELECT {COLUMNS} FROM ledger {clause} ORDER BY seq {order} LIMIT ?", [*params, limit]
         )
         entries = [to_entry(row) for row in rows]
-        return entries if since_seq is not None else entries[::-1]
+        return entries if forward else entries[::-1]
 
     async def search(
         self,

@@ -64,3 +64,44 @@ def test_a_proxy_in_front_of_anthropic_may_hold_the_key_itself(
     )
     assert main(["run", "--check-config", "--config", str(path)]) == 0
     assert capsys.readouterr().out == f"{path}: ok (0 servers reachable)\n"
+
+
+def _priced_config(tmp_path: Path, prices: dict[str, dict[str, float]]) -> Path:
+    path = tmp_path / "agents.yaml"
+    provider = {"kind": "anthropic", "model": "claude-sonnet-4-5", "base_url": "http://127.0.0.1:9"}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "servers": {},
+                "llm": {"providers": {"claude": provider}},
+                "agents": [{"id": "nexo", "model": {"provider": "claude"}}],
+                "autonomy": {"budgets": {"per_day": {"usd": 2.0}}, "prices": prices},
+            }
+        )
+    )
+    return path
+
+
+def test_a_money_budget_without_the_price_of_an_agents_model_is_named_at_check_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _priced_config(tmp_path, {"claude-opus-4": {"input_per_mtok": 15, "output_per_mtok": 75}})
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--check-config", "--config", str(path)])
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == (
+        f"{path}: autonomy.prices.claude-sonnet-4-5: autonomy.budgets.per_day.usd is set but agents[0] "
+        "(nexo) uses model 'claude-sonnet-4-5' of provider 'claude', which has no price, so its unattended "
+        "work could not run. Fix: add autonomy.prices['claude-sonnet-4-5'] (or 'claude/claude-sonnet-4-5') "
+        "with input_per_mtok and output_per_mtok (USD per million tokens), or remove the usd budget\n"
+    )
+
+
+@pytest.mark.parametrize("key", ["claude-sonnet-4-5", "claude/claude-sonnet-4-5"])
+def test_the_documented_price_keys_match_an_agents_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    path = _priced_config(tmp_path, {key: {"input_per_mtok": 3, "output_per_mtok": 15}})
+    assert main(["run", "--check-config", "--config", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: ok (0 servers reachable)\n"
