@@ -260,6 +260,9 @@ class NexoConfig(_Strict):
     """json: one JSON object per log line with agent, goal, server and tool as fields."""
     supervision: SupervisionConfig = Field(default_factory=SupervisionConfig)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    shutdown_drain_s: float = Field(20.0, ge=0, le=600)
+    """On SIGTERM, how long the model and tool calls in flight get to finish (and their answers to be
+    delivered and acknowledged) before what is left is cancelled."""
 
     @property
     def state_path(self) -> Path:

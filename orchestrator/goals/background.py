@@ -115,7 +115,7 @@ class Background:
                     await self.tracker.finish(goal, None, status="cancelled", outcome=goal.cancel_reason)
                 else:
                     # Shutdown: the goal stays running in the registry and resumes at the next boot.
-                    self.tracker.live.pop(goal.id, None)
+                    self.tracker.forget(goal.id)
 
     async def boot(self) -> GoalBootResult | None:
         """Sweep what the previous process left behind; resume or report each goal once."""

@@ -83,6 +83,8 @@ class Autonomy:
         self._wake: dict[str, anyio.Event] = {}
         self.cron = CronFires(self)
         self.cycles = 0
+        self.stopping = False
+        """Set by a shutdown: no cycle starts, and one in flight ends before its next model call."""
         self.interrupted_at_start = 0
         """Unattended goals the previous process left cut short (recorded, never replayed)."""
 
@@ -90,6 +92,13 @@ class Autonomy:
 
     def is_enabled(self) -> bool:
         return self.enabled
+
+    def is_stopping(self) -> bool:
+        return self.stopping
+
+    def stop_starting(self) -> None:
+        """A shutdown drains: no new cycle or fire starts; one in flight makes no further model call."""
+        self.stopping = True
 
     def pause(self, by: str) -> bool:
         changed = self.enabled
@@ -250,6 +259,8 @@ class Autonomy:
     ) -> TurnReport | None:
         """One heartbeat or proactive cycle, unless a limit, quiet hours or a user message says not now."""
         agent_id = intake.agent.id
+        if self.stopping:
+            return None
         limiter = self.limiter(agent_id)
         refusal = limiter.can_start_cycle()
         if refusal is not None:
@@ -270,6 +281,7 @@ class Autonomy:
             spend=self.spend,
             scopes_for=lambda goal: Scopes(goal=goal, heartbeat=run_id if reason == "heartbeat" else None),
             enabled=self.is_enabled,
+            stopping=self.is_stopping,
             sleep_allowed=reason != "heartbeat",
             origin=Origin(source=reason),
         )
@@ -349,6 +361,7 @@ class Autonomy:
             spend=self.spend,
             scopes_for=lambda goal: Scopes(goal=goal, cron_entry=entry_id),
             enabled=self.is_enabled,
+            stopping=self.is_stopping,
             goal_id=goal_id,
             origin=Origin(source=source),
         )

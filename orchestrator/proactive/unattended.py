@@ -1,15 +1,16 @@
 """One unattended turn: a heartbeat, a proactive tick or a cron fire, with nobody watching.
 
-Before every model call it checks the kill switch, a waiting user message (which preempts it), the
-cycle's action caps and the spend budgets; each tool call takes one action. Destructive tools are
-denied unless an approval is live (the policy gate's unattended mode). The turn is marked
-unattended in the ledger; an idle answer sends nothing to anyone.
+Before every model call it checks a shutdown in progress, the kill switch, a waiting user message
+(which preempts it), the cycle's action caps (the hourly one included) and the spend budgets, whose
+bound on the call is stored in the ledger before it is sent; each tool call takes one action.
+Destructive tools are denied unless an approval is live (the policy gate's unattended mode). The turn
+is marked unattended in the ledger; an idle answer sends nothing to anyone.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,7 +37,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("nexo.autonomy")
 RESERVE_TIMEOUT_S = 10.0
 
-Ended = Literal["answered", "idle", "preempted", "paused", "limit", "budget", "failed", "cancelled"]
+Ended = Literal[
+    "answered", "idle", "preempted", "paused", "limit", "budget", "failed", "cancelled", "shutdown"
+]
 
 
 @dataclass
@@ -69,8 +72,10 @@ class _Guard:
         *,
         source: str,
         provider_max_tokens: int,
+        stopping: Callable[[], bool],
     ) -> None:
         self.intake = intake
+        self.stopping = stopping
         self.enabled = enabled
         self.cycle = cycle
         self.spend = spend
@@ -84,7 +89,9 @@ class _Guard:
         self.used = Usage()
 
     async def before_call(self, call: PendingCall) -> str | None:
-        if not self.enabled():
+        if self.stopping():
+            self.stop = "shutdown"
+        elif not self.enabled():
             self.stop = "autonomy_paused"
         elif self.intake.busy:
             self.stop = "preempted"
@@ -187,6 +194,8 @@ def _ended(result: GoalResult, guard: _Guard, gate: _ActionGate) -> Ended:
             return "preempted"
         if guard.stop == "autonomy_paused":
             return "paused"
+        if guard.stop == "shutdown":
+            return "shutdown"
         return "budget" if guard.budget is not None else "limit"
     if gate.cycle.stopped is not None:
         return "limit"
@@ -207,6 +216,7 @@ async def run_unattended(
     goal_id: str | None = None,
     sleep_allowed: bool = False,
     origin: Origin | None = None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> TurnReport:
     """Run one unattended goal for ``intake``'s agent; ``scopes_for(goal_id)`` names its spend scopes."""
     agent = intake.agent
@@ -229,6 +239,7 @@ async def run_unattended(
         model,
         source=source,
         provider_max_tokens=provider_config.max_tokens,
+        stopping=stopping,
     )
     gate = _ActionGate(cycle, intake.gate.for_turn(unattended=True))
     slept: dict[str, int] = {}
