@@ -83,12 +83,13 @@ def _priced_config(tmp_path: Path, prices: dict[str, dict[str, float]]) -> Path:
     return path
 
 
+@pytest.mark.parametrize("command", [["run", "--check-config"], ["setup", "doctor"]])
 def test_a_money_budget_without_the_price_of_an_agents_model_is_named_at_check_time(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:
     path = _priced_config(tmp_path, {"claude-opus-4": {"input_per_mtok": 15, "output_per_mtok": 75}})
     with pytest.raises(SystemExit) as exited:
-        main(["run", "--check-config", "--config", str(path)])
+        main([*command, "--config", str(path)])
     assert exited.value.code == 1
     assert capsys.readouterr().err == (
         f"{path}: autonomy.prices.claude-sonnet-4-5: autonomy.budgets.per_day.usd is set but agents[0] "
