@@ -15,7 +15,7 @@ from orchestrator.llm import ProviderConfig
 from orchestrator.mesh import HttpServerConfig, ServerConfig, StdioServerConfig, SupervisionConfig
 from orchestrator.mesh.token_origin import token_origin
 from orchestrator.permissions.policy import PermissionPolicy
-from orchestrator.proactive import AutonomyConfig, HeartbeatConfig, ProactiveConfig
+from orchestrator.proactive import AutonomyConfig, HeartbeatConfig, ProactiveConfig, find_price
 from shared.net import is_loopback
 from shared.protocol.channel import SessionScope
 from shared.secrets import RULE_IDS
@@ -271,6 +271,9 @@ class NexoConfig(_Strict):
     fork_server: bool = True
     """Fork built-in stdio servers from one preloaded template process (docs/configuration.md)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    shutdown_drain_s: float = Field(20.0, ge=0, le=600)
+    """On SIGTERM, how long the model and tool calls in flight get to finish (and their answers to be
+    delivered and acknowledged) before what is left is cancelled."""
 
     @property
     def state_path(self) -> Path:
@@ -298,8 +301,29 @@ def workspace_root(config: NexoConfig) -> Path:
     return Path(root).expanduser() if root else config.state_path / "workspace"
 
 
+def _price_problems(config: NexoConfig, agent: AgentConfig, where: str, file: str) -> list[ConfigProblem]:
+    """A usd budget needs the price of every agent's model: without it unattended work stops."""
+    money = [name for name, budget in config.autonomy.budgets.items() if budget.usd is not None]
+    provider = config.llm.providers.get(agent.model.provider)
+    if not money or provider is None:
+        return []
+    model = f"{agent.model.provider}/{provider.model}"
+    if find_price(config.autonomy.prices, model) is not None:
+        return []
+    return [
+        ConfigProblem(
+            file,
+            f"autonomy.prices.{provider.model}",
+            f"autonomy.budgets.{money[0]}.usd is set but {where} ({agent.id}) uses model {provider.model!r} "
+            f"of provider {agent.model.provider!r}, which has no price, so its unattended work could not run",
+            f"add autonomy.prices[{provider.model!r}] (or {model!r}) with input_per_mtok and "
+            "output_per_mtok (USD per million tokens), or remove the usd budget",
+        )
+    ]
+
+
 def _autonomy_problems(config: NexoConfig, agent: AgentConfig, where: str, file: str) -> list[ConfigProblem]:
-    problems: list[ConfigProblem] = []
+    problems: list[ConfigProblem] = _price_problems(config, agent, where, file)
     acts_alone = agent.heartbeat.enabled or agent.proactive.enabled or bool(agent.pollers)
     dangerous = agent.permissions.dangerous_mode or any(b.dangerous_mode for b in agent.bindings.values())
     if dangerous and acts_alone and config.autonomy.enabled and not agent.confirm_dangerous_autonomy:

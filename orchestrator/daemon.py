@@ -30,7 +30,7 @@ from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics, 
 from orchestrator.permissions import ApprovalBroker
 from orchestrator.proactive.runtime import Autonomy
 from orchestrator.storage import StorageWatch
-from shared.protocol.audit import ConfigChangeBody, EntryDraft
+from shared.protocol.audit import ConfigChangeBody, EntryDraft, NoticeBody
 from shared.protocol.channel import (
     NAMESPACES,
     ChannelParams,
@@ -341,6 +341,7 @@ class Orchestrator:
                 self._record_config()
                 # Before any new goal exists: what the previous process left running is swept first.
                 await self.background.boot()
+                self.autonomy.interrupted_at_start = len(self.background.interrupted)
                 for intake in self.intakes:
                     tg.start_soon(intake.run, name=f"intake:{intake.agent.id}")
                 tg.start_soon(self._deliver_pushes, pending_pushes.clone(), name="pushes")
@@ -386,7 +387,36 @@ class Orchestrator:
             self._running.cancel()
 
     async def drain(self) -> None:
-        """Before the channels close: tell each chat with a goal in flight, then flush the ledger."""
+        """Before the channels close: take no new work, give the model and tool calls in flight up to
+        ``shutdown_drain_s`` to finish (their answers delivered and acknowledged), record and tell
+        each chat what could not finish (it is cancelled), then flush the ledger."""
+        for intake in self.intakes:
+            intake.stop_taking()
+        self.autonomy.stop_starting()
+        drain_s = self.config.shutdown_drain_s
+        with anyio.move_on_after(drain_s):
+            for intake in self.intakes:
+                await intake.wait_quiet()
+            await self.goals.wait_idle()
+        left = sorted(self.goals.live)
+        if left:
+            logger.warning(
+                "shutdown: %d goal(s) still running after %g s are cancelled: %s",
+                len(left),
+                drain_s,
+                ", ".join(left),
+            )
+            message = (
+                f"shutdown: {len(left)} goal(s) did not finish within shutdown_drain_s ({drain_s:g} s) "
+                f"and were cancelled: {', '.join(left)}"
+            )
+            self.sink.record(
+                EntryDraft.of(
+                    NoticeBody(level="warning", message=message[:4000]),
+                    source="orchestrator",
+                    subject="shutdown cancelled goals",
+                )
+            )
         await self.background.shutdown_notices()
         if not await self.sink.flush(SHUTDOWN_FLUSH_S):
             logger.warning("audit: %d entries not sent before shutdown", self.sink.pending)

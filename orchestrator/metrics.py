@@ -86,6 +86,12 @@ class Metrics:
             ["agent", "outcome"],
             registry=r,
         )
+        self.interrupted = Counter(
+            "nexo_unattended_interrupted",
+            "Unattended goals (heartbeat, proactive tick, cron fire) cut short by a restart; never resumed.",
+            ["agent", "source"],
+            registry=r,
+        )
         self.live_goals = Gauge("nexo_goals_live", "Goals in flight in this process.", ["kind"], registry=r)
         self.audit_queue = Gauge("nexo_audit_queue_depth", "Ledger entries waiting to be sent.", registry=r)
         self.audit_dropped = Gauge(

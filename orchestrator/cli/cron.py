@@ -141,12 +141,27 @@ def command_autonomy(args: argparse.Namespace) -> int:
     print(
         f"today: {day['input_tokens']}+{day['output_tokens']} tokens{usd}; resets {status['day_resets_at']}"
     )
+    if status.get("interrupted_at_start"):
+        print(
+            f"interrupted by the last restart: {status['interrupted_at_start']} unattended goal(s), "
+            "not resumed (`nexo agent ps --kind daemon`)"
+        )
     for agent, info in sorted(status["agents"].items()):
         print(
             f"  {agent}: heartbeat {'on' if info['heartbeat'] else 'off'}, proactive "
             f"{'on' if info['proactive'] else 'off'}, {info['actions_last_hour']} actions in the last hour"
         )
+        print(f"    charged as {info['model']} at {_price_text(info['price'])}")
     return EXIT_OK
+
+
+def _price_text(price: dict[str, Any] | None) -> str:
+    if price is None:
+        return "no price (a usd budget cannot apply; add autonomy.prices for this model)"
+    return (
+        f"{price['key']}: ${price['input_per_mtok']:g} in / ${price['output_per_mtok']:g} out per "
+        "million tokens"
+    )
 
 
 async def _ask_daemon(config: Any, action: str) -> dict[str, Any] | None:

@@ -2,9 +2,12 @@
 
 A background goal runs in the daemon with the agent's provider, tools and approval relay, and is
 recorded in the audit server's registry like any other. At boot, goals the previous process left
-running are swept: resumable kinds (bg, daemon, daemon_worker) start again from their prompt;
-interactive ones become ``lost_on_restart`` and their chat is told exactly once (the registry keeps
-who has been told). On SIGTERM, every chat with a goal in flight gets a ``[shutdown]`` notice before
+running are swept: background goals (bg) start again from their prompt; interactive ones become
+``lost_on_restart`` and their chat is told exactly once (the registry keeps who has been told).
+Unattended goals (daemon: a heartbeat, tick or cron fire) are never replayed from a stale prompt:
+they become ``lost_on_restart`` too, are recorded in the ledger as interrupted and counted, and the
+next scheduled cycle decides what to do, under the kill switch, limits and budgets of every
+unattended turn. On SIGTERM, every chat with a goal in flight gets a ``[shutdown]`` notice before
 the channels close, each bounded so shutdown never hangs.
 """
 
@@ -25,6 +28,7 @@ from orchestrator.loop import GoalResult, run_goal
 from orchestrator.mesh import Mesh
 from orchestrator.tools.local import GoalContext
 from shared.protocol.audit import (
+    EntryDraft,
     Goal,
     GoalBootParams,
     GoalBootRequest,
@@ -33,11 +37,13 @@ from shared.protocol.audit import (
     GoalMarkNotifiedParams,
     GoalMarkNotifiedRequest,
     GoalMarkNotifiedResult,
+    NoticeBody,
     Origin,
 )
 
 logger = logging.getLogger("nexo.goals")
-RESUMABLE: tuple[GoalKind, ...] = ("bg", "daemon", "daemon_worker")
+RESUMABLE: tuple[GoalKind, ...] = ("bg",)
+UNATTENDED: tuple[GoalKind, ...] = ("daemon", "daemon_worker")
 NOTICE_TIMEOUT_S = 2.0
 ABANDONED = (
     "[abandoned] nexo restarted while working on this (goal {id}); the message will be answered again."
@@ -64,6 +70,8 @@ class Background:
         self.sink = sink
         self.intakes = intakes
         self._tg: TaskGroup | None = None
+        self.interrupted: list[Goal] = []
+        """Unattended goals the last boot found cut short (not resumed)."""
 
     def attach(self, tg: TaskGroup) -> None:
         self._tg = tg
@@ -107,7 +115,7 @@ class Background:
                     await self.tracker.finish(goal, None, status="cancelled", outcome=goal.cancel_reason)
                 else:
                     # Shutdown: the goal stays running in the registry and resumes at the next boot.
-                    self.tracker.live.pop(goal.id, None)
+                    self.tracker.forget(goal.id)
 
     async def boot(self) -> GoalBootResult | None:
         """Sweep what the previous process left behind; resume or report each goal once."""
@@ -125,7 +133,10 @@ class Background:
             return None
         told: list[str] = []
         for goal in swept.lost:
-            if await self._tell_origin(goal.origin, ABANDONED.format(id=goal.id), f"abandoned:{goal.id}"):
+            if goal.kind in UNATTENDED:
+                self._interrupted(goal)
+                told.append(goal.id)
+            elif await self._tell_origin(goal.origin, ABANDONED.format(id=goal.id), f"abandoned:{goal.id}"):
                 told.append(goal.id)
         if told:
             await audit.request(
@@ -136,12 +147,38 @@ class Background:
         for goal in [*swept.resumable, *swept.promoted]:
             await self._resume(goal)
         logger.info(
-            "boot sweep: %d lost (%d told), %d resumed", len(swept.lost), len(told), len(swept.resumable)
+            "boot sweep: %d lost (%d told), %d interrupted unattended, %d resumed",
+            len(swept.lost),
+            len(told),
+            len(self.interrupted),
+            len(swept.resumable),
         )
         return swept
 
+    def _interrupted(self, goal: Goal) -> None:
+        """Record (once: the goal is then marked as told) an unattended goal a restart cut short."""
+        self.interrupted.append(goal)
+        logger.warning(
+            "unattended goal %s (%s) was interrupted by a restart; not resumed", goal.id, goal.origin.source
+        )
+        message = (
+            f"unattended goal {goal.id} ({goal.origin.source}) was interrupted by a restart after "
+            f"{goal.budget.turns} turns; it is not resumed: the next scheduled cycle decides"
+        )
+        self.sink.record(
+            EntryDraft.of(
+                NoticeBody(level="warning", message=message[:4000]),
+                source="orchestrator",
+                agent=goal.agent,
+                goal_id=goal.id,
+                subject="goal interrupted",
+            )
+        )
+        if self.tracker.metrics is not None:
+            self.tracker.metrics.interrupted.labels(goal.agent, goal.origin.source.split(":", 1)[0]).inc()
+
     async def _resume(self, goal: Goal) -> None:
-        if goal.kind == "interactive" or goal.agent not in self.intakes:
+        if goal.kind not in RESUMABLE or goal.agent not in self.intakes:
             return
         logger.info("resuming %s goal %s", goal.kind, goal.id)
         await self.submit(goal.agent, goal.prompt, kind=goal.kind, goal_id=goal.id)

@@ -79,6 +79,7 @@ class GoalTracker:
         self.live: dict[str, TrackedGoal] = {}
         self._progress: dict[str, dict[str, object]] = {}
         self._progress_ready = anyio.Event()
+        self._emptied = anyio.Event()
 
     async def _call(self, request: GoalCreateRequest | GoalUpdateRequest, result: type) -> object | None:
         if self.audit is None:
@@ -134,7 +135,7 @@ class GoalTracker:
         status: GoalStatus | None = None,
         outcome: str = "",
     ) -> None:
-        self.live.pop(goal.id, None)
+        self.forget(goal.id)
         goal.result = result
         wall = self.clock() - goal.started
         final: GoalStatus = status or (STATUS_OF[result.outcome] if result is not None else "failed")
@@ -152,6 +153,18 @@ class GoalTracker:
                 self.metrics.usage(goal.agent, result.usage)
         await self.update(goal, **fields)
         goal.finished.set()
+
+    def forget(self, goal_id: str) -> None:
+        """The goal no longer runs in this process."""
+        self.live.pop(goal_id, None)
+        if not self.live:
+            self._emptied.set()
+
+    async def wait_idle(self) -> None:
+        """Until no goal runs in this process (a shutdown's drain waits here, bounded)."""
+        while self.live:
+            self._emptied = anyio.Event()
+            await self._emptied.wait()
 
     def note(self, goal: TrackedGoal, **fields: object) -> None:
         """Progress (phase, last event, budget so far) sent in the background, latest value wins."""

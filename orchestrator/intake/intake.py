@@ -19,7 +19,7 @@ from orchestrator.intake.channel_notes import with_channel_notes
 from orchestrator.intake.chats import scope_of, sender_of
 from orchestrator.intake.claude_approvals import ClaudeApprovals
 from orchestrator.intake.gate import GateResult
-from orchestrator.intake.notices import Notices
+from orchestrator.intake.notices import PUSHED, Notices
 from orchestrator.intake.outbound import ReplySender, reply_sender, send_patiently
 from orchestrator.intake.pump import ChannelPumps
 from orchestrator.intake.ratelimit import ChannelRates
@@ -151,6 +151,9 @@ class Intake:
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[tuple[str, str]] = set()
         self._tg: TaskGroup | None = None
+        self._pulling = anyio.CancelScope()
+        self.draining = False
+        """Set by a shutdown: messages not started yet stay unacknowledged for the next process."""
         self._quiet = anyio.Event()
         self._quiet.set()
         self.last_message_at = time.monotonic()
@@ -216,14 +219,24 @@ class Intake:
                 self.admissions.bind(tg)
                 with anyio.move_on_after(20):
                     await self.away.seed()
-                for name in self.agent.channels:
-                    tg.start_soon(self.pumps.run, self.mesh[name], name=f"pump:{name}")
+                tg.start_soon(self._pull, name="pumps")
         finally:
             for session in self._sessions.values():
                 session.inbox.close()
             self._sessions.clear()
 
     # -- pulling -----------------------------------------------------------------------------
+
+    async def _pull(self) -> None:
+        with self._pulling:
+            async with anyio.create_task_group() as pumps:
+                for name in self.agent.channels:
+                    pumps.start_soon(self.pumps.run, self.mesh[name], name=f"pump:{name}")
+
+    def stop_taking(self) -> None:
+        """A shutdown drains: no new message is pulled or started; those in flight finish."""
+        self.draining = True
+        self._pulling.cancel()
 
     def channel_gate(self, connection: ServerConnection) -> GateResult:
         return self.pumps.gate(connection)
@@ -330,6 +343,8 @@ class Intake:
         async with inbox:
             async for server, event, role in inbox:
                 try:
+                    if self.draining and event.seq != PUSHED:
+                        continue  # not started: unacknowledged, it is answered after the restart
                     await self._handle(session, self.mesh[server], event, role)
                 finally:
                     self._end((server, event.dedupe_key))

@@ -125,11 +125,22 @@ class _NoObserver:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A model call about to be sent, as the guard sees it before it goes out."""
+
+    system: str
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec]
+    max_tokens: int | None
+    """The output cap the call is sent with; None: the provider's own."""
+
+
 class CallGuard(Protocol):
     """Hard limits outside the goal's own budgets (spend per day, per heartbeat, per cron entry)."""
 
-    def before_call(self) -> str | None:
-        """The limit that stops the goal before its next model call, or None to go on."""
+    async def before_call(self, call: PendingCall) -> str | None:
+        """The limit that stops the goal before ``call`` is sent, or None to send it."""
         ...
 
     def after_call(self, usage: Usage) -> None:
@@ -216,15 +227,19 @@ async def _turns(
         if result.usage.total >= budgets.max_tokens:
             result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, "tokens"
             return
-        stop = run.guard.before_call() if run.guard is not None else None
+        # Read each turn: a catalog may load tools on demand during the goal.
+        tools = [ToolSpec(t.qualified, t.description, t.input_schema) for t in catalog]
+        stop = (
+            await run.guard.before_call(PendingCall(system, messages, tools, max_tokens))
+            if run.guard is not None
+            else None
+        )
         if stop is not None:
             result.outcome, result.axis = Outcome.BUDGET_EXHAUSTED, stop
             return
         turn_start = clock()
         result.turns += 1
         await progress(f"turn {result.turns}: asking {provider.describe()}")
-        # Read each turn: a catalog may load tools on demand during the goal.
-        tools = [ToolSpec(t.qualified, t.description, t.input_schema) for t in catalog]
         completion = await provider.complete(
             system=system, messages=messages, tools=tools, max_tokens=max_tokens
         )

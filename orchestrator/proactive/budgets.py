@@ -1,13 +1,15 @@
 """Spend budgets: tokens and money per goal, per day, per heartbeat run and per cron entry.
 
-:meth:`SpendTracker.check` runs before every model call and refuses the call once a scope has spent
-its budget; :meth:`SpendTracker.record` adds what the call used. A call's size is known only after
-it returns, so a scope can end up over its budget by at most one call (bounded by the provider's
-``max_tokens``). Money comes from the ``prices`` table; a money budget over a model without a price
-refuses the call (:class:`PriceMissing`) rather than letting it run unmetered.
+:meth:`SpendTracker.check` runs before every model call with a bound on what that call can cost
+(:func:`orchestrator.proactive.estimate.estimate_call`: its actual prompt and its ``max_tokens``), and
+refuses the call unless the spend so far plus that bound fits every budget, so no budget is overrun;
+:meth:`SpendTracker.record` adds what the call used. Money comes from the ``prices`` table, looked
+up by the model's name (``provider/model``, then ``model``); a money budget over a model without a
+price refuses the call (:class:`PriceMissing`) rather than letting it run unmetered, and the config
+check names the missing price at load.
 
 Day and cron-entry totals start over at midnight in ``day_timezone``. The tracker keeps no durable
-state: at start, :meth:`SpendTracker.restore` rebuilds the totals from the audit ledger's turns.
+state: at start, :meth:`SpendTracker.restore` rebuilds the totals from the audit ledger.
 """
 
 from __future__ import annotations
@@ -211,9 +213,6 @@ class SpendTracker:
         self._prices = dict(prices)
         self._zone = ZoneInfo(check_timezone(day_timezone))
         self._clock = clock
-        self.largest_call_tokens = 0
-        """The most one call has cost so far: reserved before the next call so budgets are not overrun."""
-        self.largest_call_usd = 0.0
         self._warned: set[str] = set()
         self._day = self._today()
         self._day_total = _Total()
@@ -239,6 +238,11 @@ class SpendTracker:
             self._day = today
             self._day_total = _Total()
             self._cron.clear()
+
+    def day_started_at(self) -> datetime:
+        """The last midnight in ``day_timezone``, when today's day and cron-entry totals started."""
+        self._roll()
+        return datetime.combine(self._day, time(), tzinfo=self._zone)
 
     def day_resets_at(self) -> datetime:
         """The next midnight in ``day_timezone``, when the day and cron-entry totals start over."""
@@ -298,17 +302,17 @@ class SpendTracker:
             )
         return found
 
-    def check(
-        self, scopes: Scopes, model: str, *, reserve_tokens: int = 0, reserve_usd: float = 0.0
-    ) -> BudgetHit | None:
+    def check(self, scopes: Scopes, model: str, *, next_call: Usage | None = None) -> BudgetHit | None:
         """None when a call of ``model`` may go ahead; the first exhausted budget otherwise.
 
-        ``reserve_*`` is what the next call is expected to cost (e.g. the largest call so far): a
-        budget that cannot take it is reported as exhausted, so the spend stays within the budget.
+        ``next_call`` bounds what the call can cost: a budget that cannot take it on top of what was
+        spent is reported as exhausted, so the spend stays within the budget.
         Raises :class:`PriceMissing` when a money budget applies and ``model`` (or a model already
         counted in that scope) has no price.
         """
         self._roll()
+        reserve_tokens = next_call.total if next_call is not None else 0
+        reserve_usd = (self.cost(model, next_call) or 0.0) if next_call is not None else 0.0
         for scope, key, total, budget in self._scopes(scopes):
             setting = _SETTING[scope]
             if budget.tokens is not None and (
@@ -356,8 +360,6 @@ class SpendTracker:
         self._roll()
         spend = self._spend(model, usage, cache_read_tokens, cache_write_tokens)
         self._add(scopes, spend, model, today=True)
-        self.largest_call_tokens = max(self.largest_call_tokens, spend.tokens)
-        self.largest_call_usd = max(self.largest_call_usd, spend.usd or 0.0)
         return spend
 
     def _add(self, scopes: Scopes, spend: Spend, model: str, *, today: bool) -> None:

@@ -54,6 +54,10 @@ TERMINAL = frozenset({"done", "failed", "cancelled", "lost_on_restart"})
 MISSED_LISTED = 5
 
 
+class ShuttingDown(Exception):
+    """A fire handed out while the orchestrator drains: left unacknowledged for the next process."""
+
+
 def fire_goal_id(payload: FirePayload) -> str:
     return f"cron-{payload.fire_id}-{payload.attempt}"
 
@@ -133,7 +137,7 @@ class CronFires:
                 await self._fire(connection, FirePayload.model_validate(event.payload), event)
             else:
                 logger.warning("cron event %d of unknown kind %r acknowledged", event.seq, event.kind)
-        except ServerUnavailable as exc:
+        except (ServerUnavailable, ShuttingDown) as exc:
             logger.warning("cron event %d not finished (%s); it comes back", event.seq, exc)
             return
         except Exception as exc:
@@ -160,6 +164,8 @@ class CronFires:
 
     async def _fire(self, connection: ServerConnection, payload: FirePayload, event: Event) -> None:
         autonomy = self.autonomy
+        if autonomy.stopping:
+            raise ShuttingDown("nexo is shutting down")
         intake = autonomy.intakes.get(payload.agent) or next(iter(autonomy.intakes.values()), None)
         if intake is None:
             await self._report(connection, payload, "skipped", "no agent runs in this orchestrator")
@@ -204,6 +210,8 @@ class CronFires:
             outcome, error = "done", None
         elif report.ended in ("limit", "budget", "paused", "preempted"):
             outcome, error = "skipped", report.reason
+        elif report.ended == "shutdown":
+            outcome, error = "failed", "interrupted by a shutdown"
         else:
             outcome, error = "failed", report.reason
         await self._conclude(connection, payload, intake, outcome, error, goal_id=goal_id)

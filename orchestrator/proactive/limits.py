@@ -1,9 +1,10 @@
 """Action limits for autonomous cycles: a gap between cycle starts, quiet hours, and action caps.
 
 An autonomous cycle is one heartbeat, tick or cron fire handled without the operator asking. Before
-starting one, :meth:`ActionLimiter.can_start_cycle` says whether the cool-down and the quiet hours
-allow it now, and if not, from when. Inside a cycle every tool call first takes an action from the
-:class:`Cycle`, which enforces the per-cycle cap and the rolling hourly cap shared by all cycles.
+starting one, :meth:`ActionLimiter.can_start_cycle` says whether the cool-down, the quiet hours and
+the hourly cap allow it now, and if not, from when. Inside a cycle every tool call first takes an
+action from the :class:`Cycle`, which enforces the per-cycle cap and the rolling hourly cap shared by
+all cycles; before each model call :meth:`Cycle.check_hour` stops the cycle once the hour is full.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ Clock = Callable[[], datetime]
 class Refusal:
     """Why an autonomous cycle may not start now, and the earliest time it may."""
 
-    axis: Literal["cooldown", "quiet_hours"]
+    axis: Literal["cooldown", "quiet_hours", "actions_per_hour"]
     reason: str
     retry_at: datetime
 
@@ -110,6 +111,13 @@ class Cycle:
         self.actions += 1
         return None
 
+    def check_hour(self) -> LimitHit | None:
+        """The hourly cap when it already holds (checked before a model call), without taking an action."""
+        if self._hit is not None:
+            return self._hit
+        self._hit = self._limiter.hour_full(self._limiter.now())
+        return self._hit
+
 
 class ActionLimiter:
     """Cool-down and quiet hours for cycle starts, and the rolling hourly action window."""
@@ -130,8 +138,22 @@ class ActionLimiter:
         return self._last_start
 
     def can_start_cycle(self, now: datetime | None = None) -> Refusal | None:
-        """None when a cycle may start at ``now``; otherwise why not and the earliest time it may."""
+        """None when a cycle may start at ``now``; otherwise why not and the earliest time it may.
+
+        A full hourly window refuses too: a cycle that could take no action would only pay for a
+        model call.
+        """
         at = _aware(now) if now is not None else self.now()
+        refusal = self._timing(at)
+        if refusal is not None:
+            return refusal
+        hourly = self.hour_full(at)
+        if hourly is None:
+            return None
+        assert hourly.retry_at is not None
+        return Refusal("actions_per_hour", hourly.reason, hourly.retry_at)
+
+    def _timing(self, at: datetime) -> Refusal | None:
         cooldown_end = (
             self._last_start + timedelta(seconds=self.limits.min_cycle_gap_s)
             if self._last_start is not None
@@ -177,19 +199,30 @@ class ActionLimiter:
         at = _aware(now) if now is not None else self.now()
         return sum(1 for taken in self._actions if at - HOUR < taken <= at)
 
-    def take(self, now: datetime) -> LimitHit | None:
-        """Record one action in the hourly window, or refuse it when the window is full."""
+    def hour_full(self, now: datetime) -> LimitHit | None:
+        """The hourly cap when the last hour already holds ``max_actions_per_hour`` actions."""
         while self._actions and self._actions[0] <= now - HOUR:
             self._actions.popleft()
         cap = self.limits.max_actions_per_hour
-        if len(self._actions) >= cap:
-            retry = self._actions[0] + HOUR
-            return LimitHit(
-                "actions_per_hour",
-                cap,
-                f"{cap} autonomous actions in the last hour (autonomy.limits.max_actions_per_hour): "
-                f"the next is allowed in {_span(retry - now)}",
-                retry,
-            )
-        self._actions.append(now)
-        return None
+        if len(self._actions) < cap:
+            return None
+        retry = self._actions[0] + HOUR
+        return LimitHit(
+            "actions_per_hour",
+            cap,
+            f"{cap} autonomous actions in the last hour (autonomy.limits.max_actions_per_hour): "
+            f"the next is allowed in {_span(retry - now)}",
+            retry,
+        )
+
+    def take(self, now: datetime) -> LimitHit | None:
+        """Record one action in the hourly window, or refuse it when the window is full."""
+        hit = self.hour_full(now)
+        if hit is None:
+            self._actions.append(now)
+        return hit
+
+    def restore(self, taken: list[datetime]) -> None:
+        """Replace the hourly window with actions taken earlier (read back from the ledger at start)."""
+        self._actions.clear()
+        self._actions.extend(sorted(_aware(at) for at in taken))

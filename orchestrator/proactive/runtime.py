@@ -19,13 +19,14 @@ import anyio
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import Mesh, ServerConnection
-from orchestrator.proactive.budgets import Scopes, SpendRow, SpendTracker
+from orchestrator.proactive.budgets import Scopes, SpendTracker, price_keys
 from orchestrator.proactive.cron import CronFires
-from orchestrator.proactive.limits import ActionLimiter, LimitHit, Refusal
+from orchestrator.proactive.limits import HOUR, ActionLimiter, LimitHit, Refusal
 from orchestrator.proactive.pending import pending_items
 from orchestrator.proactive.plan import TickPlan, config_timing_problems, run_plan, start_refusal
+from orchestrator.proactive.restore import actions_by_agent, entries_since, spend_rows
 from orchestrator.proactive.ticks import TickReason, render_tick
-from orchestrator.proactive.unattended import TurnReport, run_unattended
+from orchestrator.proactive.unattended import TurnReport, charged_model, run_unattended
 from orchestrator.proactive.wording import action_cap_text, budget_text
 from shared.protocol.audit import (
     ConfigChangeBody,
@@ -91,11 +92,22 @@ class Autonomy:
         self._wake: dict[str, anyio.Event] = {}
         self.cron = CronFires(self)
         self.cycles = 0
+        self.stopping = False
+        """Set by a shutdown: no cycle starts, and one in flight ends before its next model call."""
+        self.interrupted_at_start = 0
+        """Unattended goals the previous process left cut short (recorded, never replayed)."""
 
     # -- the kill switch ---------------------------------------------------------------------
 
     def is_enabled(self) -> bool:
         return self.enabled
+
+    def is_stopping(self) -> bool:
+        return self.stopping
+
+    def stop_starting(self) -> None:
+        """A shutdown drains: no new cycle or fire starts; one in flight makes no further model call."""
+        self.stopping = True
 
     def pause(self, by: str) -> bool:
         changed = self.enabled
@@ -130,8 +142,11 @@ class Autonomy:
             },
             "day_resets_at": self.spend.day_resets_at().isoformat(),
             "cycles": self.cycles,
+            "interrupted_at_start": self.interrupted_at_start,
             "agents": {
                 agent_id: {
+                    "model": charged_model(intake),
+                    "price": self._price(charged_model(intake)),
                     "heartbeat": intake.agent.heartbeat.enabled,
                     "proactive": intake.agent.proactive.enabled,
                     "actions_last_hour": self.limiter(agent_id).hour_count(),
@@ -141,20 +156,33 @@ class Autonomy:
             },
         }
 
+    def _price(self, model: str) -> dict[str, Any] | None:
+        """The price an agent's calls are charged at, and the key it was found under."""
+        prices = self.config.autonomy.prices
+        key = next((key for key in price_keys(model) if key in prices), None)
+        if key is None:
+            return None
+        return {"key": key, **prices[key].model_dump()}
+
     # -- boot --------------------------------------------------------------------------------
 
     async def restore(self) -> None:
-        """The kill switch as the last process left it, and today's spend, from the ledger."""
+        """The kill switch as the last process left it, and every counter a limit holds across
+        restarts (today's spend, per cron entry too, and the last hour's actions), from the ledger."""
         audit = self.mesh.get(self.config.audit.server)
         if audit is None:
             return
+        now = self.clock()
         try:
             switches = await audit.request(
                 TailRequest(params=TailParams(kind="config_change", limit=200)), TailResult, timeout=30
             )
-            turns = await audit.request(
-                TailRequest(params=TailParams(kind="turn", limit=1000)), TailResult, timeout=30
-            )
+            since = self.spend.day_started_at()
+            spent = [
+                *await entries_since(audit, "turn", since),
+                *await entries_since(audit, "spend_reserved", since),
+            ]
+            actions = await entries_since(audit, "tool_call", now - HOUR)
         except Exception as exc:  # noqa: BLE001 -- a fresh start is the safe fallback
             logger.warning("autonomy state not restored from the ledger: %s", exc)
             return
@@ -164,24 +192,9 @@ class Autonomy:
                 if detail.startswith("paused") and self.config.autonomy.enabled:
                     self.enabled, self.paused_by = False, detail.removeprefix("paused by ")
                 break
-        last: dict[str, SpendRow] = {}
-        for entry in turns.entries:
-            body = entry.body
-            if not body.get("model") or entry.goal_id is None:
-                continue
-            # Turn entries carry the goal's running total: its last turn is what the goal spent.
-            last[entry.goal_id] = SpendRow(
-                at=datetime.fromisoformat(entry.at),
-                model=str(body["model"]),
-                input_tokens=int(body.get("input_tokens", 0)),
-                output_tokens=int(body.get("output_tokens", 0)),
-                cache_read_tokens=int(body.get("cache_read_tokens", 0)),
-                cache_write_tokens=int(body.get("cache_write_tokens", 0)),
-                goal=entry.goal_id,
-                heartbeat=None,
-                cron_entry=None,
-            )
-        self.spend.restore(last.values())
+        self.spend.restore(spend_rows(spent))
+        for agent_id, taken in actions_by_agent(actions).items():
+            self.limiter(agent_id).restore(taken)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -252,6 +265,8 @@ class Autonomy:
     ) -> TurnReport | None:
         """One heartbeat, proactive or wake cycle, unless a limit, quiet hours or a user message says no."""
         agent_id = intake.agent.id
+        if self.stopping:
+            return None
         limiter = self.limiter(agent_id)
         refusal = self.refusal(agent_id, reason)
         if refusal is not None:
@@ -279,6 +294,7 @@ class Autonomy:
             spend=self.spend,
             scopes_for=lambda goal: Scopes(goal=goal, heartbeat=run_id if reason == "heartbeat" else None),
             enabled=self.is_enabled,
+            stopping=self.is_stopping,
             sleep_allowed=True,
             origin=Origin(source=reason),
             offered=None if "*" in self.config.autonomy.tick_tools else self.config.autonomy.tick_tools,
@@ -367,6 +383,7 @@ class Autonomy:
             spend=self.spend,
             scopes_for=lambda goal: Scopes(goal=goal, cron_entry=entry_id),
             enabled=self.is_enabled,
+            stopping=self.is_stopping,
             goal_id=goal_id,
             origin=Origin(source=source),
         )

@@ -1,15 +1,16 @@
 """One unattended turn: a heartbeat, a proactive tick or a cron fire, with nobody watching.
 
-Before every model call it checks the kill switch, a waiting user message (which preempts it), the
-cycle's action caps and the spend budgets; each tool call takes one action. Destructive tools are
-denied unless an approval is live (the policy gate's unattended mode). The turn is marked
-unattended in the ledger; an idle answer sends nothing to anyone.
+Before every model call it checks a shutdown in progress, the kill switch, a waiting user message
+(which preempts it), the cycle's action caps (the hourly one included) and the spend budgets, whose
+bound on the call is stored in the ledger before it is sent; each tool call takes one action.
+Destructive tools are denied unless an approval is live (the policy gate's unattended mode). The turn
+is marked unattended in the ledger; an idle answer sends nothing to anyone.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,23 +19,28 @@ import anyio
 from orchestrator.goals import LedgerObserver
 from orchestrator.llm import Usage
 from orchestrator.loop import GoalResult, Outcome, run_goal
+from orchestrator.loop.goal import PendingCall
 from orchestrator.loop.tools import Decision, Gate
 from orchestrator.mesh import CatalogTool
 from orchestrator.proactive.budgets import BudgetHit, PriceMissing, Scopes, SpendTracker
+from orchestrator.proactive.estimate import estimate_call
 from orchestrator.proactive.limits import Cycle, LimitHit
 from orchestrator.proactive.sleep import SLEEP_INPUT_SCHEMA, SLEEP_TOOL_NAME, choose_sleep, parse_sleep
 from orchestrator.proactive.ticks import IDLE_MARKER, is_idle_answer
 from orchestrator.proactive.toolbox import on_demand
 from orchestrator.tools.local import GoalContext, LocalTool, LocalToolError, LocalTools, local_catalog_tools
-from shared.protocol.audit import Origin
+from shared.protocol.audit import EntryDraft, Origin, SpendReservedBody
 from shared.protocol.memory import PROVENANCE_META_KEY
 
 if TYPE_CHECKING:
     from orchestrator.intake import Intake
 
 logger = logging.getLogger("nexo.autonomy")
+RESERVE_TIMEOUT_S = 10.0
 
-Ended = Literal["answered", "idle", "preempted", "paused", "limit", "budget", "failed", "cancelled"]
+Ended = Literal[
+    "answered", "idle", "preempted", "paused", "limit", "budget", "failed", "cancelled", "shutdown"
+]
 
 
 @dataclass
@@ -52,44 +58,92 @@ class TurnReport:
 
 
 class _Guard:
-    """The checks before every model call of the turn (the loop's CallGuard)."""
+    """The checks before every model call of the turn (the loop's CallGuard).
+
+    A call that passes them has its spend bound written to the ledger before it is sent, so a crash
+    before its turn entry still counts it when the budgets are rebuilt at the next start.
+    """
 
     def __init__(
-        self, intake: Intake, enabled: Any, cycle: Cycle, spend: SpendTracker, scopes: Scopes, model: str
+        self,
+        intake: Intake,
+        enabled: Any,
+        cycle: Cycle,
+        spend: SpendTracker,
+        scopes: Scopes,
+        model: str,
+        *,
+        source: str,
+        provider_max_tokens: int,
+        stopping: Callable[[], bool],
     ) -> None:
         self.intake = intake
+        self.stopping = stopping
         self.enabled = enabled
         self.cycle = cycle
         self.spend = spend
         self.scopes = scopes
         self.model = model
+        self.source = source
+        self.provider_max_tokens = provider_max_tokens
         self.budget: BudgetHit | None = None
         self.stop: str | None = None
+        self.calls = 0
+        self.used = Usage()
 
-    def before_call(self) -> str | None:
-        if not self.enabled():
+    async def before_call(self, call: PendingCall) -> str | None:
+        if self.stopping():
+            self.stop = "shutdown"
+        elif not self.enabled():
             self.stop = "autonomy_paused"
         elif self.intake.busy:
             self.stop = "preempted"
-        elif self.cycle.stopped is not None:
-            self.stop = self.cycle.stopped.axis
+        elif (hit := self.cycle.check_hour()) is not None:
+            self.stop = hit.axis
         else:
+            bound = estimate_call(call, provider_max_tokens=self.provider_max_tokens)
             try:
-                self.budget = self.spend.check(
-                    self.scopes,
-                    self.model,
-                    reserve_tokens=self.spend.largest_call_tokens,
-                    reserve_usd=self.spend.largest_call_usd,
-                )
+                self.budget = self.spend.check(self.scopes, self.model, next_call=bound)
             except PriceMissing as exc:
                 logger.error("%s", exc)
                 self.stop = "price_missing"
                 return self.stop
             if self.budget is not None:
                 self.stop = self.budget.axis
+            elif not await self._reserve(bound):
+                self.stop = "ledger_unavailable"
         return self.stop
 
+    async def _reserve(self, bound: Usage) -> bool:
+        """Write the spend bound of the next call to the ledger; False when it could not be stored."""
+        sink = self.intake.sink
+        if sink.connection is None:
+            return True
+        body = SpendReservedBody(
+            index=self.calls + 1,
+            input_tokens=self.used.input_tokens + bound.input_tokens,
+            output_tokens=self.used.output_tokens + bound.output_tokens,
+            model=self.model[:500],
+        )
+        agent = self.intake.agent.id
+        sink.record(
+            EntryDraft.of(
+                body, source=self.source, agent=agent, goal_id=self.scopes.goal, subject="spend reserved"
+            )
+        )
+        if await sink.flush(RESERVE_TIMEOUT_S):
+            return True
+        logger.error(
+            "unattended model call of %s not made: its spend could not be recorded in the audit ledger "
+            "within %g s (see `nexo status`)",
+            agent,
+            RESERVE_TIMEOUT_S,
+        )
+        return False
+
     def after_call(self, usage: Usage) -> None:
+        self.calls += 1
+        self.used = self.used + usage
         self.spend.record(
             self.scopes,
             self.model,
@@ -111,6 +165,12 @@ class _ActionGate:
         if hit is not None:
             return Decision(False, hit.reason)
         return await self.inner.check(tool, arguments, call_id)
+
+
+def charged_model(intake: Intake) -> str:
+    """``provider/model``: what an agent's calls are priced and recorded as (the price table's key)."""
+    provider = intake.agent.model.provider
+    return f"{provider}/{intake.config.llm.providers[provider].model}"
 
 
 def _sleep_tool(holder: dict[str, int], reasons: list[str]) -> LocalTool:
@@ -144,6 +204,8 @@ def _ended(result: GoalResult, guard: _Guard, gate: _ActionGate) -> Ended:
             return "preempted"
         if guard.stop == "autonomy_paused":
             return "paused"
+        if guard.stop == "shutdown":
+            return "shutdown"
         return "budget" if guard.budget is not None else "limit"
     if gate.cycle.stopped is not None:
         return "limit"
@@ -165,10 +227,12 @@ async def run_unattended(
     sleep_allowed: bool = False,
     origin: Origin | None = None,
     offered: Sequence[str] | None = None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> TurnReport:
     """Run one unattended goal for ``intake``'s agent; ``scopes_for(goal_id)`` names its spend scopes."""
     agent = intake.agent
-    model = f"{agent.model.provider}/{intake.provider.describe()}"
+    model = charged_model(intake)
+    provider_config = intake.config.llm.providers[agent.model.provider]
     goal = await intake.goals.start(
         agent=agent.id,
         kind="daemon",
@@ -177,7 +241,17 @@ async def run_unattended(
         goal_id=goal_id,
     )
     scopes: Scopes = scopes_for(goal.id)
-    guard = _Guard(intake, enabled, cycle, spend, scopes, model)
+    guard = _Guard(
+        intake,
+        enabled,
+        cycle,
+        spend,
+        scopes,
+        model,
+        source=source,
+        provider_max_tokens=provider_config.max_tokens,
+        stopping=stopping,
+    )
     gate = _ActionGate(cycle, intake.gate.for_turn(unattended=True))
     slept: dict[str, int] = {}
     sleep_reasons: list[str] = []

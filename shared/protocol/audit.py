@@ -26,7 +26,7 @@ TRANSITION_REFUSED = -32049
 
 EntryKind = Literal[
     "turn", "tool_call", "approval_requested", "approval_answered", "pairing", "channel", "cron_fire",
-    "memory_promotion", "config_change", "goal", "notice", "checkpoint",
+    "memory_promotion", "config_change", "goal", "notice", "checkpoint", "spend_reserved",
 ]  # fmt: skip
 ToolOutcome = Literal["ok", "error", "cancelled", "timeout", "rate_limited", "denied"]
 GoalKind = Literal["interactive", "bg", "daemon", "daemon_worker"]
@@ -155,6 +155,17 @@ class ConfigChangeBody(Body):
     detail: Text = ""
 
 
+class SpendReservedBody(Body):
+    """Written and stored before an unattended model call: the goal's tokens so far plus a bound on
+    that call. A crash before the call's ``turn`` entry leaves this bound as the goal's spend."""
+
+    index: int = Field(ge=0)
+    """The turn the call belongs to."""
+    input_tokens: int = Field(0, ge=0)
+    output_tokens: int = Field(0, ge=0)
+    model: Short
+
+
 class NoticeBody(Body):
     level: Literal["info", "warning", "error"]
     message: Text
@@ -174,6 +185,7 @@ KIND_BODIES: dict[str, type[Body]] = {
     "memory_promotion": MemoryPromotionBody,
     "config_change": ConfigChangeBody,
     "notice": NoticeBody,
+    "spend_reserved": SpendReservedBody,
 }
 BODY_KINDS: dict[type[Body], str] = {model: kind for kind, model in KIND_BODIES.items()}
 

@@ -263,13 +263,17 @@ class FakeLLM:
         default: ScriptItem | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        bill_tools: bool = False,
     ) -> None:
+        """``bill_tools``: count the request's tool definitions (their JSON) as input, as providers do."""
+        self._bill_tools = bill_tools
         self._script: deque[ScriptItem] = deque(script)
         self._default = default
         self._host = host
         self._requested_port = port
         self._port: int | None = None
         self._requests: list[RecordedRequest] = []
+        self._billed: list[int] = []
         self._changed = threading.Condition()
         self._ids = itertools.count(1)
         self._server: _Server | None = None
@@ -294,6 +298,12 @@ class FakeLLM:
     def requests(self) -> list[RecordedRequest]:
         with self._changed:
             return list(self._requests)
+
+    @property
+    def billed_tokens(self) -> int:
+        """Input plus output tokens of every answer sent, as their usage reports (what a provider bills)."""
+        with self._changed:
+            return sum(self._billed)
 
     def push(self, *items: ScriptItem) -> None:
         with self._changed:
@@ -434,8 +444,11 @@ class FakeLLM:
         output = (step.text or "") + "".join(
             json.dumps({"name": name, "arguments": arguments}) for _, name, arguments in calls
         )
-        input_tokens = tokens_for(request.input_chars)
+        tools = len(json.dumps(request.body["tools"])) if self._bill_tools and "tools" in request.body else 0
+        input_tokens = tokens_for(request.input_chars + tools)
         output_tokens = tokens_for(len(output))
+        with self._changed:
+            self._billed.append(input_tokens + output_tokens)
         model = request.body["model"]
         number = request.index + 1
         if request.wire == "anthropic":

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 WAIT_S = 30.0
 
 
-def _config(tmp_path: Path, llm_url: str) -> Path:
+def _config(tmp_path: Path, llm_url: str, **extra: object) -> Path:
     return write_config(
         tmp_path / "agents.yaml",
         state_dir=tmp_path / "state",
@@ -32,6 +32,7 @@ def _config(tmp_path: Path, llm_url: str) -> Path:
             "audit": python_server("servers.audit"),
             "time": python_server("servers.time"),
         },
+        extra=extra,
     )
 
 
@@ -103,7 +104,11 @@ async def test_sigterm_tells_each_chat_with_a_goal_in_flight_before_the_channels
     tmp_path: Path,
 ) -> None:
     stuck = Gate("never shown")
-    with FakeLLM([stuck]) as llm, running(_config(tmp_path, llm.openai_base_url)) as orch:
+    # The model call outlasts the drain, so it is cancelled and its chat told.
+    with (
+        FakeLLM([stuck]) as llm,
+        running(_config(tmp_path, llm.openai_base_url, shutdown_drain_s=0.5)) as orch,
+    ):
         async with open_operator(tmp_path / "state") as operator:
             await operator.send(Say(id="m1", text="long job"))
             assert await anyio.to_thread.run_sync(stuck.entered.wait, WAIT_S)

@@ -4,9 +4,6 @@ a simulated day, idle ticks that say nothing, the per-hour cap told once, preemp
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,67 +11,15 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.config import load
-from orchestrator.daemon import Orchestrator
-from orchestrator.proactive.runtime import Autonomy
 from orchestrator.proactive.ticks import ProactiveSchedule
 from orchestrator.tools.local import GoalContext, LocalTool
 from shared.protocol.audit import EntryDraft, NoticeBody, Origin
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step, tokens_for
 from tests.fakes.llm import Reply as ModelReply
-from tests.mesh.harness import python_server, write_config
-from tests.mesh.inbox import inbox_server, replies, say
+from tests.mesh.inbox import replies, say
+from tests.orchestrator.autonomy_support import DAY_START, Clock, autonomy_config, running
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
-
-DAY_START = datetime(2026, 11, 21, 0, 0, tzinfo=UTC)
-
-
-@dataclass
-class Clock:
-    now: datetime = DAY_START
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def _config(tmp_path: Path, llm_url: str, agent: dict[str, Any], autonomy: dict[str, Any]) -> Path:
-    return write_config(
-        tmp_path / "agents.yaml",
-        state_dir=tmp_path / "state",
-        llm_base_url=llm_url,
-        servers={
-            "inbox": inbox_server(tmp_path),
-            "audit": python_server("servers.audit"),
-        },
-        agent={"channels": ["inbox"], **agent},
-        extra={"operator": {"channel": "inbox", "chat_id": "op"}, "autonomy": autonomy},
-    )
-
-
-@asynccontextmanager
-async def running(config_path: Path, clock: Clock) -> AsyncIterator[Orchestrator]:
-    """The daemon in this process, its autonomy on ``clock``; the loops themselves are not started."""
-    config = load(config_path)
-    orch = Orchestrator(config, config_label=str(config_path))
-    orch.autonomy = Autonomy(config, orch.mesh, orch.sink, clock=clock, rng=random.Random(3))
-    ready = anyio.Event()
-    finished = anyio.Event()
-
-    async def on_ready(_: Orchestrator) -> None:
-        ready.set()
-        await finished.wait()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: orch.run(on_ready=on_ready))
-        with anyio.fail_after(60):
-            await ready.wait()
-        try:
-            yield orch
-        finally:
-            with anyio.CancelScope(shield=True):
-                await orch.sink.flush(5)
-            finished.set()
 
 
 def _input_tokens(requests: list[RecordedRequest]) -> int:
@@ -84,12 +29,13 @@ def _input_tokens(requests: list[RecordedRequest]) -> int:
 async def test_an_idle_day_of_ticks_stays_within_budget_and_says_nothing(
     tmp_path: Path,
 ) -> None:
-    budget = 4_000
+    budget = 6_000
     with FakeLLM(default=ModelReply("[idle]")) as llm:
-        config = _config(
+        config = autonomy_config(
             tmp_path,
             llm.openai_base_url,
             agent={
+                "model": {"provider": "fake", "max_tokens": 100},
                 "heartbeat": {"enabled": True, "interval_s": 1800},
                 "proactive": {"enabled": True, "tick_interval_secs": 900, "max_idle_secs": 7200},
             },
@@ -133,9 +79,11 @@ def _busy_model(request: RecordedRequest) -> Step:
     return Step(tool_calls=(CallTool("channel_list", {}),))
 
 
-async def test_the_hourly_action_cap_pauses_work_and_tells_the_operator_once(tmp_path: Path) -> None:
+async def test_the_hourly_action_cap_pauses_work_without_model_calls_and_tells_the_operator_once(
+    tmp_path: Path,
+) -> None:
     with FakeLLM(default=_busy_model) as llm:
-        config = _config(
+        config = autonomy_config(
             tmp_path,
             llm.openai_base_url,
             agent={"budgets": {"max_turns": 30, "max_consecutive_tool_failures": 50}},
@@ -153,11 +101,15 @@ async def test_the_hourly_action_cap_pauses_work_and_tells_the_operator_once(tmp
                 clock.now = DAY_START + timedelta(minutes=minute)
                 reports.append(await autonomy.tick(intake, "proactive", None))
         sent = replies(tmp_path)
-    assert all(r is not None and r.ended == "limit" for r in reports)
+    assert [r.ended if r is not None else None for r in reports] == ["limit", "limit", None, None]
     axes = [r.limit.axis for r in reports if r is not None and r.limit is not None]
-    assert axes == ["actions_per_cycle", "actions_per_hour", "actions_per_hour", "actions_per_hour"]
-    ran = sum(1 for r in llm.requests if r.body["messages"][-1]["role"] == "tool")
-    assert ran == 25  # every allowed action ran; none after the cap
+    assert axes == ["actions_per_cycle", "actions_per_hour"]
+    # The first cycle makes 21 calls (its 21st action is refused by the cycle cap); the second makes
+    # 5, whose 5 actions fill the hour, and no sixth: the cap is checked before the call. While it
+    # holds, the next cycles do not start and pay for no model call.
+    assert len(llm.requests) == 26
+    results = sum(1 for r in llm.requests if r.body["messages"][-1]["role"] == "tool")
+    assert results == 20 + 4  # the results of the 25 allowed actions, but the last one's, were sent on
     limits = [m["text"] for m in sent if m.get("text", "").startswith("[limit]")]
     assert len(limits) == 2  # one notice per limit, however often it is hit
 
@@ -172,7 +124,7 @@ async def test_user_messages_come_first_a_cycle_waits_and_yields_to_them(tmp_pat
         return Step(tool_calls=(CallTool("probe", {}),))
 
     with FakeLLM(default=model) as llm:
-        config = _config(tmp_path, llm.openai_base_url, agent={}, autonomy={})
+        config = autonomy_config(tmp_path, llm.openai_base_url, agent={}, autonomy={})
         clock = Clock()
         async with running(config, clock) as orch:
             intake = orch.intakes[0]
@@ -209,7 +161,9 @@ async def test_user_messages_come_first_a_cycle_waits_and_yields_to_them(tmp_pat
 
 async def test_after_a_long_silence_the_operator_first_gets_a_digest(tmp_path: Path) -> None:
     with FakeLLM(default=ModelReply("answer")) as llm:
-        config = _config(tmp_path, llm.openai_base_url, agent={}, autonomy={"return_digest_after_s": 43200})
+        config = autonomy_config(
+            tmp_path, llm.openai_base_url, agent={}, autonomy={"return_digest_after_s": 43200}
+        )
         async with running(config, Clock()) as orch:
             intake = orch.intakes[0]
             now = [datetime.now(UTC)]
@@ -262,7 +216,7 @@ async def test_after_a_long_silence_the_operator_first_gets_a_digest(tmp_path: P
 
 async def test_a_cycle_that_fails_is_recorded_and_autonomy_goes_on(tmp_path: Path) -> None:
     with FakeLLM(default=ModelReply("[idle]")) as llm:
-        config = _config(
+        config = autonomy_config(
             tmp_path, llm.openai_base_url, agent={}, autonomy={"limits": {"min_cycle_gap_s": 60}}
         )
         clock = Clock()

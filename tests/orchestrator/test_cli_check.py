@@ -170,3 +170,45 @@ def test_autonomy_intervals_shorter_than_the_cycle_gap_are_a_warning(
         "autonomy.limits.min_cycle_gap_s (300 s): heartbeats would run every 300 s. Fix: raise interval_s "
         "to at least 300 or lower min_cycle_gap_s to 60 or less\n"
     )
+
+
+def _priced_config(tmp_path: Path, prices: dict[str, dict[str, float]]) -> Path:
+    path = tmp_path / "agents.yaml"
+    provider = {"kind": "anthropic", "model": "claude-sonnet-4-5", "base_url": "http://127.0.0.1:9"}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "servers": {},
+                "llm": {"providers": {"claude": provider}},
+                "agents": [{"id": "nexo", "model": {"provider": "claude"}}],
+                "autonomy": {"budgets": {"per_day": {"usd": 2.0}}, "prices": prices},
+            }
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize("command", [["run", "--check-config"], ["setup", "doctor"]])
+def test_a_money_budget_without_the_price_of_an_agents_model_is_named_at_check_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
+) -> None:
+    path = _priced_config(tmp_path, {"claude-opus-4": {"input_per_mtok": 15, "output_per_mtok": 75}})
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--config", str(path)])
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == (
+        f"{path}: autonomy.prices.claude-sonnet-4-5: autonomy.budgets.per_day.usd is set but agents[0] "
+        "(nexo) uses model 'claude-sonnet-4-5' of provider 'claude', which has no price, so its unattended "
+        "work could not run. Fix: add autonomy.prices['claude-sonnet-4-5'] (or 'claude/claude-sonnet-4-5') "
+        "with input_per_mtok and output_per_mtok (USD per million tokens), or remove the usd budget\n"
+    )
+
+
+@pytest.mark.parametrize("key", ["claude-sonnet-4-5", "claude/claude-sonnet-4-5"])
+def test_the_documented_price_keys_match_an_agents_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    path = _priced_config(tmp_path, {key: {"input_per_mtok": 3, "output_per_mtok": 15}})
+    assert main(["run", "--check-config", "--config", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: ok (0 servers reachable)\n"

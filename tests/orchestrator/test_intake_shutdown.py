@@ -29,6 +29,8 @@ def _config(tmp_path: Path, llm_url: str) -> Path:
         llm_base_url=llm_url,
         servers={"inbox": inbox_server(tmp_path), "memory": python_server("servers.memory")},
         agent={"channels": ["inbox"]},
+        # No drain: the stop cancels at once, right after the reply went out.
+        extra={"shutdown_drain_s": 0},
     )
 
 

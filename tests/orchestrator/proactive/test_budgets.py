@@ -394,3 +394,24 @@ def test_the_day_total_is_the_sum_of_the_calls_since_midnight(seed: int) -> None
         assert total.input_tokens == sum(item.input_tokens for item in today)
         assert total.output_tokens == sum(item.output_tokens for item in today)
         assert total.usd == pytest.approx(sum(item.usd or 0.0 for item in today))
+
+
+def test_a_call_is_refused_when_its_bound_does_not_fit_what_is_left() -> None:
+    clock = Clock()
+    spend = tracker(clock, {"per_cron_entry": {"tokens": 1_000}})
+    scopes = Scopes("g-1", cron_entry="e-1")
+    spend.record(scopes, "anthropic/claude-sonnet-4-5", usage(300, 15))
+    assert spend.check(scopes, "anthropic/claude-sonnet-4-5", next_call=usage(600, 85)) is None
+    hit = spend.check(scopes, "anthropic/claude-sonnet-4-5", next_call=usage(600, 86))
+    assert hit is not None
+    assert hit.axis == "cron_entry_tokens"
+
+
+def test_a_money_budget_reserves_the_price_of_the_calls_bound() -> None:
+    clock = Clock()
+    spend = tracker(clock, {"per_day": {"usd": 1.0}})
+    model = "anthropic/claude-sonnet-4-5"  # $3 in, $15 out per million tokens
+    assert spend.check(Scopes("g-1"), model, next_call=usage(100_000, 46_000)) is None
+    hit = spend.check(Scopes("g-1"), model, next_call=usage(100_000, 47_000))
+    assert hit is not None
+    assert hit.axis == "day_usd"

@@ -270,3 +270,31 @@ def test_no_rolling_hour_ever_holds_more_actions_than_the_cap(seed: int) -> None
     assert allowed
     for end in allowed:
         assert sum(end - timedelta(hours=1) < at <= end for at in allowed) <= cap
+
+
+def test_a_full_hour_stops_a_cycle_before_its_next_model_call_and_refuses_new_cycles() -> None:
+    clock = Clock()
+    limits = limiter(clock, max_actions_per_hour=2, min_cycle_gap_s=0)
+    cycle = limits.start_cycle()
+    assert cycle.check_hour() is None
+    assert cycle.take_action() is None
+    assert cycle.take_action() is None
+    held = cycle.check_hour()
+    assert held is not None
+    assert held.axis == "actions_per_hour"
+    assert cycle.stopped == held
+    refusal = limits.can_start_cycle()
+    assert refusal is not None
+    assert (refusal.axis, refusal.retry_at) == ("actions_per_hour", START + timedelta(hours=1))
+    clock.advance(hours=1)
+    assert limits.can_start_cycle() is None
+
+
+def test_the_hourly_window_is_restored_from_actions_taken_before_a_restart() -> None:
+    clock = Clock()
+    limits = limiter(clock, max_actions_per_hour=3)
+    limits.restore([START - timedelta(minutes=m) for m in (50, 10, 70, 5)])
+    assert limits.hour_count() == 3
+    refusal = limits.can_start_cycle()
+    assert refusal is not None
+    assert refusal.retry_at == START + timedelta(minutes=10)

@@ -190,7 +190,7 @@ async def test_audit_search_shortens_long_bodies(settings: AuditSettings) -> Non
             {"query": "x", "kind": "mail"},
             "unknown kind 'mail': use one of turn, tool_call, approval_requested, approval_answered, "
             "pairing, channel, cron_fire, memory_promotion, config_change, goal, notice, checkpoint, "
-            "or omit it",
+            "spend_reserved, or omit it",
         ),
     ],
 )

@@ -6,6 +6,7 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -185,6 +186,21 @@ async def test_tail_filters_and_returns_the_newest_entries_oldest_first(db_path:
     assert [e.seq for e in goal_turns] == [1, 5]
     assert [e.seq for e in heartbeat] == [4]
     assert [e.seq for e in after] == [4]
+
+
+async def test_tail_since_a_time_returns_every_later_entry_oldest_first_a_page_at_a_time(
+    db_path: Path,
+) -> None:
+    async with opened_ledger(db_path) as ledger:
+        await ledger.append([turn("g-1", n) for n in range(5)])
+        everything = await ledger.tail(limit=10)
+        since = datetime.fromisoformat(everything[2].at)
+        later = await ledger.tail(since_at=since, limit=10)
+        first_page = await ledger.tail(kind="turn", since_at=since, limit=2)
+        next_page = await ledger.tail(kind="turn", since_at=since, since_seq=first_page[-1].seq, limit=2)
+    assert [e.seq for e in later] == [3, 4, 5]
+    assert [e.seq for e in first_page] == [3, 4]
+    assert [e.seq for e in next_page] == [5]
 
 
 async def test_search_matches_every_term_in_subject_or_body_newest_first(db_path: Path) -> None:
