@@ -370,6 +370,14 @@ class Intake:
                     error,
                     extra={"server": connection.name, "agent": self.agent.id},
                 )
+            if self.draining and event.seq != PUSHED:
+                # No retry while shutting down: unacknowledged, the message is answered after the start.
+                logger.info(
+                    "message %s:%d is left for the next start: nexo is shutting down",
+                    connection.name,
+                    event.seq,
+                )
+                return
             if attempt < options.max_attempts:
                 await anyio.sleep(delay)
                 delay *= 2
