@@ -57,6 +57,11 @@ Inbound = tuple[str, Event, Standing]
 """A queued message: its channel server, the event, and its sender's standing from pairing."""
 
 
+class LeftForRestart(Exception):
+    """A shutdown stopped a message's goal before it had an answer: unacknowledged, the message is
+    answered after the next start."""
+
+
 @dataclass
 class _Session:
     key: str
@@ -154,6 +159,7 @@ class Intake:
         self._pulling = anyio.CancelScope()
         self.draining = False
         """Set by a shutdown: messages not started yet stay unacknowledged for the next process."""
+        self._drain_started = anyio.Event()
         self._quiet = anyio.Event()
         self._quiet.set()
         self.last_message_at = time.monotonic()
@@ -236,6 +242,7 @@ class Intake:
     def stop_taking(self) -> None:
         """A shutdown drains: no new message is pulled or started; those in flight finish."""
         self.draining = True
+        self._drain_started.set()
         self._pulling.cancel()
 
     def channel_gate(self, connection: ServerConnection) -> GateResult:
@@ -358,6 +365,11 @@ class Intake:
         for attempt in range(1, options.max_attempts + 1):
             try:
                 await self._answer(session, connection, event, role)
+                return
+            except LeftForRestart as stopped:
+                logger.info(
+                    "message %s:%d is left for the next start: %s", connection.name, event.seq, stopped
+                )
                 return
             except Exception as exc:  # noqa: BLE001 -- any failure of one message must not stop its channel
                 error = describe_error(exc)
@@ -511,7 +523,11 @@ class Intake:
                     sender, params, text, f"notice:{sender.connection.name}:{event.dedupe_key}", notice=True
                 )
             self.goals.note(goal, phase="waiting for the model", last_event=(result.error or "")[:300])
-            await anyio.sleep(delay)
+            with anyio.move_on_after(delay):
+                await self._drain_started.wait()
+            if self.draining and event.seq != PUSHED:
+                # Waiting out an outage is not work in flight: a shutdown does not wait for the model.
+                raise LeftForRestart("nexo shut down while the model was unreachable")
             delay = min(delay * 2, RETRY_MAX_S)
 
     async def _send(
