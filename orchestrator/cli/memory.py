@@ -59,7 +59,6 @@ def add_memory_parser(sub: Any) -> None:
     search.add_argument("--agent", help=AGENT_HELP)
     search.add_argument("--mode", choices=wire.RECALL_MODES, default="hybrid", help="default hybrid")
     search.add_argument("--limit", type=int, default=8, help=f"1 to {wire.MAX_SEARCH_LIMIT} (default 8)")
-    search.add_argument("--archived", action="store_true", help="include archived memories")
 
     listing = command("list", "list memories, oldest first")
     listing.add_argument("--agent", help="only this agent's (default: every agent's)")
@@ -242,7 +241,6 @@ async def _search(server: _Server, args: argparse.Namespace, config: Any) -> int
         agent=_default_agent(args, config),
         mode=args.mode,
         limit=args.limit,
-        include_archived=args.archived,
     )
     result = await server.call(wire.SearchRequest(params=params), wire.SearchResult)
     if args.json:

@@ -182,16 +182,13 @@ class MemoryService:
         *,
         mode: str = "hybrid",
         limit: int = 8,
-        include_archived: bool = False,
         touch: bool = True,
     ) -> Recalled:
         if not query.strip():
             raise MemoryRefused(f"query {query!r} is empty; pass a few words about what to recall")
         if isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise MemoryRefused(f"limit {limit!r} is out of range; expected 1 to {MAX_SEARCH_LIMIT}")
-        return await self.recaller.recall(
-            agent, query, mode=_mode(mode), limit=limit, include_archived=include_archived, touch=touch
-        )
+        return await self.recaller.recall(agent, query, mode=_mode(mode), limit=limit, touch=touch)
 
     async def owned(self, agent: str | None, memory_id: int) -> Memory:
         memory = await self.store.get(memory_id)

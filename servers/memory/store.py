@@ -58,7 +58,16 @@ MEMORY_MIGRATIONS: tuple[Migration, ...] = (
         END;
         """,
     ),
+    # Document frequencies by term for the keyword query (servers/memory/keyword.py): one B-tree
+    # lookup per word where counting MATCH rows read a whole doclist.
+    Migration.sql(
+        "memory_0002_fts_vocabulary",
+        "CREATE VIRTUAL TABLE memories_fts_vocab USING fts5vocab(memories_fts, 'row');",
+    ),
 )
+
+PREFIX_END = "\U0010ffff"
+"""Sorts after every word that starts with a given prefix."""
 
 _COLUMNS = (
     "id, agent, content, tags, kind, provenance, importance, created_at, last_accessed_at, "
@@ -162,13 +171,14 @@ class MemoryStore:
         return Memory.from_row(row)
 
     async def touch(self, memory_ids: Sequence[int]) -> None:
-        """Record that these memories were recalled now (skipped while the disk is full: a recall
-        still answers, only its access count is not kept)."""
+        """Record that these memories were recalled now, which brings an archived one back into the
+        working set (skipped while the disk is full: a recall still answers, only its access count
+        is not kept)."""
         if not memory_ids:
             return
         with suppress(StorageFull):
             await self.db.execute(
-                f"UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1 "
+                f"UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1, archived = 0 "
                 f"WHERE id IN ({_placeholders(len(memory_ids))})",
                 (self._clock(), *memory_ids),
             )
@@ -190,15 +200,12 @@ class MemoryStore:
         row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
         return None if row is None else Memory.from_row(row)
 
-    async def by_ids(
-        self, agent: str, memory_ids: Sequence[int], *, include_archived: bool
-    ) -> dict[int, Memory]:
-        """The agent's memories among ``memory_ids`` (others' and archived ones are left out)."""
+    async def by_ids(self, agent: str, memory_ids: Sequence[int]) -> dict[int, Memory]:
+        """The agent's memories among ``memory_ids`` (other agents' are left out)."""
         if not memory_ids:
             return {}
         rows = await self.db.fetchall(
-            f"SELECT {_COLUMNS} FROM memories WHERE agent = ? AND id IN ({_placeholders(len(memory_ids))})"
-            + ("" if include_archived else " AND archived = 0"),
+            f"SELECT {_COLUMNS} FROM memories WHERE agent = ? AND id IN ({_placeholders(len(memory_ids))})",
             (agent, *memory_ids),
         )
         return {memory.id: memory for memory in map(Memory.from_row, rows)}
@@ -235,58 +242,76 @@ class MemoryStore:
         return [Memory.from_row(row) for row in rows]
 
     async def keyword(
-        self, agent: str, match: str, k: int, *, include_archived: bool
+        self, agent: str, match: str, k: int, *, window: int | None = None
     ) -> list[tuple[int, float]]:
-        """(id, BM25 score) best first for an FTS5 ``match`` expression built by ``recall.fts_query``.
+        """(id, BM25 score) best first for an FTS5 ``match`` built by ``servers.memory.keyword``.
 
-        Scores are positive (FTS5's ``bm25()`` negated): higher is better.
+        With a ``window``, only the newest ``window`` memories matching (of every agent, as the
+        full-text index holds them) are ranked. Scores are positive (FTS5's ``bm25()`` negated):
+        higher is better. Archived memories are searched like the others.
         """
+        floor = -(2**63)
+        if window is not None:
+            row = await self.db.fetchone(
+                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
+                "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                (match, window - 1),
+            )
+            floor = int(row[0]) if row is not None else floor
         rows = await self.db.fetchall(
             "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
-            "JOIN memories AS m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND m.agent = ?"
-            + ("" if include_archived else " AND m.archived = 0")
-            + " ORDER BY score DESC LIMIT ?",
-            (match, agent, k),
+            "JOIN memories AS m ON m.id = memories_fts.rowid "
+            "WHERE memories_fts MATCH ? AND memories_fts.rowid >= ? AND m.agent = ? "
+            "ORDER BY score DESC LIMIT ?",
+            (match, floor, agent, k),
         )
         return [(int(row[0]), float(row[1])) for row in rows]
 
-    async def term_frequencies(self, matches: Sequence[str]) -> tuple[int, list[int]]:
-        """The number of indexed memories, and how many of them match each FTS5 expression.
-
-        Counted over every agent, as FTS5's own BM25 statistics are.
-        """
-        total = await self.db.fetchone("SELECT count(*) FROM memories_fts_docsize")
-        counts = [
-            await self.db.fetchone("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (match,))
-            for match in matches
-        ]
-        return (int(total[0]) if total else 0, [int(row[0]) if row else 0 for row in counts])
-
-    async def nearest(self, agent: str, vector: Vector, k: int, *, include_archived: bool) -> list[int]:
-        """Ids of the agent's nearest memories by cosine distance, best first."""
-        return [
-            memory_id
-            for memory_id, _ in await self.neighbours(agent, vector, k, include_archived=include_archived)
-        ]
-
-    async def neighbours(
-        self, agent: str, vector: Vector, k: int, *, include_archived: bool
-    ) -> list[tuple[int, float]]:
-        """(id, cosine similarity) of the agent's nearest memories, best first."""
-        extra = 0
-        if not include_archived:
-            # The index knows nothing of archiving: ask for up to k extra neighbours when the agent
-            # has archived memories, and drop those. (The index's exact rerank grows with k, so no
-            # extra is asked for when nothing is archived.)
-            row = await self.db.fetchone(
-                "SELECT count(*) FROM memories WHERE agent = ? AND archived = 1", (agent,)
-            )
-            extra = min(int(row[0]) if row else 0, k)
-        hits = await self.index.search(agent, vector, k + extra)
-        keep = await self.by_ids(
-            agent, [memory_id for memory_id, _ in hits], include_archived=include_archived
+    async def holders(self, agent: str, match: str, k: int) -> list[int]:
+        """Up to ``k`` of the agent's memories matching ``match``, unranked (no BM25 is computed)."""
+        rows = await self.db.fetchall(
+            "SELECT m.id FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+            "WHERE memories_fts MATCH ? AND m.agent = ? LIMIT ?",
+            (match, agent, k),
         )
-        return [(memory_id, 1.0 - distance) for memory_id, distance in hits if memory_id in keep][:k]
+        return [int(row[0]) for row in rows]
+
+    async def indexed(self) -> int:
+        """The number of memories in the full-text index, over every agent (BM25's N)."""
+        row = await self.db.fetchone("SELECT count(*) FROM memories_fts_docsize")
+        return int(row[0]) if row else 0
+
+    async def document_counts(self, words: Sequence[str]) -> dict[str, int]:
+        """How many memories (of every agent) hold each of these folded words; absent words are left out."""
+        if not words:
+            return {}
+        rows = await self.db.fetchall(
+            f"SELECT term, doc FROM memories_fts_vocab WHERE term IN ({_placeholders(len(words))})", words
+        )
+        return {str(term): int(count) for term, count in rows}
+
+    async def prefix_count(self, prefix: str) -> int:
+        """Memories holding a word that starts with ``prefix``, summed over those words (an upper bound)."""
+        row = await self.db.fetchone(
+            "SELECT sum(doc) FROM memories_fts_vocab WHERE term >= ? AND term < ?",
+            (prefix, prefix + PREFIX_END),
+        )
+        return int(row[0]) if row is not None and row[0] is not None else 0
+
+    async def nearest(self, agent: str, vector: Vector, k: int) -> list[int]:
+        """Ids of the agent's nearest memories by cosine distance, best first."""
+        return [memory_id for memory_id, _ in await self.neighbours(agent, vector, k)]
+
+    async def neighbours(self, agent: str, vector: Vector, k: int) -> list[tuple[int, float]]:
+        """(id, cosine similarity) of the agent's ``k`` nearest memories, best first.
+
+        Every memory of the agent is eligible, archived ones too, and the index holds exactly
+        those: it keeps one agent's vectors apart from another's and deletes a memory's vector in
+        the transaction that deletes the memory. So nothing is dropped after the search, and ``k``
+        neighbours come back whenever the agent has ``k`` memories (fewer only when it has fewer).
+        """
+        hits = await self.index.search(agent, vector, k)
+        return [(memory_id, 1.0 - distance) for memory_id, distance in hits]
 
     async def similarities(self, agent: str, vector: Vector, memory_ids: Sequence[int]) -> dict[int, float]:
         """The cosine similarity to ``vector`` of each of ``memory_ids`` that the agent holds."""
