@@ -10,22 +10,21 @@ and took 814 ms. The keyword query is therefore built from what tells memories a
    name as written matches both and ranks first, one holding it written otherwise still matches.
    English stopwords (``servers.memory.stopwords``) are left out, also at either end of a chunk
    (``Ana's`` is ``ana``), unless the question holds nothing else.
-2. **Prefixes.** When no memory holds any term of the question, its words of at least
+2. **Rare terms only.** How many memories hold each term is counted up to ``PROBE`` (a bounded walk
+   of the term's FTS5 doclist: FTS5 keeps no document frequencies, and its ``fts5vocab`` table reads
+   a term's whole doclist, 70 ms for a word in 200k memories). Terms held by at most ``PROBE``
+   memories are *rare*; the ``MAX_TERMS`` rarest of them make the query, which so matches at most
+   ``MAX_TERMS * PROBE`` memories. A common term is left out when a rare one exists: next to a
+   rare term's weight it changes little in BM25, and it would multiply the memories to rank.
+3. **Common words only.** A question with no rare term (``what is it?``) searches its common terms,
+   but only the newest ``CANDIDATE_CAP`` memories matching them are ranked
+   (``KeywordQuery.window``).
+4. **Prefixes.** When no memory holds any term of the question, its words of at least
    ``PREFIX_MIN_CHARS`` characters search as prefixes (``9421804VK`` finds ``9421804VK1192A0001QX``,
    ``kubernet`` finds ``kubernetes``). Only then: a prefix next to whole words that do match only
    adds noise (``site *`` matching every ``sites``).
-3. **Rarest first.** Each term's document frequency comes from the FTS5 vocabulary table
-   (``memories_fts_vocab``, one B-tree lookup per word; a phrase counts as its rarest word, an upper
-   bound). At most ``MAX_TERMS`` of the rarest are kept, and of those only as many, rarest first, as
-   keep the memories they match together under ``CANDIDATE_CAP``; the rarest one always stays. A term
-   held by a few thousand memories adds little to BM25 next to one held by ten.
-4. **A capped candidate set.** When even the rarest kept term is held by more than ``CANDIDATE_CAP``
-   memories (a question made only of common words), only the newest ``CANDIDATE_CAP`` memories
-   matching it are ranked (``KeywordQuery.window``).
 
-Document frequencies and the total count are FTS5's own statistics, over every agent, the same
-numbers BM25 uses. Words are folded as the ``unicode61 remove_diacritics 2`` tokenizer folds them
-(casefolded, accents removed), so ``Café`` is looked up as ``cafe``.
+Counts are over every agent, as FTS5's own BM25 statistics are.
 
 User text never reaches FTS5 as syntax: every term is quoted, so ``NEAR``, ``*``, ``:`` or an
 unbalanced quote are just text; the one operator added is the prefix star after a quoted word.
@@ -35,7 +34,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from servers.memory.stopwords import STOPWORDS
@@ -44,8 +43,10 @@ MAX_TERMS = 8
 """Terms searched per query, the rarest ones."""
 MAX_WORDS = 32
 """Words of a question considered at all (a pasted paragraph is not a keyword query)."""
-CANDIDATE_CAP = 20_000
-"""Memories ranked by BM25 per keyword query, at most."""
+PROBE = 1_000
+"""A term held by more memories than this is common (rule 2 of the module docstring)."""
+CANDIDATE_CAP = 10_000
+"""Memories ranked by BM25 for a question made of common terms only."""
 PREFIX_MIN_CHARS = 3
 """Shorter words never search as prefixes (``ab *`` would match half the vocabulary)."""
 
@@ -97,14 +98,6 @@ def terms_of(text: str) -> list[Term]:
     return informative or common
 
 
-async def _as_prefix(weighted: Weighted, prefixed: PrefixCounts) -> Weighted:
-    words = weighted.term.words
-    if len(words) > 1 or len(words[0]) < PREFIX_MIN_CHARS:
-        return weighted
-    held = await prefixed(words[0])
-    return Weighted(Term(words, prefix=True), held) if held else weighted
-
-
 def _trimmed(words: tuple[str, ...]) -> tuple[str, ...]:
     """A chunk's words without the stopwords at either end ("ana's" is "ana", "can't" nothing)."""
     start, stop = 0, len(words)
@@ -115,17 +108,15 @@ def _trimmed(words: tuple[str, ...]) -> tuple[str, ...]:
     return words[start:stop]
 
 
-DocumentCounts = Callable[[Sequence[str]], Awaitable[Mapping[str, int]]]
-"""How many memories hold each of these folded words (absent words: none)."""
-PrefixCounts = Callable[[str], Awaitable[int]]
-"""How many memories hold a word starting with this folded prefix (summed over the words)."""
+HeldBy = Callable[[Sequence[str], int], Awaitable[list[int]]]
+"""How many memories match each FTS5 expression, counted up to the given number (then that number)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Weighted:
     term: Term
     documents: int
-    """Memories holding the term (for a phrase: holding its rarest word, an upper bound)."""
+    """Memories holding the term, counted up to ``PROBE + 1``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,28 +132,44 @@ class KeywordQuery:
         return " OR ".join(weighted.term.fts for weighted in self.terms)
 
     @property
+    def prefixed(self) -> bool:
+        """Whether the terms are prefixes (rule 4): then no memory holds a word of the question."""
+        return any(weighted.term.prefix for weighted in self.terms)
+
+    @property
     def match_all(self) -> str:
         """An FTS5 expression matching only memories that hold every term."""
         return " AND ".join(weighted.term.fts for weighted in self.terms)
 
 
 async def keyword_query(
-    text: str, documents: DocumentCounts, prefixed: PrefixCounts, *, cap: int = CANDIDATE_CAP
+    text: str, held_by: HeldBy, *, probe: int = PROBE, cap: int = CANDIDATE_CAP
 ) -> KeywordQuery | None:
     """The bounded query of the module docstring for ``text``; None when it holds no word."""
     terms = terms_of(text)
     if not terms:
         return None
-    counts = await documents(sorted({word for term in terms for word in term.words}))
-    weighted = [Weighted(term, min(counts.get(word, 0) for word in term.words)) for term in terms]
-    if not any(w.documents for w in weighted):
-        weighted = [await _as_prefix(w, prefixed) for w in weighted]
-    ranked = sorted(weighted, key=lambda w: w.documents)[:MAX_TERMS]
-    kept = ranked[:1]
-    total = ranked[0].documents
-    for candidate in ranked[1:]:
-        if total + candidate.documents > cap:
-            break
-        kept.append(candidate)
-        total += candidate.documents
-    return KeywordQuery(tuple(kept), window=cap if total > cap else None)
+    counts = await held_by([term.fts for term in terms], probe + 1)
+    weighted = [Weighted(term, held) for term, held in zip(terms, counts, strict=True)]
+    if not any(counts):
+        weighted = await _as_prefixes(weighted, held_by, probe)
+    rare = sorted((w for w in weighted if w.documents <= probe), key=lambda w: w.documents)
+    if rare:
+        return KeywordQuery(tuple(rare[:MAX_TERMS]), window=None)
+    return KeywordQuery(tuple(weighted[:MAX_TERMS]), window=cap)
+
+
+async def _as_prefixes(weighted: list[Weighted], held_by: HeldBy, probe: int) -> list[Weighted]:
+    """Each single word long enough as a prefix, where some memory holds a word starting with it."""
+    prefixes = [
+        Term(w.term.words, prefix=True)
+        for w in weighted
+        if len(w.term.words) == 1 and len(w.term.words[0]) >= PREFIX_MIN_CHARS
+    ]
+    counts = dict(zip(prefixes, await held_by([term.fts for term in prefixes], probe + 1), strict=True))
+    extended = [
+        Weighted(prefix, counts[prefix])
+        for w in weighted
+        if counts.get(prefix := Term(w.term.words, prefix=True), 0)
+    ]
+    return extended or weighted

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from servers.memory.embeddings import EmbeddingError
 from servers.memory.errors import MemoryRefused
-from servers.memory.keyword import CANDIDATE_CAP, KeywordQuery, keyword_query
+from servers.memory.keyword import CANDIDATE_CAP, PROBE, KeywordQuery, keyword_query
 from servers.memory.models import Memory, Vector
 from servers.memory.store import MemoryStore
 from servers.memory.vectors import VectorDimensionError
@@ -97,11 +97,13 @@ class Recaller:
         embed: Callable[[str], Awaitable[Vector]],
         *,
         vector_blocker: VectorBlocker = lambda: None,
+        keyword_probe: int = PROBE,
         keyword_cap: int = CANDIDATE_CAP,
     ) -> None:
         self._store = store
         self._embed = embed
         self._vector_blocker = vector_blocker
+        self._keyword_probe = keyword_probe
         self._keyword_cap = keyword_cap
 
     async def recall(
@@ -112,7 +114,7 @@ class Recaller:
         hits: list[tuple[int, float]] = []
         if mode != "vector":
             keywords = await keyword_query(
-                query, self._store.document_counts, self._store.prefix_count, cap=self._keyword_cap
+                query, self._store.held_by, probe=self._keyword_probe, cap=self._keyword_cap
             )
         if keywords is not None:
             hits = await self._store.keyword(agent, keywords.match, candidates, window=keywords.window)
@@ -157,8 +159,11 @@ class Recaller:
         return {memory_id for memory_id, score in hits if score / weight >= STRONG_SHARE}
 
     async def _lookup(self, agent: str, keywords: KeywordQuery, strong: set[int]) -> int | None:
-        """The one memory holding every query term, when there is exactly one and it is a strong hit."""
-        if not strong:
+        """The one memory holding every query term, when there is exactly one and it is a strong hit.
+
+        Not for prefixes: ``anti *`` matching one ``antihistamine`` says nothing of ``anti-parasite``.
+        """
+        if not strong or keywords.prefixed:
             return None
         holders = await self._store.holders(agent, keywords.match_all, 2)
         if len(holders) == 1 and holders[0] in strong:

@@ -58,16 +58,7 @@ MEMORY_MIGRATIONS: tuple[Migration, ...] = (
         END;
         """,
     ),
-    # Document frequencies by term for the keyword query (servers/memory/keyword.py): one B-tree
-    # lookup per word where counting MATCH rows read a whole doclist.
-    Migration.sql(
-        "memory_0002_fts_vocabulary",
-        "CREATE VIRTUAL TABLE memories_fts_vocab USING fts5vocab(memories_fts, 'row');",
-    ),
 )
-
-PREFIX_END = "\U0010ffff"
-"""Sorts after every word that starts with a given prefix."""
 
 _COLUMNS = (
     "id, agent, content, tags, kind, provenance, importance, created_at, last_accessed_at, "
@@ -277,26 +268,28 @@ class MemoryStore:
         return [int(row[0]) for row in rows]
 
     async def indexed(self) -> int:
-        """The number of memories in the full-text index, over every agent (BM25's N)."""
-        row = await self.db.fetchone("SELECT count(*) FROM memories_fts_docsize")
-        return int(row[0]) if row else 0
+        """The number of memories in the full-text index, over every agent (BM25's N).
 
-    async def document_counts(self, words: Sequence[str]) -> dict[str, int]:
-        """How many memories (of every agent) hold each of these folded words; absent words are left out."""
-        if not words:
-            return {}
-        rows = await self.db.fetchall(
-            f"SELECT term, doc FROM memories_fts_vocab WHERE term IN ({_placeholders(len(words))})", words
-        )
-        return {str(term): int(count) for term, count in rows}
+        Read from FTS5's own totals record (the first varint of the ``averages`` row, id 1, of its
+        data table; the SQLite file format keeps it stable): ``count(*)`` would read every row.
+        """
+        row = await self.db.fetchone("SELECT block FROM memories_fts_data WHERE id = 1")
+        return _varint(bytes(row[0])) if row is not None and row[0] else 0
 
-    async def prefix_count(self, prefix: str) -> int:
-        """Memories holding a word that starts with ``prefix``, summed over those words (an upper bound)."""
+    async def held_by(self, matches: Sequence[str], at_most: int) -> list[int]:
+        """For each FTS5 expression, how many memories (of every agent) match it, counting up to ``at_most``.
+
+        One statement; each count walks at most ``at_most`` entries of the index.
+        """
+        if not matches:
+            return []
+        count = "(SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?))"
         row = await self.db.fetchone(
-            "SELECT sum(doc) FROM memories_fts_vocab WHERE term >= ? AND term < ?",
-            (prefix, prefix + PREFIX_END),
+            "SELECT " + ", ".join([count] * len(matches)),
+            [value for match in matches for value in (match, at_most)],
         )
-        return int(row[0]) if row is not None and row[0] is not None else 0
+        assert row is not None
+        return [int(value) for value in row]
 
     async def nearest(self, agent: str, vector: Vector, k: int) -> list[int]:
         """Ids of the agent's nearest memories by cosine distance, best first."""
@@ -382,3 +375,15 @@ def _page_filter(
     if not include_archived:
         sql += " AND archived = 0"
     return sql, params
+
+
+def _varint(blob: bytes) -> int:
+    """The SQLite varint at the start of ``blob``: 7 bits a byte, big-endian, the ninth byte whole."""
+    value = 0
+    for position, byte in enumerate(blob[:9]):
+        if position == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value
+    return value

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from servers.memory.keyword import MAX_TERMS, Term, keyword_query, terms_of
+from servers.memory.keyword import CANDIDATE_CAP, MAX_TERMS, PROBE, Term, keyword_query, terms_of
 from servers.memory.models import NewMemory, Vector
 from servers.memory.recall import Recaller
 from servers.memory.state import MIGRATIONS
@@ -42,11 +42,13 @@ async def remember(store: MemoryStore, *texts: str) -> list[int]:
     return [item.memory.id for item in stored]
 
 
-async def keyword(store: MemoryStore, query: str, *, limit: int = 50, cap: int = 20_000) -> list[int]:
+async def keyword(
+    store: MemoryStore, query: str, *, limit: int = 50, probe: int = PROBE, cap: int = CANDIDATE_CAP
+) -> list[int]:
     async def unused(text: str) -> Vector:
         raise AssertionError(f"keyword recall embedded {text!r}")
 
-    recalled = await Recaller(store, unused, keyword_cap=cap).recall(
+    recalled = await Recaller(store, unused, keyword_probe=probe, keyword_cap=cap).recall(
         "nexo", query, mode="keyword", limit=limit, touch=False
     )
     return [memory.id for memory in recalled.memories]
@@ -79,26 +81,23 @@ async def test_a_question_of_stopwords_only_ranks_a_bounded_window_of_the_newest
     store: MemoryStore,
 ) -> None:
     ids = await remember(store, *(f"this is what it was on day {day}" for day in range(40)))
-    assert sorted(await keyword(store, "what is it?", cap=10)) == ids[-10:]
+    assert sorted(await keyword(store, "what is it?", probe=5, cap=10)) == ids[-10:]
 
 
 async def test_only_the_rarest_terms_are_searched(store: MemoryStore) -> None:
     rare = [f"codeword{index}" for index in range(MAX_TERMS + 1)]
     rare_ids = await remember(store, *(f"the vault note holds {word}" for word in rare))
-    common = await remember(store, *(f"a plain vault number {n}" for n in range(5)))
-    found = await keyword(store, " ".join(["vault", *rare]))
-    # The most common of the nine rare words and "vault" (held by every memory) are left out.
-    assert sorted(found) == rare_ids[:MAX_TERMS]
-    assert not set(found) & set(common)
+    await remember(store, "codeword0 again", *(f"a plain vault number {n}" for n in range(5)))
+    found = await keyword(store, " ".join(["vault", *rare]), probe=5)
+    # "vault" (held by 14 memories) is common, and of the nine rare words the one held twice is left out.
+    assert sorted(found) == rare_ids[1:]
 
 
-async def test_a_common_term_is_left_out_when_it_would_push_the_candidates_past_the_cap(
-    store: MemoryStore,
-) -> None:
+async def test_a_common_term_is_left_out_when_a_rare_one_is_searched(store: MemoryStore) -> None:
     snakes = await remember(store, "the python is a snake", "a snake in the garden")
     python = await remember(store, *(f"python script number {n}" for n in range(25)))
-    assert await keyword(store, "python snake", cap=20) == snakes
-    assert len(await keyword(store, "python snake", cap=30)) == 2 + len(python)
+    assert await keyword(store, "python snake", probe=20) == snakes
+    assert len(await keyword(store, "python snake", probe=30)) == len(snakes) + len(python)
 
 
 async def test_an_exact_name_written_with_punctuation_ranks_first(store: MemoryStore) -> None:
@@ -122,13 +121,36 @@ async def test_a_question_no_memory_holds_a_word_of_searches_its_words_as_prefix
     assert await keyword(store, "sit runs") == [serial + 1]
 
 
-async def test_document_counts_come_from_the_vocabulary_folded_as_the_index_folds(store: MemoryStore) -> None:
-    await remember(store, "Café au lait", "a café crème", "tea")
-    query = await keyword_query("CAFÉ tea unknown", store.document_counts, store.prefix_count)
+async def test_terms_are_counted_up_to_the_probe_and_the_total_comes_from_fts5s_own_record(
+    store: MemoryStore,
+) -> None:
+    assert await store.indexed() == 0
+    await remember(store, "Café au lait", "a café crème", "tea", *(f"tea number {n}" for n in range(300)))
+    assert await store.held_by(['"cafe"', '"tea"', '"unknown"'], 100) == [2, 100, 0]
+    assert await store.indexed() == 303
+    query = await keyword_query("CAFÉ tea unknown", store.held_by, probe=100)
     assert query is not None
     assert [(weighted.term.fts, weighted.documents) for weighted in query.terms] == [
         ('"unknown"', 0),
-        ('"tea"', 1),
         ('"cafe"', 2),
     ]
     assert query.window is None
+
+
+async def test_a_prefix_match_settles_no_exact_lookup_in_hybrid_recall(store: MemoryStore) -> None:
+    axes = np.eye(DIM, dtype=np.float32)
+    query: Vector = axes[0]
+    near, far = axes[0] + axes[2] * 0.5, axes[1] + axes[2] * 0.5
+    stored = await store.add_many(
+        [
+            (NewMemory("nexo", "Rex gets his flea tablet every month", (), "fact", "owner", 0.5), near),
+            (NewMemory("nexo", "Pablo carries an antihistamine", (), "fact", "owner", 0.5), far),
+        ]
+    )
+
+    async def embed(text: str) -> Vector:
+        return query
+
+    recalled = await Recaller(store, embed).recall("nexo", "anti-parasite dose", mode="hybrid", limit=2)
+    # "anti *" matches the antihistamine alone, which would make it an exact lookup if it were a word.
+    assert [memory.id for memory in recalled.memories] == [item.memory.id for item in stored]
