@@ -13,9 +13,11 @@ and took 814 ms. The keyword query is therefore built from what tells memories a
 2. **Rare terms only.** How many memories hold each term is counted up to ``PROBE`` (a bounded walk
    of the term's FTS5 doclist: FTS5 keeps no document frequencies, and its ``fts5vocab`` table reads
    a term's whole doclist, 70 ms for a word in 200k memories). Terms held by at most ``PROBE``
-   memories are *rare*; the ``MAX_TERMS`` rarest of them make the query, which so matches at most
-   ``MAX_TERMS * PROBE`` memories. A common term is left out when a rare one exists: next to a
-   rare term's weight it changes little in BM25, and it would multiply the memories to rank.
+   memories are *rare*; a memory must hold one of the ``MAX_TERMS`` rarest to be a candidate, so
+   at most ``MAX_TERMS * PROBE`` memories are ranked whatever the store's size. The other terms
+   (common ones, up to ``MAX_TERMS``) still count in the ranking of those candidates
+   (``KeywordQuery.match``): among the hundreds of memories sharing one rare word with the
+   question, the one holding its other words too comes first.
 3. **Common words only.** A question with no rare term (``what is it?``) searches its common terms,
    but only the newest ``CANDIDATE_CAP`` memories matching them are ranked
    (``KeywordQuery.window``).
@@ -122,14 +124,24 @@ class Weighted:
 @dataclass(frozen=True, slots=True)
 class KeywordQuery:
     terms: tuple[Weighted, ...]
-    """Rarest first."""
-    window: int | None
+    """What a memory must hold one of to be a candidate, rarest first."""
+    ranking: tuple[Weighted, ...] = ()
+    """Terms that only rank the candidates (rule 2): common ones, and rare ones past ``MAX_TERMS``."""
+    window: int | None = None
     """Rank only the newest this-many matching memories (None: rank every match)."""
 
     @property
     def match(self) -> str:
-        """An FTS5 expression matching any of the terms."""
-        return " OR ".join(weighted.term.fts for weighted in self.terms)
+        """An FTS5 expression matching the memories holding any of ``terms``, ranked by every term.
+
+        With ranking terms it reads ``(r1 OR r2) AND (r1 OR r2 OR c1 OR c2)``: the same memories as
+        ``r1 OR r2``, but BM25 scores each phrase of the expression, so the common terms count too
+        (and the rare ones twice, which :meth:`weight` accounts for).
+        """
+        candidates = " OR ".join(weighted.term.fts for weighted in self.terms)
+        if not self.ranking:
+            return candidates
+        return f"({candidates}) AND ({candidates} OR {' OR '.join(w.term.fts for w in self.ranking)})"
 
     @property
     def prefixed(self) -> bool:
@@ -139,7 +151,12 @@ class KeywordQuery:
     @property
     def match_all(self) -> str:
         """An FTS5 expression matching only memories that hold every term."""
-        return " AND ".join(weighted.term.fts for weighted in self.terms)
+        return " AND ".join(weighted.term.fts for weighted in (*self.terms, *self.ranking))
+
+    def weight(self, idf: Callable[[int], float]) -> float:
+        """What a memory holding each term of :attr:`match` once scores, about: the sum of their IDFs."""
+        candidates = sum(idf(weighted.documents) for weighted in self.terms)
+        return candidates * (2 if self.ranking else 1) + sum(idf(w.documents) for w in self.ranking)
 
 
 async def keyword_query(
@@ -154,9 +171,10 @@ async def keyword_query(
     if not any(counts):
         weighted = await _as_prefixes(weighted, held_by, probe)
     rare = sorted((w for w in weighted if w.documents <= probe), key=lambda w: w.documents)
-    if rare:
-        return KeywordQuery(tuple(rare[:MAX_TERMS]), window=None)
-    return KeywordQuery(tuple(weighted[:MAX_TERMS]), window=cap)
+    if not rare:
+        return KeywordQuery(tuple(weighted[:MAX_TERMS]), window=cap)
+    common = [w for w in weighted if w.documents > probe]
+    return KeywordQuery(tuple(rare[:MAX_TERMS]), ranking=tuple([*rare[MAX_TERMS:], *common][:MAX_TERMS]))
 
 
 async def _as_prefixes(weighted: list[Weighted], held_by: HeldBy, probe: int) -> list[Weighted]:

@@ -155,7 +155,7 @@ class Recaller:
     async def _strong(self, keywords: KeywordQuery, hits: list[tuple[int, float]]) -> set[int]:
         """The keyword hits that score at least ``STRONG_SHARE`` of the query's total term weight."""
         documents = await self._store.indexed()
-        weight = sum(idf(documents, term.documents) for term in keywords.terms)
+        weight = keywords.weight(lambda matching: idf(documents, matching))
         return {memory_id for memory_id, score in hits if score / weight >= STRONG_SHARE}
 
     async def _lookup(self, agent: str, keywords: KeywordQuery, strong: set[int]) -> int | None:
