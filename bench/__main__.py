@@ -25,6 +25,7 @@ from bench import (
     memory,
     memory_recall,
     recall_quality,
+    recall_scale,
     tool_call,
     turn_overhead,
 )
@@ -51,6 +52,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "audit_append": (audit_append.measure, "audit append"),
     "memory_recall": (memory_recall.measure, "memory recall"),
     "recall_quality": (recall_quality.measure, "memory recall quality"),
+    "recall_scale": (recall_scale.measure, "memory recall at scale on real text"),
     "cron": (cron.measure, "cron fires"),
 }
 
