@@ -175,11 +175,16 @@ class MemoryStore:
             )
 
     async def set_archived(self, memory_ids: Sequence[int], archived: bool) -> None:
+        """Archive (or bring back) these memories; any number of them, in one statement.
+
+        The ids go as one JSON parameter: a pass over a million memories archives nearly all of
+        them, past SQLite's limit on bound parameters (250,000 here).
+        """
         if not memory_ids:
             return
         await self.db.execute(
-            f"UPDATE memories SET archived = ? WHERE id IN ({_placeholders(len(memory_ids))})",
-            (int(archived), *memory_ids),
+            "UPDATE memories SET archived = ? WHERE id IN (SELECT value FROM json_each(?))",
+            (int(archived), json.dumps([int(memory_id) for memory_id in memory_ids])),
         )
 
     async def mark_promoted(self, memory_id: int) -> None:
