@@ -80,7 +80,7 @@ class Term:
 def terms_of(text: str) -> list[Term]:
     """The distinct terms of ``text`` in order (rule 1 of the module docstring)."""
     informative: list[Term] = []
-    common: list[Term] = []
+    only_stopwords: list[Term] = []
     seen = 0
     for chunk in text.split():
         words = tuple(fold(word) for word in _WORD.findall(chunk))[: MAX_WORDS - seen]
@@ -94,10 +94,10 @@ def terms_of(text: str) -> list[Term]:
                 found += [Term((word,)) for word in core if word not in STOPWORDS]
             informative += [term for term in found if term not in informative]
         else:
-            common += [Term((word,)) for word in words if Term((word,)) not in common]
+            only_stopwords += [Term((word,)) for word in words if Term((word,)) not in only_stopwords]
         if seen >= MAX_WORDS:
             break
-    return informative or common
+    return informative or only_stopwords
 
 
 def _trimmed(words: tuple[str, ...]) -> tuple[str, ...]:
