@@ -18,9 +18,10 @@ and took 814 ms. The keyword query is therefore built from what tells memories a
    (common ones, up to ``MAX_TERMS``) still count in the ranking of those candidates
    (``KeywordQuery.match``): among the hundreds of memories sharing one rare word with the
    question, the one holding its other words too comes first.
-3. **Common words only.** A question with no rare term (``what is it?``) searches its common terms,
-   but only the newest ``CANDIDATE_CAP`` memories matching them are ranked
-   (``KeywordQuery.window``).
+3. **Common words only.** A question with no rare term (``what is it?``) ranks the newest
+   ``CANDIDATE_CAP`` memories holding all of its terms, then, when fewer than asked for do, the
+   newest ``CANDIDATE_CAP`` holding any of them (``KeywordQuery.window``): a memory holding every
+   word of the question is found however old it is, unless more than ``CANDIDATE_CAP`` do.
 4. **Prefixes.** When no memory holds any term of the question, its words of at least
    ``PREFIX_MIN_CHARS`` characters search as prefixes (``9421804VK`` finds ``9421804VK1192A0001QX``,
    ``kubernet`` finds ``kubernetes``). Only then: a prefix next to whole words that do match only

@@ -117,7 +117,7 @@ class Recaller:
                 query, self._store.held_by, probe=self._keyword_probe, cap=self._keyword_cap
             )
         if keywords is not None:
-            hits = await self._store.keyword(agent, keywords.match, candidates, window=keywords.window)
+            hits = await self._keyword_hits(agent, keywords, candidates)
         used: RecallMode = mode
         vector: Vector | None = None
         neighbours: list[tuple[int, float]] = []
@@ -151,6 +151,17 @@ class Recaller:
         if touch:
             await self._store.touch([memory.id for memory in memories])
         return Recalled(memories, used)
+
+    async def _keyword_hits(self, agent: str, keywords: KeywordQuery, k: int) -> list[tuple[int, float]]:
+        """BM25 hits, best first; for a question of common terms only, those holding all of them first."""
+        if keywords.window is None:
+            return await self._store.keyword(agent, keywords.match, k)
+        hits = await self._store.keyword(agent, keywords.match_all, k, window=keywords.window)
+        if len(hits) < k:
+            found = {memory_id for memory_id, _ in hits}
+            more = await self._store.keyword(agent, keywords.match, k, window=keywords.window)
+            hits += [hit for hit in more if hit[0] not in found][: k - len(hits)]
+        return hits
 
     async def _strong(self, keywords: KeywordQuery, hits: list[tuple[int, float]]) -> set[int]:
         """The keyword hits that score at least ``STRONG_SHARE`` of the query's total term weight."""

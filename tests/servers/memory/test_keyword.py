@@ -84,6 +84,20 @@ async def test_a_question_of_stopwords_only_ranks_a_bounded_window_of_the_newest
     assert sorted(await keyword(store, "what is it?", probe=5, cap=10)) == ids[-10:]
 
 
+async def test_a_question_of_common_words_finds_the_old_memory_holding_all_of_them_first(
+    store: MemoryStore,
+) -> None:
+    oldest, *_ = await remember(
+        store,
+        "the blue kettle whistles",
+        *(f"blue note {n}" for n in range(10)),
+        *(f"kettle note {n}" for n in range(10)),
+    )
+    found = await keyword(store, "blue kettle", probe=5, cap=10)
+    assert found[0] == oldest
+    assert len(found) == 11
+
+
 async def test_only_the_rarest_terms_are_searched(store: MemoryStore) -> None:
     rare = [f"codeword{index}" for index in range(MAX_TERMS + 1)]
     rare_ids = await remember(store, *(f"the vault note holds {word}" for word in rare))
