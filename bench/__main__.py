@@ -30,6 +30,7 @@ from bench import (
     memory_recall,
     one_shot,
     recall_quality,
+    recall_scale,
     server_restart,
     tool_call,
     turn_overhead,
@@ -57,6 +58,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "memory_index": (memory_index.measure, "memory vector index (synthetic)"),
     "memory_import": (memory_import.measure, "memory import"),
     "recall_quality": (recall_quality.measure, "memory recall quality"),
+    "recall_scale": (recall_scale.measure, "memory recall at scale on real text"),
     "cron": (cron.measure, "cron fires"),
     "idle_day": (idle_day.measure, "idle day of autonomy"),
 }

@@ -176,7 +176,6 @@ async def _search(server: _Server, args: argparse.Namespace, config: Any) -> int
         agent=_default_agent(args, config),
         mode=args.mode,
         limit=args.limit,
-        include_archived=args.archived,
     )
     result = await server.call(wire.SearchRequest(params=params), wire.SearchResult)
     if args.json:

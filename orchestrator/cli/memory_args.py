@@ -29,7 +29,6 @@ def add_memory_parser(sub: Any) -> None:
     search.add_argument("--agent", help=AGENT_HELP)
     search.add_argument("--mode", choices=terms.RECALL_MODES, default="hybrid", help="default hybrid")
     search.add_argument("--limit", type=int, default=8, help=f"1 to {terms.MAX_SEARCH_LIMIT} (default 8)")
-    search.add_argument("--archived", action="store_true", help="include archived memories")
 
     listing = command("list", "list memories, oldest first")
     listing.add_argument("--agent", help="only this agent's (default: every agent's)")

@@ -195,7 +195,6 @@ async def _search(service: MemoryService, params: SearchParams) -> SearchResult:
         params.query,
         mode=params.mode,
         limit=params.limit,
-        include_archived=params.include_archived,
         touch=False,  # the operator looking does not make a memory warmer for the agent
     )
     return SearchResult(memories=[m.record() for m in recalled.memories], mode=recalled.mode)

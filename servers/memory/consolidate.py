@@ -1,5 +1,8 @@
 """Consolidation ("light dreaming"): promote warm memories to MEMORY.md, archive the coldest.
 
+The working set shapes what the agent reads unasked (MEMORY.md), never what it can recall: a
+store of a million memories keeps every one of them findable by ``memory_recall``.
+
 No model is called. Each active memory of an agent gets a warmth score::
 
     score = importance
@@ -15,8 +18,9 @@ duplicate ``memory_remember`` and every recall refresh it). Then, warmest first:
    ``promote_max`` per pass, until MEMORY.md's budget refuses more (content from contacts, tools or
    untrusted sources is never promoted: MEMORY.md is read as the agent's own notes);
 2. when more than ``working_set_max`` memories are active, the coldest beyond that number are
-   archived: recall skips them by default, nothing is deleted, and remembering the same content
-   again brings one back.
+   archived: they leave the working set (the memories scored for promotion by the next passes),
+   nothing is deleted, and recall still finds them in every mode. Recalling one, or remembering
+   the same content again, brings it back.
 
 The pass is deterministic for a given clock reading: ties are broken by id.
 """

@@ -1,11 +1,15 @@
 """Recall: keyword (FTS5 BM25), vector (cosine neighbours) or both, the vector side deciding.
 
-Keyword queries leave out English stopwords (``servers.memory.stopwords``): a question's "me", "is"
-or "what" match nearly every memory. Hybrid recall then uses only *strong* keyword hits: a hit's
-BM25 score over the query's total term weight (the sum of its terms' IDF, about what a memory
-holding each term once scores) must reach ``STRONG_SHARE``. A memory sharing one common word with
-a paraphrased question stays out, a memory holding the query's rare exact term (an error code, a
-serial number) comes in.
+Every memory of the agent is searched, archived ones too: archiving (consolidation's working set)
+decides what is promoted to MEMORY.md, never what can be found. A recalled archived memory rejoins
+the working set.
+
+The keyword query holds the question's informative terms only, the rarest first, and ranks a
+bounded number of candidates (``servers.memory.keyword``). Hybrid recall then uses only *strong*
+keyword hits: a hit's BM25 score over the query's total term weight (the sum of its terms' IDF,
+about what a memory holding each term once scores) must reach ``STRONG_SHARE``. A memory sharing
+one common word with a paraphrased question stays out, a memory holding the query's rare exact
+term (an error code, a serial number) comes in.
 
 Hybrid order is by cosine similarity, the strong keyword hits' own cosines read from the index
 when the vector side did not return them, and a strong hit counts ``TIE_MARGIN`` (0.02) more. The
@@ -19,31 +23,26 @@ questions, by ``python -m bench.recall_quality``.
 When the vector side fails (the embedder is down, the index errs, or the model changed and a
 reindex is pending) hybrid recall degrades to keyword recall, every keyword hit in BM25 order, and
 logs a warning saying so; an explicit ``vector`` recall refuses.
-
-User text never reaches FTS5 as syntax: :func:`fts_query` keeps only word characters and quotes
-every term, so ``NEAR``, ``*``, ``:`` or an unbalanced quote are just text.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 import sqlite3
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from servers.memory.embeddings import EmbeddingError
 from servers.memory.errors import MemoryRefused
+from servers.memory.keyword import CANDIDATE_CAP, PROBE, KeywordQuery, keyword_query
 from servers.memory.models import Memory, Vector
-from servers.memory.stopwords import STOPWORDS
 from servers.memory.store import MemoryStore
 from servers.memory.vectors import VectorDimensionError
 from shared.protocol.memory import RecallMode
 
 logger = logging.getLogger("nexo.memory.recall")
 
-MAX_TERMS = 32
 MIN_CANDIDATES = 20
 """Keyword candidates per recall: max(3 x limit, this). BM25 candidates are cheap."""
 STRONG_SHARE = 0.65
@@ -58,50 +57,14 @@ was when they were further apart."""
 MIN_NEIGHBOURS = 10
 """Vector candidates per recall: max(2 x limit, this). The index reranks ~40 float vectors per
 neighbour asked for, so fewer are fetched than on the keyword side."""
-_TERM = re.compile(r"\w+")
 
 VectorBlocker = Callable[[], str | None]
 """Why vector search cannot run right now (e.g. a pending reindex), or None when it can."""
 
 
-def query_terms(text: str) -> list[str]:
-    """The distinct words of ``text``, casefolded, without stopwords unless nothing else is left."""
-    words: list[str] = []
-    for word in _TERM.findall(text.casefold()):
-        if word not in words:
-            words.append(word)
-    meaningful = [word for word in words if word not in STOPWORDS]
-    return (meaningful or words)[:MAX_TERMS]
-
-
-def quoted(term: str) -> str:
-    """One term as an FTS5 string: never syntax."""
-    return '"' + term.replace('"', '""') + '"'
-
-
-def fts_query(text: str) -> str | None:
-    """An FTS5 MATCH expression for free text: its :func:`query_terms`, each quoted, joined by OR.
-
-    OR rather than AND because BM25 already ranks documents matching more terms higher, and hybrid
-    recall wants candidates. None when the text holds no word at all.
-    """
-    terms = query_terms(text)
-    return match_any(terms) if terms else None
-
-
-def match_any(terms: Sequence[str]) -> str:
-    """An FTS5 expression matching any of ``terms``, each quoted."""
-    return " OR ".join(quoted(term) for term in terms)
-
-
 def idf(documents: int, matching: int) -> float:
     """FTS5's BM25 inverse document frequency of a term found in ``matching`` of ``documents``."""
     return max(math.log((documents - matching + 0.5) / (matching + 0.5)), 1e-6)
-
-
-def match_all(terms: Sequence[str]) -> str:
-    """An FTS5 expression matching only memories that hold every one of ``terms``, each quoted."""
-    return " AND ".join(quoted(term) for term in terms)
 
 
 def fuse(neighbours: Mapping[int, float], strong: Collection[int], lookup: int | None = None) -> list[int]:
@@ -134,37 +97,34 @@ class Recaller:
         embed: Callable[[str], Awaitable[Vector]],
         *,
         vector_blocker: VectorBlocker = lambda: None,
+        keyword_probe: int = PROBE,
+        keyword_cap: int = CANDIDATE_CAP,
     ) -> None:
         self._store = store
         self._embed = embed
         self._vector_blocker = vector_blocker
+        self._keyword_probe = keyword_probe
+        self._keyword_cap = keyword_cap
 
     async def recall(
-        self,
-        agent: str,
-        query: str,
-        *,
-        mode: RecallMode,
-        limit: int,
-        include_archived: bool = False,
-        touch: bool = True,
+        self, agent: str, query: str, *, mode: RecallMode, limit: int, touch: bool = True
     ) -> Recalled:
         candidates = max(limit * 3, MIN_CANDIDATES)
-        terms = query_terms(query) if mode != "vector" else []
+        keywords: KeywordQuery | None = None
         hits: list[tuple[int, float]] = []
-        if terms:
-            hits = await self._store.keyword(
-                agent, match_any(terms), candidates, include_archived=include_archived
+        if mode != "vector":
+            keywords = await keyword_query(
+                query, self._store.held_by, probe=self._keyword_probe, cap=self._keyword_cap
             )
+        if keywords is not None:
+            hits = await self._keyword_hits(agent, keywords, candidates)
         used: RecallMode = mode
         vector: Vector | None = None
         neighbours: list[tuple[int, float]] = []
         if mode != "keyword":
             try:
                 vector = await self._embed_query(query)
-                neighbours = await self._store.neighbours(
-                    agent, vector, max(limit * 2, MIN_NEIGHBOURS), include_archived=include_archived
-                )
+                neighbours = await self._store.neighbours(agent, vector, max(limit * 2, MIN_NEIGHBOURS))
             except (EmbeddingError, VectorDimensionError, sqlite3.Error, _Blocked) as exc:
                 if mode == "vector":
                     raise MemoryRefused(
@@ -177,36 +137,48 @@ class Recaller:
                 used, vector = "keyword", None
         if vector is None:
             ranked = [memory_id for memory_id, _ in hits][:limit]
-        elif not hits:
+        elif keywords is None or not hits:
             ranked = [memory_id for memory_id, _ in neighbours][:limit]
         else:
-            strong = await self._strong(terms, hits)
+            strong = await self._strong(keywords, hits)
             similarity = dict(neighbours)
             missing = [memory_id for memory_id in strong if memory_id not in similarity]
             similarity |= await self._store.similarities(agent, vector, missing)
-            lookup = await self._lookup(agent, terms, strong, include_archived)
+            lookup = await self._lookup(agent, keywords, strong)
             ranked = fuse(similarity, strong, lookup)[:limit]
-        found = await self._store.by_ids(agent, ranked, include_archived=include_archived)
+        found = await self._store.by_ids(agent, ranked)
         memories = [found[memory_id] for memory_id in ranked if memory_id in found]
         if touch:
             await self._store.touch([memory.id for memory in memories])
         return Recalled(memories, used)
 
-    async def _strong(self, terms: list[str], hits: list[tuple[int, float]]) -> set[int]:
+    async def _keyword_hits(self, agent: str, keywords: KeywordQuery, k: int) -> list[tuple[int, float]]:
+        """BM25 hits, best first; for a question of common terms only, those holding all of them first."""
+        if keywords.window is None:
+            return await self._store.keyword(agent, keywords.match, k)
+        hits = await self._store.keyword(agent, keywords.match_all, k, window=keywords.window)
+        if len(hits) < k:
+            found = {memory_id for memory_id, _ in hits}
+            more = await self._store.keyword(agent, keywords.match, k, window=keywords.window)
+            hits += [hit for hit in more if hit[0] not in found][: k - len(hits)]
+        return hits
+
+    async def _strong(self, keywords: KeywordQuery, hits: list[tuple[int, float]]) -> set[int]:
         """The keyword hits that score at least ``STRONG_SHARE`` of the query's total term weight."""
-        documents, matching = await self._store.term_frequencies([quoted(term) for term in terms])
-        weight = sum(idf(documents, count) for count in matching)
+        documents = await self._store.indexed()
+        weight = keywords.weight(lambda matching: idf(documents, matching))
         return {memory_id for memory_id, score in hits if score / weight >= STRONG_SHARE}
 
-    async def _lookup(
-        self, agent: str, terms: list[str], strong: set[int], include_archived: bool
-    ) -> int | None:
-        """The one memory holding every query term, when there is exactly one and it is a strong hit."""
-        if not strong:
+    async def _lookup(self, agent: str, keywords: KeywordQuery, strong: set[int]) -> int | None:
+        """The one memory holding every query term, when there is exactly one and it is a strong hit.
+
+        Not for prefixes: ``anti *`` matching one ``antihistamine`` says nothing of ``anti-parasite``.
+        """
+        if not strong or keywords.prefixed:
             return None
-        holders = await self._store.keyword(agent, match_all(terms), 2, include_archived=include_archived)
-        if len(holders) == 1 and holders[0][0] in strong:
-            return holders[0][0]
+        holders = await self._store.holders(agent, keywords.match_all, 2)
+        if len(holders) == 1 and holders[0] in strong:
+            return holders[0]
         return None
 
     async def _embed_query(self, query: str) -> Vector:

@@ -191,7 +191,6 @@ class MemoryService:
         *,
         mode: str = "hybrid",
         limit: int = 8,
-        include_archived: bool = False,
         touch: bool = True,
     ) -> Recalled:
         if not query.strip():
@@ -199,9 +198,7 @@ class MemoryService:
         if isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise MemoryRefused(f"limit {limit!r} is out of range; expected 1 to {MAX_SEARCH_LIMIT}")
         started = time.perf_counter()
-        recalled = await self.recaller.recall(
-            agent, query, mode=_mode(mode), limit=limit, include_archived=include_archived, touch=touch
-        )
+        recalled = await self.recaller.recall(agent, query, mode=_mode(mode), limit=limit, touch=touch)
         self.metrics.recall(recalled.mode, time.perf_counter() - started)
         return recalled
 

@@ -31,7 +31,8 @@ class ConsolidationSettings(BaseModel):
     promote_max: int = Field(5, ge=0)
     """Memories promoted to MEMORY.md per pass at most."""
     working_set_max: int = Field(5_000, ge=1)
-    """Active (recallable) memories per agent; the coldest beyond this are archived, never deleted."""
+    """Memories per agent in the working set (scored for promotion to MEMORY.md); the coldest beyond
+    this are archived: never deleted, and still found by recall."""
 
     def policy(self) -> Policy:
         return Policy(

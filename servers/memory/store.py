@@ -162,23 +162,29 @@ class MemoryStore:
         return Memory.from_row(row)
 
     async def touch(self, memory_ids: Sequence[int]) -> None:
-        """Record that these memories were recalled now (skipped while the disk is full: a recall
-        still answers, only its access count is not kept)."""
+        """Record that these memories were recalled now, which brings an archived one back into the
+        working set (skipped while the disk is full: a recall still answers, only its access count
+        is not kept)."""
         if not memory_ids:
             return
         with suppress(StorageFull):
             await self.db.execute(
-                f"UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1 "
+                f"UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1, archived = 0 "
                 f"WHERE id IN ({_placeholders(len(memory_ids))})",
                 (self._clock(), *memory_ids),
             )
 
     async def set_archived(self, memory_ids: Sequence[int], archived: bool) -> None:
+        """Archive (or bring back) these memories; any number of them, in one statement.
+
+        The ids go as one JSON parameter: a pass over a million memories archives nearly all of
+        them, past SQLite's limit on bound parameters (250,000 here).
+        """
         if not memory_ids:
             return
         await self.db.execute(
-            f"UPDATE memories SET archived = ? WHERE id IN ({_placeholders(len(memory_ids))})",
-            (int(archived), *memory_ids),
+            "UPDATE memories SET archived = ? WHERE id IN (SELECT value FROM json_each(?))",
+            (int(archived), json.dumps([int(memory_id) for memory_id in memory_ids])),
         )
 
     async def mark_promoted(self, memory_id: int) -> None:
@@ -190,15 +196,12 @@ class MemoryStore:
         row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
         return None if row is None else Memory.from_row(row)
 
-    async def by_ids(
-        self, agent: str, memory_ids: Sequence[int], *, include_archived: bool
-    ) -> dict[int, Memory]:
-        """The agent's memories among ``memory_ids`` (others' and archived ones are left out)."""
+    async def by_ids(self, agent: str, memory_ids: Sequence[int]) -> dict[int, Memory]:
+        """The agent's memories among ``memory_ids`` (other agents' are left out)."""
         if not memory_ids:
             return {}
         rows = await self.db.fetchall(
-            f"SELECT {_COLUMNS} FROM memories WHERE agent = ? AND id IN ({_placeholders(len(memory_ids))})"
-            + ("" if include_archived else " AND archived = 0"),
+            f"SELECT {_COLUMNS} FROM memories WHERE agent = ? AND id IN ({_placeholders(len(memory_ids))})",
             (agent, *memory_ids),
         )
         return {memory.id: memory for memory in map(Memory.from_row, rows)}
@@ -235,58 +238,78 @@ class MemoryStore:
         return [Memory.from_row(row) for row in rows]
 
     async def keyword(
-        self, agent: str, match: str, k: int, *, include_archived: bool
+        self, agent: str, match: str, k: int, *, window: int | None = None
     ) -> list[tuple[int, float]]:
-        """(id, BM25 score) best first for an FTS5 ``match`` expression built by ``recall.fts_query``.
+        """(id, BM25 score) best first for an FTS5 ``match`` built by ``servers.memory.keyword``.
 
-        Scores are positive (FTS5's ``bm25()`` negated): higher is better.
+        With a ``window``, only the newest ``window`` memories matching (of every agent, as the
+        full-text index holds them) are ranked. Scores are positive (FTS5's ``bm25()`` negated):
+        higher is better. Archived memories are searched like the others.
         """
+        floor = -(2**63)
+        if window is not None:
+            row = await self.db.fetchone(
+                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
+                "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                (match, window - 1),
+            )
+            floor = int(row[0]) if row is not None else floor
         rows = await self.db.fetchall(
             "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
-            "JOIN memories AS m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND m.agent = ?"
-            + ("" if include_archived else " AND m.archived = 0")
-            + " ORDER BY score DESC LIMIT ?",
-            (match, agent, k),
+            "JOIN memories AS m ON m.id = memories_fts.rowid "
+            "WHERE memories_fts MATCH ? AND memories_fts.rowid >= ? AND m.agent = ? "
+            "ORDER BY score DESC LIMIT ?",
+            (match, floor, agent, k),
         )
         return [(int(row[0]), float(row[1])) for row in rows]
 
-    async def term_frequencies(self, matches: Sequence[str]) -> tuple[int, list[int]]:
-        """The number of indexed memories, and how many of them match each FTS5 expression.
-
-        Counted over every agent, as FTS5's own BM25 statistics are.
-        """
-        total = await self.db.fetchone("SELECT count(*) FROM memories_fts_docsize")
-        counts = [
-            await self.db.fetchone("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (match,))
-            for match in matches
-        ]
-        return (int(total[0]) if total else 0, [int(row[0]) if row else 0 for row in counts])
-
-    async def nearest(self, agent: str, vector: Vector, k: int, *, include_archived: bool) -> list[int]:
-        """Ids of the agent's nearest memories by cosine distance, best first."""
-        return [
-            memory_id
-            for memory_id, _ in await self.neighbours(agent, vector, k, include_archived=include_archived)
-        ]
-
-    async def neighbours(
-        self, agent: str, vector: Vector, k: int, *, include_archived: bool
-    ) -> list[tuple[int, float]]:
-        """(id, cosine similarity) of the agent's nearest memories, best first."""
-        extra = 0
-        if not include_archived:
-            # The index knows nothing of archiving: ask for up to k extra neighbours when the agent
-            # has archived memories, and drop those. (The index's exact rerank grows with k, so no
-            # extra is asked for when nothing is archived.)
-            row = await self.db.fetchone(
-                "SELECT count(*) FROM memories WHERE agent = ? AND archived = 1", (agent,)
-            )
-            extra = min(int(row[0]) if row else 0, k)
-        hits = await self.index.search(agent, vector, k + extra)
-        keep = await self.by_ids(
-            agent, [memory_id for memory_id, _ in hits], include_archived=include_archived
+    async def holders(self, agent: str, match: str, k: int) -> list[int]:
+        """Up to ``k`` of the agent's memories matching ``match``, unranked (no BM25 is computed)."""
+        rows = await self.db.fetchall(
+            "SELECT m.id FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+            "WHERE memories_fts MATCH ? AND m.agent = ? LIMIT ?",
+            (match, agent, k),
         )
-        return [(memory_id, 1.0 - distance) for memory_id, distance in hits if memory_id in keep][:k]
+        return [int(row[0]) for row in rows]
+
+    async def indexed(self) -> int:
+        """The number of memories in the full-text index, over every agent (BM25's N).
+
+        Read from FTS5's own totals record (the first varint of the ``averages`` row, id 1, of its
+        data table; the SQLite file format keeps it stable): ``count(*)`` would read every row.
+        """
+        row = await self.db.fetchone("SELECT block FROM memories_fts_data WHERE id = 1")
+        return _varint(bytes(row[0])) if row is not None and row[0] else 0
+
+    async def held_by(self, matches: Sequence[str], at_most: int) -> list[int]:
+        """For each FTS5 expression, how many memories (of every agent) match it, counting up to ``at_most``.
+
+        One statement; each count walks at most ``at_most`` entries of the index.
+        """
+        if not matches:
+            return []
+        count = "(SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?))"
+        row = await self.db.fetchone(
+            "SELECT " + ", ".join([count] * len(matches)),
+            [value for match in matches for value in (match, at_most)],
+        )
+        assert row is not None
+        return [int(value) for value in row]
+
+    async def nearest(self, agent: str, vector: Vector, k: int) -> list[int]:
+        """Ids of the agent's nearest memories by cosine distance, best first."""
+        return [memory_id for memory_id, _ in await self.neighbours(agent, vector, k)]
+
+    async def neighbours(self, agent: str, vector: Vector, k: int) -> list[tuple[int, float]]:
+        """(id, cosine similarity) of the agent's ``k`` nearest memories, best first.
+
+        Every memory of the agent is eligible, archived ones too, and the index holds exactly
+        those: it keeps one agent's vectors apart from another's and deletes a memory's vector in
+        the transaction that deletes the memory. So nothing is dropped after the search, and ``k``
+        neighbours come back whenever the agent has ``k`` memories (fewer only when it has fewer).
+        """
+        hits = await self.index.search(agent, vector, k)
+        return [(memory_id, 1.0 - distance) for memory_id, distance in hits]
 
     async def similarities(self, agent: str, vector: Vector, memory_ids: Sequence[int]) -> dict[int, float]:
         """The cosine similarity to ``vector`` of each of ``memory_ids`` that the agent holds."""
@@ -357,3 +380,15 @@ def _page_filter(
     if not include_archived:
         sql += " AND archived = 0"
     return sql, params
+
+
+def _varint(blob: bytes) -> int:
+    """The SQLite varint at the start of ``blob``: 7 bits a byte, big-endian, the ninth byte whole."""
+    value = 0
+    for position, byte in enumerate(blob[:9]):
+        if position == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value
+    return value

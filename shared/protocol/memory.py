@@ -187,7 +187,6 @@ class SearchParams(types.RequestParams):
     agent: AgentId | None = None
     mode: RecallMode = "hybrid"
     limit: int = Field(8, ge=1, le=MAX_SEARCH_LIMIT)
-    include_archived: bool = False
 
 
 class SearchResult(types.Result):

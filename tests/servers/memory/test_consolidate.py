@@ -155,7 +155,7 @@ async def test_a_memory_already_written_in_memory_md_is_marked_promoted_without_
     ).read_text() == "## People\n\n- Ana is allergic to peanuts\n"
 
 
-async def test_the_coldest_memories_beyond_the_working_set_are_archived_not_deleted(
+async def test_the_coldest_memories_beyond_the_working_set_are_archived_and_still_recalled_in_every_mode(
     tmp_path: Any, embedder: Embedder, clock: Clock
 ) -> None:
     settings = MemorySettings.model_validate(
@@ -167,16 +167,49 @@ async def test_the_coldest_memories_beyond_the_working_set_are_archived_not_dele
         meh = await remember(client, "Lunch on Tuesday was soup", 0.2)
         key = await remember(client, "Ana is allergic to peanuts", 1.0)
         report = await consolidate(client)
-        recalled = await call(client, "memory_recall", {"query": "green door flat", "mode": "keyword"})
-        hybrid = await call(client, "memory_recall", {"query": "the old flat had a green door"})
         listed = await client.session.send_request(ListRequest(params=ListParams()), ListResult)
-        await remember(client, "The old flat had a green door", 0.5)
-        revived = await call(client, "memory_recall", {"query": "green door flat", "mode": "keyword"})
+        found = {
+            mode: await call(client, "memory_recall", {"query": "green door flat", "mode": mode, "limit": 1})
+            for mode in ("keyword", "vector", "hybrid")
+        }
+        relisted = await client.session.send_request(ListRequest(params=ListParams()), ListResult)
     assert (report.scored, report.archived) == (3, [old])
-    assert recalled["memories"] == []
-    assert sorted(m["id"] for m in hybrid["memories"]) == [meh, key]
     assert [(m.id, m.archived) for m in listed.memories] == [(old, True), (meh, False), (key, False)]
-    assert [m["id"] for m in revived["memories"]] == [old]
+    assert {mode: [m["id"] for m in result["memories"]] for mode, result in found.items()} == {
+        "keyword": [old],
+        "vector": [old],
+        "hybrid": [old],
+    }
+    # Recalled, it is in use again: back in the working set.
+    assert [(m.id, m.archived) for m in relisted.memories] == [(old, False), (meh, False), (key, False)]
+
+
+async def test_recall_finds_the_same_memories_after_any_number_of_consolidation_passes(
+    tmp_path: Any, embedder: Embedder, clock: Clock
+) -> None:
+    settings = MemorySettings.model_validate(
+        {"state_dir": tmp_path, "consolidation": {"working_set_max": 2, "promote_max": 0}}
+    )
+    places = ["Lisbon", "Oslo", "Quito", "Hanoi", "Accra", "Tbilisi"]
+    facts = [f"Trip {index}: we stayed in {place} for a week" for index, place in enumerate(places)]
+
+    async def recall_every_fact(client: Client) -> list[list[int]]:
+        found = []
+        for fact, place in zip(facts, places, strict=True):
+            for mode, query in (("keyword", place), ("vector", fact), ("hybrid", f"the week in {place}")):
+                result = await call(client, "memory_recall", {"query": query, "mode": mode, "limit": 1})
+                found.append([m["id"] for m in result["memories"]])
+        return found
+
+    async with connect(settings, embedder, clock) as client:
+        ids = [await remember(client, fact, 0.5) for fact in facts]
+        archived = []
+        for _ in range(2):
+            clock.advance(30 * DAY)
+            archived.append(len((await consolidate(client)).archived))
+            assert await recall_every_fact(client) == [[memory_id] for memory_id in ids for _ in range(3)]
+    # Each pass archived all but two; the recalls in between brought them all back.
+    assert archived == [4, 4]
 
 
 async def test_the_same_clock_reading_gives_the_same_pass(tmp_path: Any, embedder: Embedder) -> None:

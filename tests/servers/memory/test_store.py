@@ -11,8 +11,9 @@ import pytest
 
 from servers.memory.embeddings import Embedder, EmbeddingError
 from servers.memory.errors import ModelMismatch
+from servers.memory.keyword import keyword_query
 from servers.memory.models import NewMemory, Vector
-from servers.memory.recall import Recaller, fts_query, query_terms
+from servers.memory.recall import Recaller
 from servers.memory.reindex import check_model
 from servers.memory.state import MIGRATIONS
 from servers.memory.store import MemoryStore
@@ -51,21 +52,6 @@ async def rows(store: MemoryStore) -> tuple[int, int, int]:
     return int(memories[0]), int(fts[0]), await store.index.count()
 
 
-def test_fts_queries_quote_every_word_and_drop_all_syntax() -> None:
-    assert fts_query('NEAR(ana tea) "unbalanced * OR col:x -y') == (
-        '"near" OR "ana" OR "tea" OR "unbalanced" OR "col" OR "x" OR "y"'
-    )
-    assert fts_query("Café  café CAFÉ") == '"café"'
-    assert fts_query("?! ... ()") is None
-    assert fts_query(" ".join(f"w{i}" for i in range(40))) == " OR ".join(f'"w{i}"' for i in range(32))
-
-
-def test_keyword_queries_leave_out_stopwords_unless_nothing_else_is_left() -> None:
-    assert query_terms("What is the name of MY dentist?") == ["name", "dentist"]
-    assert query_terms("Who is it?") == ["who", "is", "it"]
-    assert query_terms("can't I stand it") == ["stand"]
-
-
 async def test_a_memory_its_fts_entry_and_its_vector_are_written_together(
     store: MemoryStore, embedder: Embedder
 ) -> None:
@@ -85,9 +71,9 @@ async def test_keyword_search_treats_fts_syntax_as_text_and_folds_diacritics(
 ) -> None:
     for text in ["Meet at the café near the station", "NEAR the river: a boat", "Tea with Ana"]:
         await store.add(new(text), await vector(embedder, text))
-    match = fts_query('cafe NEAR("boat"')
-    assert match is not None
-    hits = await store.keyword("nexo", match, 10, include_archived=False)
+    query = await keyword_query('cafe NEAR("boat"', store.held_by)
+    assert query is not None
+    hits = await store.keyword("nexo", query.match, 10)
     assert [memory_id for memory_id, _ in hits] == [2, 1]
     assert hits[0][1] > hits[1][1] > 0
 
@@ -96,13 +82,11 @@ async def test_every_query_is_scoped_to_one_agent(store: MemoryStore, embedder: 
     tea = await vector(embedder, "green tea")
     await store.add(new("Ana likes green tea", agent="ana"), tea)
     await store.add(new("Bob likes green tea", agent="bob"), tea)
-    match = fts_query("green tea")
-    assert match is not None
-    assert [memory_id for memory_id, _ in await store.keyword("ana", match, 10, include_archived=False)] == [
-        1
-    ]
-    assert await store.nearest("bob", tea, 10, include_archived=False) == [2]
-    assert list(await store.by_ids("ana", [1, 2], include_archived=False)) == [1]
+    query = await keyword_query("green tea", store.held_by)
+    assert query is not None
+    assert [memory_id for memory_id, _ in await store.keyword("ana", query.match, 10)] == [1]
+    assert await store.nearest("bob", tea, 10) == [2]
+    assert list(await store.by_ids("ana", [1, 2])) == [1]
     assert [m.id for m in await store.page(agent="bob")] == [2]
 
 

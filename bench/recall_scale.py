@@ -1,0 +1,426 @@
+"""Recall at scale on real text: latency and whether the target is found, before and after consolidation.
+
+The store holds English sentences from the machine's own documentation (``/usr/share/doc`` and the
+English man pages, split into sentences and deduplicated; extracted once and cached), one memory
+each, grown to the size asked for with memories made of two sentences. Embedding a million
+sentences with the real model would take hours, so each memory's vector is a hashed bag of its
+words: every word picks a fixed random direction and a text's vector is their sum, normalised. A
+question sharing most of its target's words so lands near it, as a paraphrase lands near its source
+for a sentence model; what this measures is the search, not the model.
+
+Rows are written straight into the memory server's tables (the same schema and the vector index's
+own ``add_many``), then each question is asked through ``Recaller``, the layer the server's
+``memory_recall`` calls, with ``limit=10``. A question is a target memory's words with a third of its
+informative words left out; it scores when the target is among the ten recalled. Side by side:
+
+- keyword recall against the keyword query of before (every word ORed, every match BM25-ranked);
+- vector recall against exact search (brute force over the float32 vectors), with the share of the
+  exact top ten it returns;
+- hybrid recall against vector recall (what the keyword side adds);
+- the same questions after a consolidation pass archived all but 5,000 memories.
+
+The database is cached under ~/.cache/nexo-bench/ (or $XDG_CACHE_HOME/nexo-bench/), keyed by size
+and schema; a run resets what it changed (archiving) before it ends.
+
+``python -m bench.recall_scale [--rows N] [--queries Q]`` (default 100,000 rows, 325 questions)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import os
+import re
+import sys
+import time
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import numpy as np
+
+from bench.stats import Result, table
+from bench.support import progress
+from servers.memory.consolidate import Policy, consolidate
+from servers.memory.guard import SecretGuard
+from servers.memory.models import Vector, content_hash
+from servers.memory.notebook import Notebooks
+from servers.memory.recall import Recaller
+from servers.memory.state import MIGRATIONS
+from servers.memory.stopwords import STOPWORDS
+from servers.memory.store import MemoryStore
+from servers.memory.vectors import VectorIndex
+from shared.db import Database
+from shared.protocol.memory import RecallMode
+
+DIM = 384
+AGENT = "bench"
+K = 10
+VERSION = 1
+BUCKETS = 1 << 16
+WORKING_SET = 5_000
+TARGET_P50_MS = 25.0
+MIN_SENTENCES = 10_000
+_CHUNK = 5_000
+_SOURCES = (Path("/usr/share/doc"), Path("/usr/share/man"))
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+_ROFF_ESCAPE = re.compile(r"\\f[BIRP1-4]|\\\(..|\\[-&e|^]|\\s[-+]?\d")
+_WORD = re.compile(r"[^\W_]+")
+MODES: tuple[RecallMode, ...] = ("keyword", "vector", "hybrid")
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "nexo-bench"
+
+
+# -- the text ------------------------------------------------------------------------------------
+
+
+def _documents() -> Iterator[Path]:
+    for root in _SOURCES:
+        for path in sorted(root.rglob("*")):
+            # English man pages only: /usr/share/man/manN/, not /usr/share/man/<lang>/manN/.
+            if root.name == "man" and path.parent.parent != root:
+                continue
+            if path.is_file() and not path.is_symlink() and path.stat().st_size < 2_000_000:
+                yield path
+
+
+def _text(path: Path) -> str:
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return ""
+    lines = []
+    for line in raw.decode("utf-8", "ignore").splitlines():
+        if line.startswith((".", "'")):
+            if not line.startswith((".B ", ".I ", ".IR ", ".BR ", ".RB ", ".RI ")):
+                continue
+            line = line.split(" ", 1)[1]
+        lines.append(_ROFF_ESCAPE.sub("", line))
+    return " ".join(" ".join(lines).split())
+
+
+def sentences() -> list[str]:
+    """Distinct English sentences of 5 to 40 words, mostly letters, from the local documentation."""
+    cached = cache_dir() / f"recall-scale-sentences-v{VERSION}.txt"
+    if cached.exists():
+        return cached.read_text().splitlines()
+    progress("recall scale: extracting sentences from /usr/share/doc and /usr/share/man (once, cached)")
+    found: set[str] = set()
+    for path in _documents():
+        for sentence in _SENTENCE.split(_text(path)):
+            words = len(sentence.split())
+            if 5 <= words <= 40 and sum(c.isalpha() for c in sentence) > 0.6 * len(sentence):
+                found.add(sentence)
+    ordered = sorted(found)
+    if len(ordered) < MIN_SENTENCES:
+        raise RuntimeError(
+            f"only {len(ordered):,} English sentences found under /usr/share/doc and /usr/share/man; "
+            f"this benchmark needs {MIN_SENTENCES:,} (a machine without documentation, e.g. a slim image)"
+        )
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text("\n".join(ordered))
+    return ordered
+
+
+def corpus(pool_size: int, rows: int, seed: int = 7) -> list[tuple[int, int | None]]:
+    """``rows`` distinct memories as indexes into the pool: every sentence once (shuffled), then
+    distinct pairs of sentences."""
+    rng = np.random.default_rng(seed)
+    chosen: list[tuple[int, int | None]] = [(int(i), None) for i in rng.permutation(pool_size)[:rows]]
+    pairs: dict[tuple[int, int], None] = {}
+    while len(chosen) + len(pairs) < rows:
+        a, b = (int(x) for x in rng.integers(pool_size, size=2))
+        if a != b:
+            pairs[a, b] = None
+    return chosen + list(pairs)
+
+
+def text_of(pool: Sequence[str], row: tuple[int, int | None]) -> str:
+    first, second = row
+    return pool[first] if second is None else f"{pool[first]} {pool[second]}"
+
+
+# -- the vectors ---------------------------------------------------------------------------------
+
+
+class HashedEmbedder:
+    """A text's vector: the normalised sum of one fixed random direction per word."""
+
+    def __init__(self, seed: int = 11) -> None:
+        self._directions = np.random.default_rng(seed).standard_normal((BUCKETS, DIM), dtype=np.float32)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return unit(self.sums(texts))
+
+    def sums(self, texts: Sequence[str]) -> np.ndarray:
+        """The word directions of each text summed, not normalised: a pair's is the sum of its two."""
+        buckets: list[int] = []
+        starts: list[int] = []
+        for text in texts:
+            starts.append(len(buckets))
+            buckets += [
+                zlib.crc32(word.encode()) % BUCKETS for word in _WORD.findall(text.casefold()) or ["-"]
+            ]
+        return np.add.reduceat(self._directions[np.asarray(buckets)], np.asarray(starts), axis=0)
+
+    async def embed_one(self, text: str) -> Vector:
+        vector: Vector = self.embed([text])[0]
+        return vector
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return np.asarray(rows / np.linalg.norm(rows, axis=1, keepdims=True), dtype=np.float32)
+
+
+def sentence_sums(pool: Sequence[str], embedder: HashedEmbedder) -> np.ndarray:
+    """The summed word directions of every sentence of the pool (computed once, cached)."""
+    cached = cache_dir() / f"recall-scale-sums-v{VERSION}-{len(pool)}.npy"
+    if cached.exists():
+        return np.asarray(np.load(cached), dtype=np.float32)
+    progress(f"recall scale: hashing the words of {len(pool):,} sentences (once, cached)")
+    sums = np.concatenate([embedder.sums(pool[i : i + _CHUNK]) for i in range(0, len(pool), _CHUNK)])
+    np.save(cached, sums)
+    return sums
+
+
+# -- the store -----------------------------------------------------------------------------------
+
+
+def _schema() -> str:
+    return hashlib.sha256(" ".join(m.name for m in MIGRATIONS).encode()).hexdigest()[:10]
+
+
+async def _build(
+    path: Path, pool: Sequence[str], rows: Sequence[tuple[int, int | None]], sums: np.ndarray
+) -> None:
+    async with Database.open(path, MIGRATIONS, load_vec=True) as db:
+        index = VectorIndex(db, DIM)
+        await index.load()
+        started = time.perf_counter()
+        for first in range(0, len(rows), _CHUNK):
+            chunk_rows = rows[first : first + _CHUNK]
+            chunk = [text_of(pool, row) for row in chunk_rows]
+            vectors = unit(np.stack([sums[a] if b is None else sums[a] + sums[b] for a, b in chunk_rows]))
+            ids = range(first + 1, first + 1 + len(chunk))
+            async with db.transaction() as tx:
+                await tx.executemany(
+                    "INSERT INTO memories (id, agent, content, content_sha256, kind, provenance, importance, "
+                    "created_at, last_accessed_at) VALUES (?, ?, ?, ?, 'note', 'owner', 0.5, ?, ?)",
+                    [
+                        (i, AGENT, text, content_hash(text), 1_700_000_000.0 + i, 1_700_000_000.0 + i)
+                        for i, text in zip(ids, chunk, strict=True)
+                    ],
+                )
+                await index.add_many(tx, [(i, AGENT, v) for i, v in zip(ids, vectors, strict=True)])
+            if first // _CHUNK % 20 == 0:
+                progress(
+                    f"recall scale: {first + len(chunk):,} of {len(rows):,} rows "
+                    f"({time.perf_counter() - started:.0f} s)"
+                )
+
+
+async def cached_database(
+    pool: Sequence[str], rows: Sequence[tuple[int, int | None]], embedder: HashedEmbedder
+) -> Path:
+    path = cache_dir() / f"recall-scale-{len(rows)}-v{VERSION}-{_schema()}.db"
+    if not path.exists():
+        partial = path.with_suffix(".partial")
+        for leftover in partial.parent.glob(partial.name + "*"):
+            leftover.unlink()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        await _build(partial, pool, rows, sentence_sums(pool, embedder))
+        partial.rename(path)
+    return path
+
+
+# -- the questions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    text: str
+    target: int
+
+
+def questions(texts: Sequence[str], n: int, seed: int = 13) -> list[Question]:
+    """Per target, its words with a third of the informative ones left out (at least two kept)."""
+    rng = np.random.default_rng(seed)
+    asked: list[Question] = []
+    while len(asked) < n:
+        target = int(rng.integers(len(texts)))
+        words = _WORD.findall(texts[target])
+        informative = [i for i, word in enumerate(words) if word.casefold() not in STOPWORDS]
+        if len(informative) < 3:
+            continue
+        dropped = set(rng.choice(informative, size=len(informative) // 3, replace=False).tolist())
+        asked.append(Question(" ".join(w for i, w in enumerate(words) if i not in dropped), target + 1))
+    return asked
+
+
+def old_keyword_match(text: str) -> str | None:
+    """The keyword query of before: every distinct word but stopwords (all of them if nothing else), ORed."""
+    words = list(dict.fromkeys(_WORD.findall(text.casefold())))
+    chosen = [w for w in words if w not in STOPWORDS] or words
+    return " OR ".join(f'"{w}"' for w in chosen[:32]) or None
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Pass:
+    latency: dict[RecallMode, list[float]]
+    found: dict[RecallMode, list[bool]]
+
+
+async def _ask(recaller: Recaller, asked: Sequence[Question]) -> Pass:
+    result = Pass({m: [] for m in MODES}, {m: [] for m in MODES})
+    for mode in MODES:
+        for question in asked:
+            started = time.perf_counter()
+            recalled = await recaller.recall(AGENT, question.text, mode=mode, limit=K, touch=False)
+            result.latency[mode].append((time.perf_counter() - started) * 1000)
+            result.found[mode].append(question.target in [m.id for m in recalled.memories])
+    return result
+
+
+async def _old_keyword(store: MemoryStore, asked: Sequence[Question]) -> tuple[list[float], list[bool]]:
+    latency, found = [], []
+    for question in asked:
+        match = old_keyword_match(question.text)
+        started = time.perf_counter()
+        rows = await store.db.fetchall(
+            "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
+            "JOIN memories AS m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND m.agent = ? "
+            "ORDER BY score DESC LIMIT ?",
+            (match, AGENT, 3 * K),
+        )
+        latency.append((time.perf_counter() - started) * 1000)
+        found.append(question.target in [int(row[0]) for row in rows[:K]])
+    return latency, found
+
+
+async def _exact(
+    index: VectorIndex, embedder: HashedEmbedder, asked: Sequence[Question]
+) -> tuple[list[float], list[float]]:
+    """Exact search's latency, and the share of its top ten that the index's search returns."""
+    latency, agreement = [], []
+    for question in asked:
+        query = embedder.embed([question.text])[0]
+        started = time.perf_counter()
+        exact = await index.search(AGENT, query, K, exact=True)
+        latency.append((time.perf_counter() - started) * 1000)
+        approximate = await index.search(AGENT, query, K)
+        agreement.append(len({i for i, _ in exact} & {i for i, _ in approximate}) / K)
+    return latency, agreement
+
+
+async def run(rows: int, n_questions: int) -> list[Result]:
+    size = f"{rows // 1000}k" if rows < 1_000_000 else f"{rows / 1e6:g}M"
+    label = f"{size} real sentences"
+    embedder = HashedEmbedder()
+    pool = sentences()
+    chosen = corpus(len(pool), rows)
+    asked = questions([text_of(pool, row) for row in chosen], n_questions)
+    path = await cached_database(pool, chosen, embedder)
+    results: list[Result] = []
+    async with Database.open(path, MIGRATIONS, load_vec=True) as db:
+        index = VectorIndex(db, DIM)
+        started = time.perf_counter()
+        await index.load()
+        progress(
+            f"recall scale: {rows:,} rows ({len(pool):,} distinct sentences), "
+            f"index loaded in {time.perf_counter() - started:.1f} s"
+        )
+        store = MemoryStore(db, index)
+        recaller = Recaller(store, embedder.embed_one)
+        await _ask(recaller, asked[:20])  # warm the page cache
+        before = await _ask(recaller, asked)
+        old_latency, old_found = await _old_keyword(store, asked)
+        exact_latency, agreement = await _exact(index, embedder, asked)
+        try:
+            with_notebooks = Notebooks(
+                path.parent / "notebooks", guard=SecretGuard("block"), budget_bytes=16_384
+            )
+            started = time.perf_counter()
+            report = await consolidate(
+                store,
+                with_notebooks,
+                AGENT,
+                policy=Policy(working_set_max=WORKING_SET, promote_max=0),
+                now=time.time(),
+            )
+            progress(
+                f"recall scale: consolidation archived {len(report.archived):,} of {report.scored:,} "
+                f"in {time.perf_counter() - started:.1f} s"
+            )
+            after = await _ask(recaller, asked)
+        finally:
+            await db.execute("UPDATE memories SET archived = 0 WHERE archived = 1")
+
+    def latency(mode: RecallMode, baseline_name: str, baseline: list[float], target: float | None) -> Result:
+        return Result(
+            f"memory recall {mode}, {label} (k={K})",
+            "ms",
+            baseline_name,
+            before.latency[mode],
+            baseline,
+            target,
+        )
+
+    def share(values: Sequence[bool | float]) -> list[float]:
+        return [float(np.mean(values))]
+
+    results += [
+        latency("keyword", "every word ORed, every match ranked (before)", old_latency, TARGET_P50_MS),
+        Result(
+            f"memory recall keyword, target in top {K}, {label}",
+            "",
+            "every word ORed (before)",
+            share(before.found["keyword"]),
+            share(old_found),
+        ),
+        latency("vector", "exact search (brute force)", exact_latency, TARGET_P50_MS),
+        Result(
+            f"memory recall vector, top {K} agreeing with exact, {label}",
+            "",
+            "exact search (1.0)",
+            share(agreement),
+            [1.0],
+        ),
+        latency("hybrid", "vector recall alone", before.latency["vector"], TARGET_P50_MS),
+    ]
+    for mode in MODES:
+        results.append(
+            Result(
+                f"memory recall {mode}, target in top {K} after consolidation, {label}",
+                "",
+                "the same before consolidation",
+                share(after.found[mode]),
+                share(before.found[mode]),
+            )
+        )
+    return results
+
+
+def measure(quick: bool) -> list[Result]:
+    return anyio.run(run, 20_000 if quick else 100_000, 100 if quick else 325)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.recall_scale", description=__doc__)
+    parser.add_argument("--rows", type=int, default=100_000, help="memories in the store (default 100,000)")
+    parser.add_argument("--queries", type=int, default=325, help="questions asked (default 325)")
+    args = parser.parse_args()
+    print(table(anyio.run(run, args.rows, args.queries)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
