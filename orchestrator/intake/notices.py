@@ -114,18 +114,7 @@ class Notices:
             f"approver on {server}; {who}. If you are the operator, {fix}, then answer again: the "
             "request stays open until an approver answers it or it expires."
         )
-        try:
-            with anyio.fail_after(OPERATOR_NOTICE_TIMEOUT_S):
-                await notify(
-                    self._mesh,
-                    self._config,
-                    server,
-                    chat_id,
-                    text,
-                    key=f"refused:{server}:{request_id}:{sender}",
-                )
-        except Exception as exc:  # noqa: BLE001 -- the log and the ledger still have it
-            logger.warning("could not tell %s chat %r its answer was refused: %s", server, chat_id, exc)
+        await self._tell_chat(server, chat_id, text, f"refused:{server}:{request_id}:{sender}", "was refused")
 
     async def late_verdict(self, server: str, request_id: str, settled: str | None, chat_id: object) -> None:
         """Tell the chat an approval answer changed nothing: the request was already settled."""
@@ -133,18 +122,15 @@ class Notices:
             return
         how = settled or "it is not waiting for an answer (nexo may have restarted since it asked)"
         text = f"[too late] your answer to approval {request_id} changed nothing: {how}."
+        await self._tell_chat(server, chat_id, text, f"late:{server}:{request_id}:{chat_id}", "came too late")
+
+    async def _tell_chat(self, server: str, chat_id: str, text: str, key: str, what: str) -> None:
+        """One notice to the chat an approval answer came from (the log keeps it when that fails)."""
         try:
             with anyio.fail_after(OPERATOR_NOTICE_TIMEOUT_S):
-                await notify(
-                    self._mesh,
-                    self._config,
-                    server,
-                    chat_id,
-                    text,
-                    key=f"late:{server}:{request_id}:{chat_id}",
-                )
-        except Exception as exc:  # noqa: BLE001 -- the log still has it
-            logger.warning("could not tell %s chat %r its answer came too late: %s", server, chat_id, exc)
+                await notify(self._mesh, self._config, server, chat_id, text, key=key)
+        except Exception as exc:  # noqa: BLE001 -- the log (and the ledger, for a refusal) still has it
+            logger.warning("could not tell %s chat %r its answer %s: %s", server, chat_id, what, exc)
 
     async def dead_letter(
         self, connection: ServerConnection, event: Event, error: str, attempts: int
