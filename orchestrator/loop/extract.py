@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from orchestrator.llm import LLMError, Provider, Usage, UserMessage
-from orchestrator.loop.tools import render_result
+from orchestrator.loop.tools import ToolObserver, render_result
 from orchestrator.mesh.catalog import SEPARATOR
-from shared.protocol.audit import ToolOutcome
 from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY
 
 if TYPE_CHECKING:
@@ -45,20 +44,6 @@ SYSTEM = (
 )
 
 Remember = Callable[[str, Sequence[str]], Awaitable[None]]
-
-
-class ToolObserver(Protocol):
-    """Where a tool call is reported (the goal's ledger observer)."""
-
-    async def on_tool(
-        self,
-        call_id: str,
-        tool: str,
-        arguments: Mapping[str, Any],
-        duration_s: float,
-        outcome: ToolOutcome,
-        error: str | None,
-    ) -> None: ...
 
 
 @dataclass

@@ -25,7 +25,7 @@ from orchestrator.llm import (
     UserMessage,
 )
 from orchestrator.loop.arguments import argument_problems
-from orchestrator.loop.tools import Gate, ToolOutcome, ToolRunner
+from orchestrator.loop.tools import Gate, ToolObserver, ToolOutcome, ToolRunner
 from orchestrator.mesh import Catalog
 
 if TYPE_CHECKING:
@@ -89,21 +89,11 @@ class GoalResult:
 Progress = Callable[[str], Awaitable[None]]
 
 
-class Observer(Protocol):
+class Observer(ToolObserver, Protocol):
     """Told about every turn and tool call (the audit ledger listens here)."""
 
     async def on_turn(
         self, index: int, outcome: str, decision: str, usage: Usage, tool_calls: int, duration_s: float
-    ) -> None: ...
-
-    async def on_tool(
-        self,
-        call_id: str,
-        tool: str,
-        arguments: Mapping[str, Any],
-        duration_s: float,
-        outcome: Literal["ok", "error", "denied"],
-        error: str | None,
     ) -> None: ...
 
 

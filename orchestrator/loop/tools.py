@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import mcp_types as types
 
@@ -23,6 +23,20 @@ class Decision:
 
 class Gate(Protocol):
     async def check(self, tool: CatalogTool, arguments: Mapping[str, Any], call_id: str) -> Decision: ...
+
+
+class ToolObserver(Protocol):
+    """Told about every tool call (the audit ledger listens here)."""
+
+    async def on_tool(
+        self,
+        call_id: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        duration_s: float,
+        outcome: Literal["ok", "error", "denied"],
+        error: str | None,
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
