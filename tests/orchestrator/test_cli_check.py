@@ -22,21 +22,34 @@ NO_KEY = (
     "provider with NEXO_MODEL_PROVIDER\n"
 )
 
+LOCAL = {"kind": "openai_compat", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+
+
+def _config(
+    tmp_path: Path,
+    providers: dict[str, dict[str, str]],
+    *,
+    servers: dict[str, Any] | None = None,
+    agent: dict[str, Any] | None = None,
+    **more: Any,
+) -> Path:
+    """An agents.yaml with one agent on the first of ``providers``; ``agent`` adds to that agent."""
+    path = tmp_path / "agents.yaml"
+    config = {
+        "state_dir": str(tmp_path / "state"),
+        "servers": servers or {},
+        "llm": {"providers": providers},
+        "agents": [{"id": "nexo", "model": {"provider": next(iter(providers))}, **(agent or {})}],
+        **more,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
 
 def test_an_agent_on_anthropic_without_a_key_is_named_at_check_time(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "agents.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "state_dir": str(tmp_path / "state"),
-                "servers": {},
-                "llm": {"providers": {"claude": {"kind": "anthropic", "model": "claude-sonnet-4-5"}}},
-                "agents": [{"id": "nexo", "model": {"provider": "claude"}}],
-            }
-        )
-    )
+    path = _config(tmp_path, {"claude": {"kind": "anthropic", "model": "claude-sonnet-4-5"}})
     assert main(["run", "--check-config", "--config", str(path)]) == 1
     assert capsys.readouterr().err == f"{path}: {NO_KEY}"
 
@@ -56,18 +69,8 @@ def test_the_built_in_defaults_with_claude_chosen_need_its_key(
 def test_a_proxy_in_front_of_anthropic_may_hold_the_key_itself(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "agents.yaml"
     provider = {"kind": "anthropic", "model": "claude-sonnet-4-5", "base_url": "http://127.0.0.1:9"}
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "state_dir": str(tmp_path / "state"),
-                "servers": {},
-                "llm": {"providers": {"claude": provider}},
-                "agents": [{"id": "nexo", "model": {"provider": "claude"}}],
-            }
-        )
-    )
+    path = _config(tmp_path, {"claude": provider})
     assert main(["run", "--check-config", "--config", str(path)]) == 0
     assert capsys.readouterr().out == f"{path}: ok (0 servers reachable)\n"
 
@@ -76,27 +79,12 @@ def test_a_proxy_in_front_of_anthropic_may_hold_the_key_itself(
 def test_a_poller_the_cron_server_refuses_is_named_at_check_time(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "agents.yaml"
     pollers = [
         {"name": "inbox", "schedule": "every 15m", "prompt": "check the inbox"},
         {"name": "ticker", "schedule": "every 10s", "prompt": "check the price"},
     ]
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "state_dir": str(tmp_path / "state"),
-                "servers": {
-                    "cron": {"transport": "stdio", "command": sys.executable, "args": ["-m", "servers.cron"]}
-                },
-                "llm": {
-                    "providers": {
-                        "local": {"kind": "openai_compat", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
-                    }
-                },
-                "agents": [{"id": "nexo", "model": {"provider": "local"}, "pollers": pollers}],
-            }
-        )
-    )
+    cron = {"transport": "stdio", "command": sys.executable, "args": ["-m", "servers.cron"]}
+    path = _config(tmp_path, {"local": LOCAL}, servers={"cron": cron}, agent={"pollers": pollers})
     assert main(["run", "--check-config", "--config", str(path)]) == 1
     assert capfd.readouterr().err == (
         f"{path}: agents[0].pollers[1].schedule: poller 'ticker' of agent nexo is refused: 'every 10s' "
@@ -110,16 +98,10 @@ def test_a_refused_token_is_reported_as_refused_with_where_it_was_read(
 ) -> None:
     sock = listen("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    path = tmp_path / "agents.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "state_dir": str(tmp_path / "state"),
-                "servers": {"notes": {"transport": "http", "url": url, "token": "${NOTES_TOKEN}"}},
-                "llm": {"providers": {"local": {"kind": "openai_compat", "model": "m", "base_url": url}}},
-                "agents": [{"id": "nexo", "model": {"provider": "local"}}],
-            }
-        )
+    path = _config(
+        tmp_path,
+        {"local": {"kind": "openai_compat", "model": "m", "base_url": url}},
+        servers={"notes": {"transport": "http", "url": url, "token": "${NOTES_TOKEN}"}},
     )
     server: MCPServer[Any] = MCPServer("notes")
     with (
@@ -144,24 +126,7 @@ def test_a_refused_token_is_reported_as_refused_with_where_it_was_read(
 def test_autonomy_intervals_shorter_than_the_cycle_gap_are_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "agents.yaml"
-    provider = {"kind": "openai_compat", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "state_dir": str(tmp_path / "state"),
-                "servers": {},
-                "llm": {"providers": {"local": provider}},
-                "agents": [
-                    {
-                        "id": "nexo",
-                        "model": {"provider": "local"},
-                        "heartbeat": {"enabled": True, "interval_s": 60},
-                    }
-                ],
-            }
-        )
-    )
+    path = _config(tmp_path, {"local": LOCAL}, agent={"heartbeat": {"enabled": True, "interval_s": 60}})
     assert main(["run", "--check-config", "--config", str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == f"{path}: ok (0 servers reachable)\n"
@@ -173,20 +138,10 @@ def test_autonomy_intervals_shorter_than_the_cycle_gap_are_a_warning(
 
 
 def _priced_config(tmp_path: Path, prices: dict[str, dict[str, float]]) -> Path:
-    path = tmp_path / "agents.yaml"
     provider = {"kind": "anthropic", "model": "claude-sonnet-4-5", "base_url": "http://127.0.0.1:9"}
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "state_dir": str(tmp_path / "state"),
-                "servers": {},
-                "llm": {"providers": {"claude": provider}},
-                "agents": [{"id": "nexo", "model": {"provider": "claude"}}],
-                "autonomy": {"budgets": {"per_day": {"usd": 2.0}}, "prices": prices},
-            }
-        )
+    return _config(
+        tmp_path, {"claude": provider}, autonomy={"budgets": {"per_day": {"usd": 2.0}}, "prices": prices}
     )
-    return path
 
 
 @pytest.mark.parametrize("command", [["run", "--check-config"], ["setup", "doctor"]])
