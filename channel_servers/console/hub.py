@@ -59,6 +59,7 @@ class Hub:
         self._on_hello = on_hello
         self._on_say = on_say
         self.clients: list[ChatClient] = []
+        self._chat_locks: dict[str, anyio.Lock] = {}
 
     def _claim_socket(self) -> None:
         make_private_dirs(self.path.parent)
@@ -109,13 +110,9 @@ class Hub:
                 except ValidationError as exc:
                     await client.send(Error(message=f"bad frame: {exc.errors()[0]['msg']}"))
                     continue
-                if isinstance(frame, Hello):
-                    client.chat_id = frame.chat_id
-                    if client not in self.clients:
-                        self.clients.append(client)
                 try:
                     if isinstance(frame, Hello):
-                        await self._on_hello(client)
+                        await self._hello(client, frame.chat_id)
                     else:
                         await self._on_say(client, frame)
                 except StorageFull as exc:
@@ -125,6 +122,21 @@ class Hub:
             if client in self.clients:
                 self.clients.remove(client)
             await stream.aclose()
+
+    def chat_lock(self, chat_id: str) -> anyio.Lock:
+        """Held while a chat's queued replies are flushed and while a reply is sent to it, so a new
+        reply never overtakes an older queued one."""
+        return self._chat_locks.setdefault(chat_id, anyio.Lock())
+
+    async def _hello(self, client: ChatClient, chat_id: str) -> None:
+        async with self.chat_lock(chat_id):
+            client.chat_id = chat_id
+            try:
+                await self._on_hello(client)
+            finally:
+                # Only now does the chat take live replies: what was queued before has gone first.
+                if client not in self.clients:
+                    self.clients.append(client)
 
     async def deliver(self, chat_id: str, frame: BaseModel) -> int:
         reached = 0

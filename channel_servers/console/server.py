@@ -178,16 +178,18 @@ def build_server(settings: ConsoleSettings) -> MCPServer[Any]:
         """
         state = ctx.request_context.lifespan_context
         key = idempotency_key or uuid.uuid4().hex
-        begun = await state.store.outbox.begin(key, chat_id, text, reply_to, notice=notice)
-        entry = begun.entry
-        if not begun.created:
-            return SendResult(status="duplicate", message_id=str(entry.id))
-        frame = Reply(message_id=str(entry.id), text=text, reply_to=reply_to, notice=notice)
-        if await state.hub.deliver(chat_id, frame):
-            await state.store.outbox.mark_sent(entry.id, f"console-{entry.id}")
-            return SendResult(status="sent", message_id=str(entry.id))
-        await state.store.outbox.mark_pending(entry.id)
-        return SendResult(status="queued", message_id=str(entry.id))
+        # A chat connecting now gets its queued replies first (under the same lock), then this one.
+        async with state.hub.chat_lock(chat_id):
+            begun = await state.store.outbox.begin(key, chat_id, text, reply_to, notice=notice)
+            entry = begun.entry
+            if not begun.created:
+                return SendResult(status="duplicate", message_id=str(entry.id))
+            frame = Reply(message_id=str(entry.id), text=text, reply_to=reply_to, notice=notice)
+            if await state.hub.deliver(chat_id, frame):
+                await state.store.outbox.mark_sent(entry.id, f"console-{entry.id}")
+                return SendResult(status="sent", message_id=str(entry.id))
+            await state.store.outbox.mark_pending(entry.id)
+            return SendResult(status="queued", message_id=str(entry.id))
 
     return server
 
