@@ -14,6 +14,7 @@ import pytest
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Reply, ScriptItem
 from tests.mesh.harness import (
     REPO,
+    Orchestrator,
     base_env,
     chat,
     child_pids,
@@ -118,27 +119,33 @@ def test_http_server_with_a_bearer_token_serves_the_mesh(tmp_path: Path) -> None
 
 def test_a_stdio_server_killed_mid_goal_is_restarted_and_the_goal_continues(tmp_path: Path) -> None:
     killed: list[int] = []
-    orchestrator_pid: list[int] = []
+    restarted: list[int] = []
+    orchestrator: list[Orchestrator] = []
 
     def kill_the_time_server(request: RecordedRequest) -> CallTool:
-        (pid,) = child_pids(orchestrator_pid[0], "servers.time")
+        orch = orchestrator[0]
+        (pid,) = child_pids(orch.process.pid, "servers.time")
+        since = len(orch.lines)
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
+        # The goal goes on once the supervisor has the server back (its log says so).
+        orch.wait_for_line("server time ready", start=since)
+        restarted.extend(child_pids(orch.process.pid, "servers.time"))
         return CallTool("time__now", {"timezone_name": "UTC"})
 
-    script: list[ScriptItem] = [
-        CallTool("time__now", {}),
-        kill_the_time_server,
-        lambda r: Reply(f"after restart: {_time_result(r)['timezone']}"),
-    ]
+    def after_restart(request: RecordedRequest) -> Reply:
+        *_, (_, content, is_error) = request.tool_results
+        assert not is_error, content
+        return Reply(f"after restart: {json.loads(content)['timezone']}")
+
+    script: list[ScriptItem] = [CallTool("time__now", {}), kill_the_time_server, after_restart]
     with FakeLLM(script) as llm:
         config = write_config(
             tmp_path / "agents.yaml", state_dir=tmp_path / "state", llm_base_url=llm.openai_base_url
         )
         with running(config) as orch:
-            orchestrator_pid.append(orch.process.pid)
+            orchestrator.append(orch)
             result = chat(config, "time twice please")
-            restarted = child_pids(orch.process.pid, "servers.time")
             snapshot = status(config)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "after restart: UTC\n"
