@@ -25,7 +25,7 @@ from bench.mesh_run import MeshNotReady, default_mesh, scripted_model, workdir
 from bench.stats import Result, percentile
 from bench.support import describe, progress
 from orchestrator.cli.chat import console_socket
-from shared.protocol.console_wire import MAX_FRAME_BYTES, Hello, Reply, Say, encode, server_frames
+from shared.protocol.console_wire import MAX_FRAME_BYTES, Hello, Reply, Say, decode_server, encode
 from tests.fakes.llm import FakeLLM
 
 TARGET_MS = 15.0
@@ -48,7 +48,7 @@ class Console:
         await self.stream.send(encode(Say(id=message_id, text=text)))
         with anyio.fail_after(REPLY_TIMEOUT_S):
             while True:
-                frame = server_frames.validate_json(await self.reader.receive_until(b"\n", MAX_FRAME_BYTES))
+                frame = decode_server(await self.reader.receive_until(b"\n", MAX_FRAME_BYTES))
                 if isinstance(frame, Reply) and frame.reply_to == message_id:
                     elapsed = time.perf_counter() - start
                     if frame.notice:

@@ -12,11 +12,19 @@ from pathlib import Path
 import anyio
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
-from pydantic import BaseModel, ValidationError
 
 from shared.db import StorageFull
 from shared.private import make_private_dirs
-from shared.protocol.console_wire import MAX_FRAME_BYTES, Error, Hello, Say, client_frames, encode
+from shared.protocol.console_wire import (
+    MAX_FRAME_BYTES,
+    Error,
+    FrameError,
+    Hello,
+    Say,
+    ServerFrame,
+    decode_client,
+    encode,
+)
 
 logger = logging.getLogger("nexo.console")
 
@@ -38,7 +46,7 @@ class ChatClient:
         self.chat_id = "operator"
         self._lock = anyio.Lock()
 
-    async def send(self, frame: BaseModel) -> bool:
+    async def send(self, frame: ServerFrame) -> bool:
         """False when the chat is gone or stopped reading (e.g. suspended): it is then disconnected,
         so one stuck terminal never holds up replies to the others; what it missed stays queued."""
         try:
@@ -106,9 +114,9 @@ class Hub:
                     await client.send(Error(message=f"frame larger than {MAX_FRAME_BYTES} bytes"))
                     return
                 try:
-                    frame = client_frames.validate_json(line)
-                except ValidationError as exc:
-                    await client.send(Error(message=f"bad frame: {exc.errors()[0]['msg']}"))
+                    frame = decode_client(line)
+                except FrameError as exc:
+                    await client.send(Error(message=f"bad frame: {exc}"))
                     continue
                 try:
                     if isinstance(frame, Hello):
@@ -138,14 +146,14 @@ class Hub:
                 if client not in self.clients:
                     self.clients.append(client)
 
-    async def deliver(self, chat_id: str, frame: BaseModel) -> int:
+    async def deliver(self, chat_id: str, frame: ServerFrame) -> int:
         reached = 0
         for client in list(self.clients):
             if client.chat_id == chat_id and await client.send(frame):
                 reached += 1
         return reached
 
-    async def broadcast(self, frame: BaseModel) -> int:
+    async def broadcast(self, frame: ServerFrame) -> int:
         reached = 0
         for client in list(self.clients):
             if await client.send(frame):
@@ -160,9 +168,9 @@ class PendingApprovals:
         self._ttl = ttl_s
         self._clock = clock
         self._expires: dict[str, float] = {}
-        self.prompts: dict[str, BaseModel] = {}
+        self.prompts: dict[str, ServerFrame] = {}
 
-    def add(self, request_id: str, prompt: BaseModel) -> None:
+    def add(self, request_id: str, prompt: ServerFrame) -> None:
         self._expires[request_id] = self._clock() + self._ttl
         self.prompts[request_id] = prompt
 
@@ -174,7 +182,7 @@ class PendingApprovals:
         del self.prompts[request_id]
         return True
 
-    def open(self) -> list[BaseModel]:
+    def open(self) -> list[ServerFrame]:
         self._expire()
         return list(self.prompts.values())
 

@@ -28,8 +28,8 @@ from shared.protocol.console_wire import (
     Say,
     Verdict,
     Welcome,
+    decode_server,
     encode,
-    server_frames,
 )
 
 CONNECT_WAIT_S = 30.0
@@ -92,7 +92,7 @@ class ChatSession:
             line = await self.reader.receive_until(b"\n", MAX_FRAME_BYTES)
         except (*_STREAM_ENDED, OSError) as exc:
             raise ConsoleClosed from exc
-        return server_frames.validate_json(line)
+        return decode_server(line)
 
     def show_approval(self, frame: Approval) -> None:
         self.approvals.append(frame.request_id)
