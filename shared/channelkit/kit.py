@@ -262,10 +262,11 @@ class Channel:
     ) -> Attachment:
         """Save a file that came with a message into ``<workspace>/inbox/<name>/<date>/``.
 
-        Raises :class:`TooLarge` past ``max_bytes`` (default: the ``max_file_bytes`` setting);
+        Raises :class:`TooLarge` past ``max_bytes`` (default and ceiling: the channel's file cap);
         put its ``note()`` in the message instead. See :mod:`shared.channelkit.media`.
         """
-        limit = min(max_bytes or self.settings.max_file_bytes, self.settings.max_file_bytes)
+        cap = self._definition.platform.max_file_bytes
+        limit = min(max_bytes or cap, cap)
         day = datetime.fromtimestamp(self._definition.clock(), UTC).date()
         return await save_inbound_file(
             self.settings.workspace(),
