@@ -10,38 +10,49 @@
   :class:`SendFailed` (the platform refused it for good).
 
 The kit owns the SQLite file (event log and outbox), the outbound tool with its outbox state machine
-(pending -> sending -> sent | uncertain | failed), ``recover()`` at start, the permission relay when
-the author passes ``prompt``, and ``main()``.
+(pending -> sending -> sent | uncertain | failed, in order per chat), ``recover()`` at start, the
+permission relay when the author passes ``prompt`` (with ``closed`` and ``Channel.press`` for
+platforms with buttons), and, optionally, the ``send_file`` tool, received files saved into the
+workspace and the typing indicator.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Final, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Final, Literal
 
 import anyio
 from anyio.abc import TaskStatus
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
-from starlette.types import ASGIApp
+from pydantic import Field
 
-from shared import hosting
-from shared.channelkit.outbox import OUTBOX_MIGRATIONS, Outbox, OutboxEntry, OutboxStatus
-from shared.channelkit.server import LiveSessions, make_channel_server
+from shared.channelkit.delivery import (
+    Delivery,
+    Platform,
+    Send,
+    SendFile,
+    SendResult,
+)
+from shared.channelkit.media import Attachment, save_inbound_file
+from shared.channelkit.outbox import OUTBOX_MIGRATIONS, Outbox, OutboxEntry
+from shared.channelkit.prompts import Closed, OpenPrompts, PromptClosed
+from shared.channelkit.server import (
+    LiveSessions,
+    PermissionClosedParams,
+    PromptOutcome,
+    make_channel_server,
+)
+from shared.channelkit.settings import ChannelSettings
+from shared.channelkit.typing import Show, Typing
 from shared.db import Database
 from shared.events import EVENTS_MIGRATIONS, EventLog
-from shared.hosting import server_main
 from shared.protocol.channel import (
     PermissionRequestParams,
     PermissionVerdictParams,
@@ -56,64 +67,19 @@ logger = logging.getLogger("nexo.channel")
 
 MESSAGE_KIND: Final = "message"
 VERDICT_KIND: Final = "permission_verdict"
-DEFAULT_STATE_DIR = Path("~/.local/state/nexo")
 # Only a call with an idempotency_key is safe to repeat, so the tool as a whole is not idempotent.
 OUTBOUND = tool_hints(open_world=True)
+FILE_TOOL: Final = "send_file"
+PathArg = Annotated[
+    str,
+    Field(description="The file to send: a path in the agent's workspace, relative to its root."),
+]
+CaptionArg = Annotated[str | None, Field(description="Text shown with the file; omit for none.")]
 
-Send = Callable[[str, str, str | None], Awaitable[str]]
-"""(chat_id, text, reply_to) -> the platform's id of the delivered message."""
 Receive = Callable[["Channel"], Coroutine[Any, Any, None]]
 """Runs for the server's lifetime (it may also return early); a crash stops the server."""
 Prompt = Callable[[PermissionRequestParams], Awaitable[int]]
 """Show a permission prompt to the operator; returns how many places showed it (0: nobody saw it)."""
-
-
-class Unreachable(Exception):
-    """The recipient cannot be reached now (offline, socket closed): the message stays queued."""
-
-
-class SendFailed(Exception):
-    """The platform refused the message for good (unknown chat, too long): it is recorded as failed."""
-
-
-class _SharedStateDir(PydanticBaseSettingsSource):
-    """``NEXO_STATE_DIR`` (what the orchestrator passes every child) below ``NEXO_<NAME>_STATE_DIR``."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        value = os.environ.get("NEXO_STATE_DIR")
-        return {"state_dir": value} if value else {}
-
-
-class ChannelSettings(BaseSettings):
-    """What every channel reads; subclass it with ``env_prefix="NEXO_<NAME>_"`` and add your own."""
-
-    state_dir: Path = DEFAULT_STATE_DIR
-    db_path: Path | None = None
-    """Default ``<state_dir>/<name>/<name>.db``."""
-    max_pending: int = Field(1000, ge=1)
-    """Unacknowledged inbound messages kept before ``inbound`` raises EventLogFull."""
-    approval_ttl_s: float = Field(600.0, gt=0, le=600)
-    """How long a relayed permission prompt stays answerable from the chat."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, _SharedStateDir(settings_cls)
-
-    def channel_dir(self, name: str) -> Path:
-        return self.state_dir.expanduser() / name
-
-    def database(self, name: str) -> Path:
-        return (self.db_path or self.channel_dir(name) / f"{name}.db").expanduser()
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,62 +90,14 @@ class Received:
     """False when the dedupe key (or the answered prompt) was seen before: nothing was stored."""
 
 
-class SendResult(BaseModel):
-    status: Literal["sent", "queued", "duplicate"]
-    """sent; queued (the chat is unreachable now and gets it when it comes back); or duplicate
-    (this idempotency_key was used before: nothing was sent, ``state`` says how that one went)."""
-    message_id: str
-    platform_message_id: str | None
-    state: OutboxStatus
-
-
-class _OpenPrompts:
-    """Prompt ids the host asked about; only these can be answered from the chat, each once per sender.
-
-    An answer does not close the prompt: whether its sender may approve is the host's decision (its
-    pairing and approvers), so a contact's refused ``yes abcde`` must leave the prompt answerable by
-    the operator. The host takes the first answer that counts; the prompt closes when it expires.
-    """
-
-    def __init__(self, ttl_s: float, clock: Callable[[], float]) -> None:
-        self._ttl = ttl_s
-        self._clock = clock
-        self._open: dict[str, tuple[float, PermissionRequestParams]] = {}
-        self._settled: set[str] = set()
-
-    def add(self, params: PermissionRequestParams) -> None:
-        self._open[params.request_id] = (self._clock() + self._ttl, params)
-
-    def _expire(self) -> None:
-        now = self._clock()
-        self._open = {key: entry for key, entry in self._open.items() if entry[0] > now}
-        self._settled &= set(self._open)
-
-    def open(self) -> list[PermissionRequestParams]:
-        """The prompts still waiting for an answer."""
-        self._expire()
-        return [params for key, (_, params) in self._open.items() if key not in self._settled]
-
-    def close(self, request_id: str) -> bool:
-        """Settled by the host: not shown again, but an answer to it still counts as one (too late)."""
-        self._expire()
-        shown = request_id in self._open and request_id not in self._settled
-        if request_id in self._open:
-            self._settled.add(request_id)
-        return shown
-
-    def is_open(self, request_id: str) -> bool:
-        self._expire()
-        return request_id in self._open
-
-
 @dataclass(frozen=True, slots=True)
 class _Definition:
     name: str
     settings: ChannelSettings
     receive: Receive
-    send: Send
+    platform: Platform
     prompt: Prompt | None
+    closed: Closed | None
     wait_until_ready: bool
     clock: Callable[[], float]
     monotonic: Callable[[], float]
@@ -194,9 +112,10 @@ class Channel:
         self.db = db
         self.events = EventLog(db, max_pending=definition.settings.max_pending, clock=definition.clock)
         self.outbox = Outbox(db, clock=definition.clock)
+        self.delivery = Delivery(definition.platform, db, self.outbox, definition.clock)
         self._definition = definition
         self._sessions = sessions
-        self._prompts = _OpenPrompts(definition.settings.approval_ttl_s, definition.monotonic)
+        self._prompts = OpenPrompts(definition.settings.approval_ttl_s, definition.monotonic)
         self._starting: TaskStatus[None] | None = None
 
     def ready(self) -> None:
@@ -222,33 +141,84 @@ class Channel:
             raise ValueError("inbound() needs the platform's dedupe key (e.g. chat id + message id)")
         reply = parse_permission_reply(content) if self._definition.prompt is not None else None
         if reply is not None and self._prompts.is_open(reply.request_id):
-            verdict = PermissionVerdictParams(request_id=reply.request_id, behavior=reply.behavior)
             raw_sender = meta.get("user_id") or meta.get("sender")
-            sender = str(raw_sender) if raw_sender is not None else None
-            # One answer per sender: a refused sender's answer never stands in for an approver's.
-            payload = verdict_event(verdict, sender)
-            if chat_id := meta.get("chat_id"):
-                payload["chat_id"] = str(chat_id)  # where to say so when the answer does not count
-            appended = await self.events.append(
-                VERDICT_KIND, f"{VERDICT_KIND}:{reply.request_id}:{sender or '-'}", payload
+            chat_id = meta.get("chat_id")
+            name = meta.get("user") or meta.get("sender_name")
+            return await self._verdict(
+                reply.request_id,
+                reply.behavior,
+                None if raw_sender is None else str(raw_sender),
+                str(chat_id) if chat_id else None,
+                str(name) if name else None,
             )
-            if appended.created:
-                await self._sessions.push_verdict(verdict)
-            return Received(VERDICT_KIND, appended.seq, appended.created)
         params = normalize_inbound(content, meta)
         appended = await self.events.append(MESSAGE_KIND, dedupe_key, params.model_dump(mode="json"))
         if appended.created:
             await self._sessions.push_message(params)
         return Received(MESSAGE_KIND, appended.seq, appended.created)
 
+    async def press(
+        self,
+        request_id: str,
+        behavior: Literal["allow", "deny"],
+        sender: str,
+        chat_id: str,
+        dedupe_key: str,
+        *,
+        sender_name: str | None = None,
+    ) -> Received:
+        """A button press on a prompt: counts exactly like ``yes <id>`` / ``no <id>`` typed by ``sender``.
+
+        The host still decides whether the sender may approve. A press on a prompt that is not open
+        here (never asked, or expired) is dropped: ``Received(new=False)``, nothing stored.
+        """
+        if not dedupe_key:
+            raise ValueError("press() needs the platform's dedupe key (e.g. the callback query id)")
+        if not sender:
+            raise ValueError("press() needs the sender's platform id: the host decides whose answer counts")
+        if self._definition.prompt is None or not self._prompts.is_open(request_id):
+            return Received(VERDICT_KIND, 0, False)
+        return await self._verdict(request_id, behavior, sender, chat_id or None, sender_name)
+
+    async def _verdict(
+        self,
+        request_id: str,
+        behavior: Literal["allow", "deny"],
+        sender: str | None,
+        chat_id: str | None,
+        sender_name: str | None,
+    ) -> Received:
+        verdict = PermissionVerdictParams(request_id=request_id, behavior=behavior)
+        # One answer per sender: a refused sender's answer never stands in for an approver's.
+        payload = verdict_event(verdict, sender)
+        if chat_id:
+            payload["chat_id"] = chat_id  # where to say so when the answer does not count
+        if sender_name:
+            payload["sender_name"] = sender_name  # shown as who decided, never trusted
+        appended = await self.events.append(
+            VERDICT_KIND, f"{VERDICT_KIND}:{request_id}:{sender or '-'}", payload
+        )
+        if appended.created:
+            await self._sessions.push_verdict(verdict)
+        return Received(VERDICT_KIND, appended.seq, appended.created)
+
     def open_prompts(self) -> list[PermissionRequestParams]:
         """Prompts still waiting for an answer, e.g. to show a chat that connects after they were sent."""
         return self._prompts.open()
 
-    async def close_prompt(self, request_id: str) -> bool:
+    async def close_prompt(
+        self, request_id: str, outcome: PromptOutcome | None = None, decided_by: str | None = None
+    ) -> bool:
         """The host settled the prompt: it is shown no more (a late answer still reaches the host,
-        which tells its sender it came too late)."""
-        return self._prompts.close(request_id)
+        which tells its sender it came too late), then the platform's ``closed`` hears how it ended."""
+        params = self._prompts.get(request_id)
+        shown = self._prompts.close(request_id)
+        if self._definition.closed is not None:
+            await self._definition.closed(PromptClosed(request_id, outcome, decided_by, params))
+        return shown
+
+    async def _on_closed(self, params: PermissionClosedParams) -> bool:
+        return await self.close_prompt(params.request_id, params.outcome, params.decided_by)
 
     async def prompt(self, params: PermissionRequestParams) -> int:
         assert self._definition.prompt is not None
@@ -267,79 +237,57 @@ class Channel:
     async def send(
         self, text: str, chat_id: str, reply_to: str | None, idempotency_key: str | None, notice: bool
     ) -> SendResult:
-        """The outbound tool: one outbox entry per idempotency key, then one attempt to deliver."""
-        begun = await self.outbox.begin(
-            idempotency_key or uuid.uuid4().hex, chat_id, text, reply_to, notice=notice
-        )
-        entry = begun.entry
-        if not begun.created:
-            return SendResult(
-                status="duplicate",
-                message_id=str(entry.id),
-                platform_message_id=entry.provider_id,
-                state=entry.status,
-            )
-        state, detail = await self._attempt(entry)
-        if state == "sent":
-            return SendResult(
-                status="sent", message_id=str(entry.id), platform_message_id=detail, state=state
-            )
-        if state == "pending":
-            return SendResult(
-                status="queued", message_id=str(entry.id), platform_message_id=None, state=state
-            )
-        outcome, hint = (
-            ("was refused", "fix the chat_id or the text")
-            if state == "failed"
-            else ("may or may not have been delivered", "check whether it arrived")
-        )
-        raise ToolError(
-            f"message {entry.id} to chat {chat_id!r} {outcome} ({detail}); it is recorded as {state} "
-            f"and is never retried under the same idempotency_key: {hint}, then send again with a new "
-            "idempotency_key if it still needs to go out"
-        )
+        """The outbound tool: one outbox entry per idempotency key, delivered after the chat's older
+        pending messages (the typing indicator of the chat stops)."""
+        return await self.delivery.send(text, chat_id, reply_to, idempotency_key, notice)
+
+    async def send_file(
+        self, chat_id: str, path: str, caption: str | None, reply_to: str | None, idempotency_key: str | None
+    ) -> SendResult:
+        """The ``send_file`` tool: a workspace file through the same outbox as text."""
+        return await self.delivery.send_file(chat_id, path, caption, reply_to, idempotency_key)
 
     async def flush(self, chat_id: str) -> int:
         """Deliver the queued messages of a chat that is reachable again, oldest first; returns how many."""
-        delivered = 0
-        for entry in await self.outbox.pending(chat_id):
-            # Claimed by a conditional update, so two flushes of one chat never deliver an entry twice.
-            claimed = await self.db.execute(
-                "UPDATE outbox SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'pending'",
-                (self._definition.clock(), entry.id),
-            )
-            if not claimed:
-                continue
-            state, detail = await self._attempt(entry)
-            if state == "pending":
-                break
-            if state == "sent":
-                delivered += 1
-            else:
-                logger.warning(
-                    "%s: queued message %d to chat %r is %s: %s", self.name, entry.id, chat_id, state, detail
-                )
-        return delivered
+        return await self.delivery.flush(chat_id)
 
-    async def _attempt(self, entry: OutboxEntry) -> tuple[OutboxStatus, str]:
-        """(state, platform id or why not). A cancel leaves it ``sending``: ``recover()`` handles that."""
-        try:
-            platform_id = await self._definition.send(entry.chat_id, entry.text, entry.reply_to)
-        except Unreachable as exc:
-            await self.outbox.mark_pending(entry.id)
-            return "pending", str(exc)
-        except SendFailed as exc:
-            await self.outbox.mark_failed(entry.id, str(exc))
-            return "failed", str(exc)
-        except Exception as exc:  # the platform may have taken it: never resend blindly
-            logger.exception("%s: sending message %d failed unexpectedly", self.name, entry.id)
-            await self.db.execute(
-                "UPDATE outbox SET status = 'uncertain', error = ?, updated_at = ? WHERE id = ?",
-                (repr(exc), self._definition.clock(), entry.id),
-            )
-            return "uncertain", repr(exc)
-        await self.outbox.mark_sent(entry.id, platform_id)
-        return "sent", platform_id
+    async def save_inbound_file(
+        self,
+        chat_id: str,
+        file_name: str | None,
+        chunks: AsyncIterator[bytes],
+        *,
+        max_bytes: int | None = None,
+        mime: str | None = None,
+    ) -> Attachment:
+        """Save a file that came with a message into ``<workspace>/inbox/<name>/<date>/``.
+
+        Raises :class:`TooLarge` past ``max_bytes`` (default and ceiling: the channel's file cap);
+        put its ``note()`` in the message instead. See :mod:`shared.channelkit.media`.
+        """
+        cap = self._definition.platform.max_file_bytes
+        limit = min(max_bytes or cap, cap)
+        day = datetime.fromtimestamp(self._definition.clock(), UTC).date()
+        return await save_inbound_file(
+            self.settings.workspace(),
+            self.name,
+            chat_id,
+            file_name,
+            chunks,
+            max_bytes=limit,
+            mime=mime,
+            day=day,
+        )
+
+    def typing_started(self, chat_id: str) -> None:
+        """A message arrived in ``chat_id``: show typing there until the reply goes out (with ``typing=``)."""
+        if self.typing is not None:
+            self.typing.start(chat_id)
+
+    @property
+    def typing(self) -> Typing | None:
+        """The typing indicators (None without ``typing=``)."""
+        return self._definition.platform.typing
 
 
 def define_channel(
@@ -351,6 +299,12 @@ def define_channel(
     instructions: str,
     outbound_tool: str = "send_message",
     prompt: Prompt | None = None,
+    closed: Closed | None = None,
+    send_file: SendFile | None = None,
+    max_file_bytes: int | None = None,
+    typing: Show | None = None,
+    typing_interval_s: float = 4.0,
+    typing_max_s: float = 120.0,
     wait_until_ready: bool = False,
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
@@ -359,8 +313,25 @@ def define_channel(
 
     With ``wait_until_ready`` the server answers nobody until ``receive`` calls ``channel.ready()``
     (say, once its port is bound), so a receive side that cannot start fails the server's start.
+    With ``send_file`` the server also offers the ``send_file`` tool, for workspace files of at most
+    ``max_file_bytes`` (the lower of it and the ``max_file_bytes`` setting). With ``typing``,
+    ``channel.typing_started(chat_id)`` shows typing until the chat's next message goes out.
     """
-    definition = _Definition(name, settings, receive, send, prompt, wait_until_ready, clock, monotonic)
+    if closed is not None and prompt is None:
+        raise ValueError(f"channel {name!r}: closed= needs prompt= (only relayed prompts are closed)")
+    if max_file_bytes is not None and max_file_bytes < 1:
+        raise ValueError(f"channel {name!r}: max_file_bytes {max_file_bytes!r} must be at least 1")
+    platform = Platform(
+        name,
+        send,
+        send_file,
+        settings.workspace(),
+        min(settings.max_file_bytes, max_file_bytes or settings.max_file_bytes),
+        None if typing is None else Typing(typing, interval_s=typing_interval_s, max_s=typing_max_s),
+    )
+    definition = _Definition(
+        name, settings, receive, platform, prompt, closed, wait_until_ready, clock, monotonic
+    )
     sessions: LiveSessions | None = None
 
     @asynccontextmanager
@@ -370,6 +341,8 @@ def define_channel(
             channel = Channel(definition, db, sessions)
             await channel.recover()
             async with anyio.create_task_group() as tg:
+                if platform.typing is not None:
+                    platform.typing.bind(tg)
                 await tg.start(channel._receive)
                 try:
                     yield channel
@@ -384,7 +357,7 @@ def define_channel(
         event_kinds=(MESSAGE_KIND, VERDICT_KIND) if prompt is not None else (MESSAGE_KIND,),
         outbound_tool=outbound_tool,
         permission=Channel.prompt if prompt is not None else None,
-        closed=Channel.close_prompt if prompt is not None else None,
+        closed=Channel._on_closed if prompt is not None else None,
     )
 
     async def outbound(
@@ -413,32 +386,34 @@ def define_channel(
         ),
         annotations=OUTBOUND,
     )
+    if send_file is not None:
+        add_file_tool(server, name)
     return server
 
 
-async def serve_asgi(
-    app: ASGIApp,
-    host: str,
-    port: int,
-    *,
-    on_ready: Callable[[str, int], Awaitable[None]] | None = None,
-    setting: str = "the channel's port setting",
-) -> None:
-    """Serve a receive side's web app (webhooks, a page) until cancelled, then shut down gracefully.
+def add_file_tool(server: MCPServer[Any], name: str) -> None:
+    async def send_file_tool(
+        chat_id: ChatIdArg,
+        path: PathArg,
+        caption: CaptionArg = None,
+        reply_to: ReplyToArg = None,
+        idempotency_key: IdempotencyKeyArg = None,
+        *,
+        ctx: Context[Channel],
+    ) -> SendResult:
+        if not chat_id.strip():
+            raise ToolError(f"chat_id {chat_id!r} is empty; pass the chat_id from the <channel ...> tag")
+        channel = ctx.request_context.lifespan_context
+        return await channel.send_file(chat_id, path, caption, reply_to, idempotency_key)
 
-    The socket is bound first, so a port in use fails at once, as one :class:`HostingError` that
-    names the port and ``setting`` (the variable that moves it), and ``on_ready`` gets the real port.
-    """
-    try:
-        sock = hosting.listen(host, port)
-    except hosting.ListenError as exc:
-        raise hosting.HostingError(exc.advice(setting)) from None
-    async with hosting.serve_asgi(app, sock) as (bound_host, bound_port):
-        if on_ready is not None:
-            await on_ready(bound_host, bound_port)
-        await anyio.sleep_forever()
-
-
-def channel_main(module: str, build: Callable[[], MCPServer[Any]]) -> int:
-    """The whole ``main()`` of a channel: ``python -m MODULE [--http HOST:PORT]``."""
-    return server_main(module, build)
+    server.add_tool(
+        send_file_tool,
+        name=FILE_TOOL,
+        title=f"Send a file to a {name} chat",
+        description=(
+            f"Send a file from the workspace to a {name} chat (chat_id from the <channel ...> tag), "
+            "with an optional caption. Retrying with the same idempotency_key never sends twice; "
+            "queued means it goes out when the chat is back."
+        ),
+        annotations=OUTBOUND,
+    )
