@@ -1,0 +1,95 @@
+"""What arrives through the webhook: contacts' messages become channel events, statuses update the outbox.
+
+The sender is the ``wa_id`` the platform puts in ``from``: the stable id pairing and approvals go by,
+never a profile name or a number typed in a message. Each chat is 1:1, so ``chat_id`` is the wa_id.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from starlette.background import BackgroundTasks
+
+from channel_servers.whatsapp.api import ApiError, ApiUnreachable, CloudApi
+from channel_servers.whatsapp.approvals import parse_button
+from channel_servers.whatsapp.payload import Change, Inbound, Status
+from channel_servers.whatsapp.settings import WhatsAppSettings
+from channel_servers.whatsapp.store import PlatformStore
+from shared.channelkit import Channel
+
+logger = logging.getLogger("nexo.whatsapp")
+
+TEXT_KINDS: Final = frozenset({"text", "interactive", "button"})
+
+
+def meta_of(message: Inbound) -> dict[str, str]:
+    meta = {
+        "chat_id": message.wa_id,
+        "message_id": message.message_id,
+        "user_id": message.wa_id,
+        "chat_type": "private",
+        "ts": str(int(message.timestamp)),
+    }
+    if message.name:
+        meta["user"] = message.name
+    if message.context_id:
+        meta["reply_to"] = message.context_id
+    return meta
+
+
+class Intake:
+    def __init__(
+        self, channel: Channel, api: CloudApi, store: PlatformStore, settings: WhatsAppSettings
+    ) -> None:
+        self._channel = channel
+        self._api = api
+        self._store = store
+        self._settings = settings
+
+    async def handle(self, changes: list[Change], tasks: BackgroundTasks) -> None:
+        for change in changes:
+            for message in change.messages:
+                await self._message(message, tasks)
+            for status in change.statuses:
+                await self._status(status)
+
+    async def _message(self, message: Inbound, tasks: BackgroundTasks) -> None:
+        if message.kind not in TEXT_KINDS:
+            logger.info(
+                "ignored a %s message %s from %s: not a kind the channel relays",
+                message.kind,
+                message.message_id,
+                message.wa_id,
+            )
+            return
+        await self._store.wrote(message.wa_id, message.timestamp)
+        meta = meta_of(message)
+        press = parse_button(message.button_id) if message.button_id else None
+        if press is not None:
+            answer = "yes" if press.behavior == "allow" else "no"
+            await self._channel.inbound(f"{answer} {press.request_id}", meta, message.message_id)
+            return
+        received = await self._channel.inbound(message.text, meta, message.message_id)
+        if received.new:
+            tasks.add_task(self._typing, message.message_id)
+            tasks.add_task(self._channel.flush, message.wa_id)
+
+    async def _typing(self, message_id: str) -> None:
+        try:
+            await self._api.read_and_typing(message_id)
+        except (ApiError, ApiUnreachable) as exc:
+            logger.debug("read receipt for %s not sent: %s", message_id, exc)
+
+    async def _status(self, status: Status) -> None:
+        if status.status != "failed":
+            logger.debug("message %s to %s: %s", status.message_id, status.recipient, status.status)
+            return
+        key = await self._store.message_key(status.message_id) or status.message_id
+        error = f"WhatsApp could not deliver it: {status.error or 'no reason given'}"
+        changed = await self._channel.db.execute(
+            "UPDATE outbox SET status = 'failed', error = ? WHERE provider_id = ? AND status != 'failed'",
+            (error, key),
+        )
+        if changed:
+            logger.warning("message %s to %s failed: %s", key, status.recipient, status.error)
