@@ -1,4 +1,5 @@
 """The WhatsApp channel: ``python -m channel_servers.whatsapp``."""
+
 import sys
 
 from channel_servers.whatsapp.server import main

@@ -36,7 +36,9 @@ class ApiError(Exception):
     """The platform refused the call; ``code`` is the documented error code (0: none given)."""
 
     def __init__(self, status: int, code: int, message: str, details: str = "") -> None:
-        super().__init__(f"WhatsApp error {code} (HTTP {status}): {message}{f' ({details})' if details else ''}")
+        super().__init__(
+            f"WhatsApp error {code} (HTTP {status}): {message}{f' ({details})' if details else ''}"
+        )
         self.status = status
         self.code = code
         self.details = details
@@ -173,11 +175,12 @@ class CloudApi:
 
     async def upload(self, path: Path, mime: str) -> str:
         url = f"{self._settings.graph_url}/{self._settings.phone_number_id}/media"
+        content = await anyio.Path(path).read_bytes()
         response = await self._call(
             "POST",
             url,
             data={"messaging_product": "whatsapp", "type": mime},
-            files={"file": (path.name, path.read_bytes(), mime)},
+            files={"file": (path.name, content, mime)},
         )
         return str(response.json()["id"])
 
@@ -210,7 +213,10 @@ class CloudApi:
 
 @asynccontextmanager
 async def open_api(
-    settings: WhatsAppSettings, *, transport: httpx2.AsyncBaseTransport | None = None, sleep: Sleep = anyio.sleep
+    settings: WhatsAppSettings,
+    *,
+    transport: httpx2.AsyncBaseTransport | None = None,
+    sleep: Sleep = anyio.sleep,
 ) -> AsyncIterator[CloudApi]:
     headers = {"authorization": f"Bearer {settings.access_token.get_secret_value()}"}
     async with httpx2.AsyncClient(

@@ -110,7 +110,11 @@ class Sender:
     async def _part(self, chat_id: str, part: str, reply_to: str | None) -> str:
         try:
             try:
-                return await self._api.text(chat_id, to_whatsapp(part), reply_to)
+                formatted = to_whatsapp(part)
+                # The markup is rarely longer than the Markdown; when it is, the Markdown goes as is.
+                return await self._api.text(
+                    chat_id, formatted if len(formatted) <= TEXT_LIMIT else part, reply_to
+                )
             except ApiError as exc:
                 if exc.code not in INVALID_PARAMETER:
                     raise

@@ -61,7 +61,9 @@ class WhatsApp:
     async def receive(self, channel: Channel) -> None:
         settings = self.settings
         async with AsyncExitStack() as stack:
-            api = await stack.enter_async_context(open_api(settings, transport=self._transport, sleep=self._sleep))
+            api = await stack.enter_async_context(
+                open_api(settings, transport=self._transport, sleep=self._sleep)
+            )
             await self._check_token(api)
             store = await stack.enter_async_context(
                 open_store(settings.channel_dir(NAME) / "platform.db", self._clock)
@@ -138,4 +140,4 @@ def build_server(
 
 
 def main() -> int:
-    return channel_main(f"channel_servers.{NAME}", lambda: build_server(WhatsAppSettings()))  # type: ignore[call-arg]
+    return channel_main(f"channel_servers.{NAME}", lambda: build_server(WhatsAppSettings()))

@@ -41,7 +41,7 @@ class WhatsAppSettings(ChannelSettings):
     notice_template: str | None = Field(None, pattern=r"^[a-z0-9_]{1,512}$")
     """An approved template with one body parameter, used for messages outside the 24-hour window."""
     notice_template_language: str = Field("en_US", pattern=r"^[a-z]{2,3}(_[A-Z]{2})?$")
-    approval_numbers: list[str] = []
+    approval_numbers: list[str] = Field(default_factory=list)
     """wa_ids (digits, country code first) shown approval buttons; empty: prompts go to nobody here."""
     request_timeout_s: float = Field(30.0, gt=0, le=300)
     max_retries: int = Field(3, ge=0, le=10)

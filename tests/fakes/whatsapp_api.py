@@ -194,7 +194,11 @@ class FakeWhatsApp:
         form = await request.form()
         upload = form.get("file")
         mime = form.get("type")
-        if form.get("messaging_product") != "whatsapp" or not isinstance(mime, str) or isinstance(upload, str):
+        if (
+            form.get("messaging_product") != "whatsapp"
+            or not isinstance(mime, str)
+            or isinstance(upload, str)
+        ):
             return self._error(100, "messaging_product, type and file are required")
         if upload is None:
             return self._error(100, "file is required")
@@ -357,7 +361,10 @@ class FakeWhatsApp:
 
     def signed(self, payload: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
         body = json.dumps(payload, separators=(",", ":")).encode()
-        return body, {"content-type": "application/json", "x-hub-signature-256": signature(body, self.app_secret)}
+        return body, {
+            "content-type": "application/json",
+            "x-hub-signature-256": signature(body, self.app_secret),
+        }
 
     async def deliver(
         self, http: httpx2.AsyncClient, webhook_url: str, payload: dict[str, Any], *, times: int = 1
@@ -367,7 +374,9 @@ class FakeWhatsApp:
             for contact in change["value"].get("contacts", []):
                 self.last_inbound[contact["wa_id"]] = self.clock()
         body, headers = self.signed(payload)
-        return [(await http.post(webhook_url, content=body, headers=headers)).status_code for _ in range(times)]
+        return [
+            (await http.post(webhook_url, content=body, headers=headers)).status_code for _ in range(times)
+        ]
 
     @staticmethod
     async def handshake(

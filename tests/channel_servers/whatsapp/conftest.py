@@ -45,8 +45,16 @@ class Running:
     async def deliver(self, payload: dict[str, Any], times: int = 1) -> list[int]:
         return await self.fake.deliver(self.http, self.webhook, payload, times=times)
 
+    async def contact_writes(self, text: str = "hi", wa_id: str = CONTACT) -> str:
+        """The contact writes (opening the 24-hour window); returns once its read receipt went out."""
+        payload = self.fake.text(wa_id, text)
+        message_id = payload["entry"][0]["changes"][0]["value"]["messages"][0]["id"]
+        assert await self.deliver(payload) == [200]
+        await self.fake.wait_for(lambda fake: any(m.get("message_id") == message_id for m in fake.sent))
+        return str(message_id)
+
     async def pull(self, after: int = 0) -> list[Event]:
-        request = PullRequest(params=PullParams(after=after, wait_ms=2000))
+        request = PullRequest(params=PullParams(after=after, wait_ms=0))
         return (await self.client.session.send_request(request, PullResult)).events
 
     async def send(self, text: str, chat_id: str = CONTACT, **arguments: Any) -> Any:

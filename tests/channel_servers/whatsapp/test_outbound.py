@@ -46,8 +46,10 @@ async def test_a_20000_character_reply_arrives_as_ordered_parts_within_the_limit
     numbers = [int(n) for n in re.findall(r"Paragraph (\d{4})", "".join(bodies))]
     rows = re.findall(r"row (\d{4}-\d{2})", "".join(bodies))
     assert numbers == list(range(1, 121))
-    assert rows == sorted(rows) and len(rows) == 12 * 40
-    assert "*something*" in bodies[0] and "**" not in bodies[0]
+    assert rows == sorted(rows)
+    assert len(rows) == 12 * 40
+    assert "*something*" in bodies[0]
+    assert "**" not in bodies[0]
 
 
 async def test_inside_the_window_a_reply_is_sent_as_text(tmp_path: Path) -> None:
@@ -70,7 +72,7 @@ async def test_inside_the_window_a_reply_is_sent_as_text(tmp_path: Path) -> None
 
 async def test_outside_the_window_without_a_template_the_reply_is_refused_clearly(tmp_path: Path) -> None:
     async with running(tmp_path) as wa:
-        await wa.deliver(wa.fake.text(CONTACT, "hi"))
+        await wa.contact_writes()
         wa.clock.now += WINDOW_S + 1
         late = await wa.send("hello again")
         never = await wa.send("hello stranger", chat_id="15559990000")
@@ -90,14 +92,16 @@ async def test_outside_the_window_the_notice_template_carries_the_text(tmp_path:
         {
             "name": "nexo_notice",
             "language": {"code": "en"},
-            "components": [{"type": "body", "parameters": [{"type": "text", "text": "Your report is ready."}]}],
+            "components": [
+                {"type": "body", "parameters": [{"type": "text", "text": "Your report is ready."}]}
+            ],
         }
     ]
 
 
 async def test_the_platforms_re_engagement_error_is_the_same_clear_refusal(tmp_path: Path) -> None:
     async with running(tmp_path) as wa:
-        await wa.deliver(wa.fake.text(CONTACT, "hi"))
+        await wa.contact_writes()
         wa.fake.fail_next(131047)
         result = await wa.send("hello")
     assert "outside the customer-service window" in error_text(result)
@@ -105,7 +109,7 @@ async def test_the_platforms_re_engagement_error_is_the_same_clear_refusal(tmp_p
 
 async def test_a_part_refused_for_its_parameters_is_resent_once_as_plain_text(tmp_path: Path) -> None:
     async with running(tmp_path) as wa:
-        await wa.deliver(wa.fake.text(CONTACT, "hi"))
+        await wa.contact_writes()
         wa.fake.fail_next(100)
         result = await wa.send("See **this** [page](https://example.org)")
         wa.fake.fail_next(100, 100)
@@ -118,7 +122,7 @@ async def test_a_part_refused_for_its_parameters_is_resent_once_as_plain_text(tm
 @pytest.mark.parametrize("code", [130429, 131056, 80007])
 async def test_rate_limits_are_waited_out_with_bounded_backoff(tmp_path: Path, code: int) -> None:
     async with running(tmp_path) as wa:
-        await wa.deliver(wa.fake.text(CONTACT, "hi"))
+        await wa.contact_writes()
         wa.fake.fail_next(code, code)
         result = await wa.send("hello")
     assert result.structured_content["status"] == "sent"
@@ -128,7 +132,7 @@ async def test_rate_limits_are_waited_out_with_bounded_backoff(tmp_path: Path, c
 
 async def test_a_platform_down_keeps_the_reply_queued_until_the_contact_writes_again(tmp_path: Path) -> None:
     async with running(tmp_path, max_retries=2, max_backoff_s=1.5) as wa:
-        await wa.deliver(wa.fake.text(CONTACT, "hi"))
+        await wa.contact_writes()
         wa.fake.fail_next(503, 500, 131000)
         queued = await wa.send("hello", idempotency_key="q1")
         await wa.deliver(wa.fake.text(CONTACT, "are you there?"))
@@ -140,7 +144,7 @@ async def test_a_platform_down_keeps_the_reply_queued_until_the_contact_writes_a
 
 async def test_an_undeliverable_recipient_fails_once_and_is_not_retried(tmp_path: Path) -> None:
     async with running(tmp_path) as wa:
-        await wa.deliver(wa.fake.text(CONTACT, "hi"))
+        await wa.contact_writes()
         wa.fake.undeliverable.add(CONTACT)
         first = await wa.send("hello", idempotency_key="u1")
         again = await wa.send("hello", idempotency_key="u1")

@@ -17,7 +17,9 @@ async def test_the_handshake_echoes_the_challenge_only_for_the_verify_token(tmp_
     async with running(tmp_path) as wa:
         right = await FakeWhatsApp.handshake(wa.http, wa.webhook, VERIFY_TOKEN, challenge="4711")
         wrong = await FakeWhatsApp.handshake(wa.http, wa.webhook, VERIFY_TOKEN + "x", challenge="4711")
-        no_mode = await wa.http.get(wa.webhook, params={"hub.verify_token": VERIFY_TOKEN, "hub.challenge": "1"})
+        no_mode = await wa.http.get(
+            wa.webhook, params={"hub.verify_token": VERIFY_TOKEN, "hub.challenge": "1"}
+        )
     assert (right.status_code, right.text) == (200, "4711")
     assert (wrong.status_code, wrong.text) == (403, "verify token mismatch")
     assert no_mode.status_code == 400
@@ -82,8 +84,14 @@ async def test_unsigned_or_wrongly_signed_posts_are_refused_and_nothing_is_store
 async def test_a_signed_payload_of_the_wrong_shape_is_a_400(tmp_path: Path) -> None:
     async with running(tmp_path) as wa:
         statuses = []
-        for body in (b"{not json", b'{"object": "page", "entry": []}', b'{"object": "whatsapp_business_account", "entry": [1]}'):
-            response = await wa.http.post(wa.webhook, content=body, headers={"x-hub-signature-256": signature(body)})
+        for body in (
+            b"{not json",
+            b'{"object": "page", "entry": []}',
+            b'{"object": "whatsapp_business_account", "entry": [1]}',
+        ):
+            response = await wa.http.post(
+                wa.webhook, content=body, headers={"x-hub-signature-256": signature(body)}
+            )
             statuses.append(response.status_code)
         events = await wa.pull()
     assert statuses == [400, 400, 400]
@@ -114,7 +122,7 @@ async def test_a_failed_status_marks_the_sent_message_failed_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with running(tmp_path) as wa:
-        await wa.deliver(wa.fake.text(CONTACT, "hi"))
+        await wa.contact_writes()
         sent = await wa.send("on its way", idempotency_key="r1")
         platform_id = sent.structured_content["platform_message_id"]
         with caplog.at_level(logging.WARNING, logger="nexo.whatsapp"):
@@ -128,13 +136,18 @@ async def test_a_failed_status_marks_the_sent_message_failed_once(
 
 
 async def test_secrets_never_reach_the_log(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.DEBUG):
-        async with running(tmp_path) as wa:
+    async with running(tmp_path) as wa:
+        with caplog.at_level(logging.DEBUG, logger="nexo"):
+            # Meta's side puts the verify token in the URL it requests; the channel never logs it.
             await FakeWhatsApp.handshake(wa.http, wa.webhook, VERIFY_TOKEN)
-            await wa.deliver(wa.fake.text(CONTACT, "hi"))
+            await FakeWhatsApp.handshake(wa.http, wa.webhook, "not-" + VERIFY_TOKEN)
+        with caplog.at_level(logging.DEBUG):
+            await wa.contact_writes()
             await wa.send("hello")
-            shown = repr(wa.whatsapp.settings)
+            await wa.send("refused", chat_id="15559990000")
+        shown = repr(wa.whatsapp.settings)
     logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "webhook verified by Meta" in logged
     for secret in (TOKEN, APP_SECRET, VERIFY_TOKEN):
         assert secret not in logged
         assert secret not in shown
