@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import httpx2
 from mcp.server import MCPServer
+from starlette.applications import Starlette
 from starlette.background import BackgroundTasks
 
 from channel_servers.whatsapp.api import ApiError, ApiUnreachable, CloudApi, Sleep, open_api
@@ -51,6 +52,8 @@ class WhatsApp:
     ) -> None:
         self.settings = settings
         self.url = ""
+        self.app: Starlette | None = None
+        """The webhook's ASGI app once the channel runs (tests drive it in process)."""
         self._transport = transport
         self._clock = clock
         self._sleep = sleep
@@ -83,8 +86,9 @@ class WhatsApp:
                 logger.info("WhatsApp webhook listening at %s (expose it over HTTPS for Meta)", self.url)
                 channel.ready()
 
+            self.app = webhook.app()
             await serve_asgi(
-                webhook.app(), settings.host, settings.port, on_ready=listening, setting="NEXO_WHATSAPP_PORT"
+                self.app, settings.host, settings.port, on_ready=listening, setting="NEXO_WHATSAPP_PORT"
             )
 
     async def _check_token(self, api: CloudApi) -> None:
