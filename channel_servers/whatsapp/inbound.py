@@ -67,8 +67,15 @@ class Intake:
         meta = meta_of(message)
         press = parse_button(message.button_id) if message.button_id else None
         if press is not None:
-            answer = "yes" if press.behavior == "allow" else "no"
-            await self._channel.inbound(f"{answer} {press.request_id}", meta, message.message_id)
+            # Who pressed is the platform's sender id; the host decides whether it may approve.
+            await self._channel.press(
+                press.request_id,
+                press.behavior,
+                sender=message.wa_id,
+                chat_id=message.wa_id,
+                dedupe_key=message.message_id,
+                sender_name=message.name or None,
+            )
             return
         received = await self._channel.inbound(message.text, meta, message.message_id)
         if received.new:

@@ -28,7 +28,14 @@ from channel_servers.whatsapp.payload import Change
 from channel_servers.whatsapp.settings import NAME, WhatsAppSettings
 from channel_servers.whatsapp.store import open_store
 from channel_servers.whatsapp.webhook import PATH, Webhook
-from shared.channelkit import Channel, Unreachable, channel_main, define_channel, serve_asgi
+from shared.channelkit import (
+    Channel,
+    PromptClosed,
+    Unreachable,
+    channel_main,
+    define_channel,
+    serve_asgi,
+)
 from shared.hosting import HostingError
 from shared.protocol.channel import PermissionRequestParams
 
@@ -119,6 +126,10 @@ class WhatsApp:
             return 0
         return await self._approvals.show(params)
 
+    async def closed(self, closed: PromptClosed) -> None:
+        if self._approvals is not None:
+            await self._approvals.settled(closed.request_id, closed.outcome or "", closed.decided_by)
+
 
 def build_server(
     settings: WhatsAppSettings,
@@ -133,6 +144,7 @@ def build_server(
         receive=whatsapp.receive,
         send=whatsapp.send,
         prompt=whatsapp.prompt,
+        closed=whatsapp.closed,
         wait_until_ready=True,
         clock=clock,
         instructions=(
