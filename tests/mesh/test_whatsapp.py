@@ -17,7 +17,7 @@ import anyio
 import httpx2
 import pytest
 
-from tests.fakes.llm import CallTool, FakeLLM
+from tests.fakes.llm import CallTool, FakeLLM, ScriptItem
 from tests.fakes.llm import Reply as ModelReply
 from tests.fakes.whatsapp_api import APP_SECRET, PHONE_NUMBER_ID, TOKEN, FakeWhatsApp, serve
 from tests.mesh.harness import Orchestrator, free_port, nexo, python_server, running, write_config
@@ -60,7 +60,7 @@ async def test_a_paired_stranger_is_answered_and_the_operator_approves_by_button
     notes = tmp_path / "notes.txt"
     fake = FakeWhatsApp()
     port = free_port()
-    script = [
+    script: list[ScriptItem] = [
         ModelReply("welcome aboard"),
         CallTool("notes__write_note", {"text": "buy milk"}),
         ModelReply("noted"),
