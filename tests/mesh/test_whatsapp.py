@@ -142,3 +142,24 @@ async def test_a_paired_stranger_is_answered_and_the_operator_approves_by_button
     (approved_note,) = [t for t in texts_to(fake, OPERATOR) if t.startswith("Approved by")]
     assert OPERATOR in approved_note
     assert approved_note.endswith(f"({request_id}).")
+
+
+async def test_channel_doctor_shows_why_a_rejected_token_stops_the_server(tmp_path: Path) -> None:
+    fake = FakeWhatsApp(token="EAAthe-real-one")
+    async with serve(fake):
+        with FakeLLM([]) as llm:
+            config = write_config(
+                tmp_path / "agents.yaml",
+                state_dir=tmp_path / "state",
+                llm_base_url=llm.openai_base_url,
+                servers={"whatsapp": whatsapp_server(fake, free_port())},
+                agent={"channels": ["whatsapp"]},
+            )
+            doctor = await anyio.to_thread.run_sync(
+                lambda: nexo("channel", "doctor", "--config", str(config), "--json")
+            )
+    (result,) = json.loads(doctor.stdout)["results"]
+    assert (result["server"], result["verdict"]) == ("whatsapp", "skip"), doctor.stdout
+    assert "WhatsApp refused the access token or phone number id (WhatsApp error 190" in doctor.stderr
+    assert "set a valid NEXO_WHATSAPP_ACCESS_TOKEN" in doctor.stderr
+    assert TOKEN not in doctor.stderr + doctor.stdout
