@@ -55,6 +55,8 @@ class Intake:
                 await self._status(status)
 
     async def _message(self, message: Inbound, tasks: BackgroundTasks) -> None:
+        # Any message from the contact, a reaction too, opens the 24-hour window.
+        await self._store.wrote(message.wa_id, message.timestamp)
         if message.kind not in TEXT_KINDS:
             logger.info(
                 "ignored a %s message %s from %s: not a kind the channel relays",
@@ -63,7 +65,6 @@ class Intake:
                 message.wa_id,
             )
             return
-        await self._store.wrote(message.wa_id, message.timestamp)
         meta = meta_of(message)
         press = parse_button(message.button_id) if message.button_id else None
         if press is not None:

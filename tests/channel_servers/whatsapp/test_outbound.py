@@ -170,3 +170,12 @@ async def test_a_bad_access_token_stops_the_start_with_the_fix(tmp_path: Path) -
     assert "NEXO_WHATSAPP_ACCESS_TOKEN" in str(failure)
     assert "`nexo channel doctor`" in str(failure)
     assert "EAAexpired" not in str(failure)
+
+
+async def test_a_reaction_opens_the_window_too(tmp_path: Path) -> None:
+    async with running(tmp_path) as wa:
+        reaction = {"type": "reaction", "reaction": {"message_id": "wamid.X", "emoji": "👍"}}
+        await wa.deliver(wa.fake.message(CONTACT, reaction))
+        result = await wa.send("glad you liked it")
+    assert result.structured_content["status"] == "sent"
+    assert [m["text"]["body"] for m in wa.fake.messages()] == ["glad you liked it"]
