@@ -46,6 +46,7 @@ class Intake:
         self._api = api
         self._store = store
         self._settings = settings
+        self._latest: dict[str, str] = {}
 
     async def handle(self, changes: list[Change], tasks: BackgroundTasks) -> None:
         for change in changes:
@@ -80,10 +81,15 @@ class Intake:
             return
         received = await self._channel.inbound(message.text, meta, message.message_id)
         if received.new:
-            tasks.add_task(self._typing, message.message_id)
+            self._latest[message.wa_id] = message.message_id
+            self._channel.typing_started(message.wa_id)
             tasks.add_task(self._channel.flush, message.wa_id)
 
-    async def _typing(self, message_id: str) -> None:
+    async def show_typing(self, chat_id: str) -> None:
+        """Mark the chat's latest message read and show "typing..." (WhatsApp keeps it up to 25 s)."""
+        message_id = self._latest.get(chat_id)
+        if message_id is None:
+            return
         try:
             await self._api.read_and_typing(message_id)
         except (ApiError, ApiUnreachable) as exc:

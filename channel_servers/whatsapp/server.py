@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -40,6 +41,11 @@ from shared.hosting import HostingError
 from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.whatsapp")
+
+MEDIA_LIMIT = 16 * 1024 * 1024
+"""The largest audio or video WhatsApp takes (images: 5 MB, documents: 100 MB)."""
+TYPING_INTERVAL_S = 20.0
+"""WhatsApp shows "typing..." for up to 25 s: renewed before it fades, until the reply goes out."""
 
 
 class TokenRefused(HostingError):
@@ -121,6 +127,17 @@ class WhatsApp:
             raise Unreachable("the WhatsApp channel is still starting")
         return await self._sender.send(chat_id, text, reply_to)
 
+    async def send_file(
+        self, chat_id: str, path: Path, caption: str | None, reply_to: str | None, mime: str
+    ) -> str:
+        if self._sender is None:
+            raise Unreachable("the WhatsApp channel is still starting")
+        return await self._sender.send_file(chat_id, path, caption, reply_to, mime)
+
+    async def show_typing(self, chat_id: str) -> None:
+        if self._intake is not None:
+            await self._intake.show_typing(chat_id)
+
     async def prompt(self, params: PermissionRequestParams) -> int:
         if self._approvals is None:
             return 0
@@ -145,6 +162,10 @@ def build_server(
         send=whatsapp.send,
         prompt=whatsapp.prompt,
         closed=whatsapp.closed,
+        send_file=whatsapp.send_file,
+        max_file_bytes=MEDIA_LIMIT,
+        typing=whatsapp.show_typing,
+        typing_interval_s=TYPING_INTERVAL_S,
         wait_until_ready=True,
         clock=clock,
         instructions=(

@@ -191,18 +191,14 @@ class FakeWhatsApp:
     async def upload(self, request: Request) -> Response:
         if not self._authorized(request):
             return self._error(190)
-        form = await request.form()
-        upload = form.get("file")
-        mime = form.get("type")
-        if (
-            form.get("messaging_product") != "whatsapp"
-            or not isinstance(mime, str)
-            or isinstance(upload, str)
-        ):
-            return self._error(100, "messaging_product, type and file are required")
-        if upload is None:
-            return self._error(100, "file is required")
-        content = await upload.read()
+        async with request.form() as form:
+            upload = form.get("file")
+            mime = form.get("type")
+            if form.get("messaging_product") != "whatsapp" or not isinstance(mime, str) or upload is None:
+                return self._error(100, "messaging_product, type and file are required")
+            if isinstance(upload, str):
+                return self._error(100, "file must be an upload")
+            content = await upload.read()
         media_id = self.add_media(content, mime)
         self.uploads.append((media_id, mime, content))
         return JSONResponse({"id": media_id})
