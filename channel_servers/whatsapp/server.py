@@ -19,13 +19,11 @@ import anyio
 import httpx2
 from mcp.server import MCPServer
 from starlette.applications import Starlette
-from starlette.background import BackgroundTasks
 
 from channel_servers.whatsapp.api import ApiError, ApiUnreachable, CloudApi, Sleep, open_api
 from channel_servers.whatsapp.approvals import Approvals
 from channel_servers.whatsapp.inbound import Intake
 from channel_servers.whatsapp.outbound import Sender
-from channel_servers.whatsapp.payload import Change
 from channel_servers.whatsapp.settings import NAME, WhatsAppSettings
 from channel_servers.whatsapp.store import open_store
 from channel_servers.whatsapp.webhook import PATH, Webhook
@@ -86,12 +84,12 @@ class WhatsApp:
             )
             self._sender = Sender(api, store, settings, self._clock)
             self._approvals = Approvals(api, self._sender, settings)
-            self._intake = Intake(channel, api, store, settings)
+            intake = self._intake = Intake(channel, api, store, settings)
             webhook = Webhook(
                 app_secret=settings.app_secret.get_secret_value().encode(),
                 verify_token=settings.verify_token.get_secret_value().encode(),
                 phone_number_id=settings.phone_number_id,
-                handle=self._handle,
+                handle=intake.handle,
             )
 
             async def listening(host: str, port: int) -> None:
@@ -117,10 +115,6 @@ class WhatsApp:
             logger.warning("could not check the WhatsApp token at start (%s); sends will retry", exc)
             return
         logger.info("WhatsApp number %s ready", number or self.settings.phone_number_id)
-
-    async def _handle(self, changes: list[Change], tasks: BackgroundTasks) -> None:
-        assert self._intake is not None
-        await self._intake.handle(changes, tasks)
 
     async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:
         if self._sender is None:
