@@ -7,20 +7,25 @@ never a profile name or a number typed in a message. Each chat is 1:1, so ``chat
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Final
 
+import httpx2
 from starlette.background import BackgroundTasks
 
 from channel_servers.whatsapp.api import ApiError, ApiUnreachable, CloudApi
 from channel_servers.whatsapp.approvals import parse_button
-from channel_servers.whatsapp.payload import Change, Inbound, Status
-from channel_servers.whatsapp.settings import WhatsAppSettings
+from channel_servers.whatsapp.payload import Change, Inbound, MediaRef, Status
+from channel_servers.whatsapp.settings import NAME, WhatsAppSettings
 from channel_servers.whatsapp.store import PlatformStore
 from shared.channelkit import Channel
+from shared.channelkit.media import TooLarge, message_content, save_inbound_file
 
 logger = logging.getLogger("nexo.whatsapp")
 
 TEXT_KINDS: Final = frozenset({"text", "interactive", "button"})
+SAVED_MEDIA: Final = frozenset({"image", "audio", "document", "video"})
 
 
 def meta_of(message: Inbound) -> dict[str, str]:
@@ -40,12 +45,18 @@ def meta_of(message: Inbound) -> dict[str, str]:
 
 class Intake:
     def __init__(
-        self, channel: Channel, api: CloudApi, store: PlatformStore, settings: WhatsAppSettings
+        self,
+        channel: Channel,
+        api: CloudApi,
+        store: PlatformStore,
+        settings: WhatsAppSettings,
+        clock: Callable[[], float],
     ) -> None:
         self._channel = channel
         self._api = api
         self._store = store
         self._settings = settings
+        self._clock = clock
         self._latest: dict[str, str] = {}
 
     async def handle(self, changes: list[Change], tasks: BackgroundTasks) -> None:
@@ -58,7 +69,7 @@ class Intake:
     async def _message(self, message: Inbound, tasks: BackgroundTasks) -> None:
         # Any message from the contact, a reaction too, opens the 24-hour window.
         await self._store.wrote(message.wa_id, message.timestamp)
-        if message.kind not in TEXT_KINDS:
+        if message.kind not in TEXT_KINDS | SAVED_MEDIA:
             logger.info(
                 "ignored a %s message %s from %s: not a kind the channel relays",
                 message.kind,
@@ -79,11 +90,49 @@ class Intake:
                 sender_name=message.name or None,
             )
             return
-        received = await self._channel.inbound(message.text, meta, message.message_id)
+        content = message.text
+        if message.media is not None:
+            content = await self._media_content(message, message.media)
+        received = await self._channel.inbound(content, meta, message.message_id)
         if received.new:
             self._latest[message.wa_id] = message.message_id
             self._channel.typing_started(message.wa_id)
             tasks.add_task(self._channel.flush, message.wa_id)
+
+    async def _media_content(self, message: Inbound, media: MediaRef) -> str:
+        """The caption and a reference to the file saved in the workspace (or why it was not)."""
+        known = await self._store.media_content(message.message_id)
+        if known is not None:
+            return known
+        name = media.file_name or media.kind
+        limit = self._settings.media_max_bytes
+        try:
+            info = await self._api.media_info(media.media_id)
+            if info.file_size > limit:
+                raise TooLarge(name, info.mime_type, limit)
+            async with self._api.download(info.url) as chunks:
+                attachment = await save_inbound_file(
+                    self._settings.workspace(),
+                    NAME,
+                    message.wa_id,
+                    name,
+                    chunks,
+                    max_bytes=limit,
+                    mime=media.mime_type.split(";")[0].strip() or info.mime_type,
+                    day=datetime.fromtimestamp(self._clock(), UTC).date(),
+                )
+        except TooLarge as exc:
+            content = message_content(media.caption, [], [exc.note()])
+        except (ApiError, ApiUnreachable, httpx2.HTTPError) as exc:
+            logger.warning(
+                "media %s of message %s not downloaded: %s", media.media_id, message.message_id, exc
+            )
+            note = f"[attachment not saved: {name} ({media.mime_type}) could not be downloaded from WhatsApp]"
+            return message_content(media.caption, [], [note])
+        else:
+            content = message_content(media.caption, [attachment])
+        await self._store.saved_media(message.message_id, content)
+        return content
 
     async def show_typing(self, chat_id: str) -> None:
         """Mark the chat's latest message read and show "typing..." (WhatsApp keeps it up to 25 s)."""

@@ -2,7 +2,9 @@
 
 - ``contacts``: when each contact last wrote, which opens the 24-hour customer-service window;
 - ``parts``: the platform id of every part of every message sent, mapped to the id the outbox
-  records for the whole message, so a status callback about any part finds its outbox entry.
+  records for the whole message, so a status callback about any part finds its outbox entry;
+- ``media_content``: the content built for a media message once its file is saved, so a
+  redelivered message is not downloaded (and saved) again.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ MIGRATIONS = (
             part INTEGER NOT NULL
         );
         """,
+    ),
+    Migration.sql(
+        "whatsapp_0002_media",
+        "CREATE TABLE media_content (message_id TEXT PRIMARY KEY, content TEXT NOT NULL)",
     ),
 )
 
@@ -57,6 +63,15 @@ class PlatformStore:
     async def message_key(self, platform_id: str) -> str | None:
         row = await self._db.fetchone("SELECT message_key FROM parts WHERE platform_id = ?", (platform_id,))
         return None if row is None else str(row[0])
+
+    async def media_content(self, message_id: str) -> str | None:
+        row = await self._db.fetchone("SELECT content FROM media_content WHERE message_id = ?", (message_id,))
+        return None if row is None else str(row[0])
+
+    async def saved_media(self, message_id: str, content: str) -> None:
+        await self._db.execute(
+            "INSERT OR IGNORE INTO media_content(message_id, content) VALUES (?, ?)", (message_id, content)
+        )
 
 
 @asynccontextmanager
