@@ -28,7 +28,7 @@ import pytest
 from tests.fakes.llm import FakeLLM
 from tests.fakes.whatsapp_api import FakeWhatsApp, serve
 from tests.mesh.chaos_support import answer, echo_model, question
-from tests.mesh.harness import Orchestrator, free_port, running, write_config
+from tests.mesh.harness import Orchestrator, child_pids, free_port, running, write_config
 from tests.mesh.test_whatsapp import whatsapp_server
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
@@ -78,6 +78,23 @@ def reached(fake: FakeWhatsApp, *, state: Path, goal: int) -> bool:
     return settled(fake, state) >= goal
 
 
+async def exited(pids: list[int], timeout: float = 30.0) -> None:
+    """Until each process in ``pids`` is gone (pidfds, no polling): its webhook port is free again."""
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            continue
+    try:
+        with anyio.fail_after(timeout):
+            for fd in fds:
+                await anyio.wait_readable(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 async def start(config: Path) -> tuple[Orchestrator, AbstractContextManager[Orchestrator]]:
     mesh = running(config, timeout=120)
     orch = await anyio.to_thread.run_sync(mesh.__enter__)
@@ -97,7 +114,7 @@ async def test_500_whatsapp_messages_are_answered_once_in_order_across_ten_sigki
     kill_after = sorted(rng.sample(range(20, MESSAGES - 20), KILLS))
     began = time.monotonic()
     copies = 0
-    async with serve(fake), httpx2.AsyncClient() as http:
+    async with serve(fake):
         with FakeLLM(default=echo_model) as llm:
             config = write_config(
                 tmp_path / "agents.yaml",
@@ -115,21 +132,27 @@ async def test_500_whatsapp_messages_are_answered_once_in_order_across_ten_sigki
             sent = 0
             for epoch in range(KILLS + 1):
                 orch, mesh = await start(config)
+                channel = child_pids(orch.process.pid, "channel_servers.whatsapp")
                 try:
                     goal = kill_after[epoch] if epoch < KILLS else MESSAGES
-                    # Enough messages out that the kill lands with some still being answered.
-                    while sent < min(MESSAGES, goal + rng.randint(5, 15)):
-                        message_id = ids[sent]
-                        payload = fake.text(
-                            chat_of[message_id], question(message_id), message_id=f"wamid.{message_id}"
-                        )
-                        times = rng.randint(1, 3)
-                        copies += times
-                        assert await fake.deliver(http, webhook, payload, times=times) == [200] * times
-                        sent += 1
+                    # Enough messages out that the kill lands with some still being answered; the
+                    # client is closed before the kill, so the dying channel has no open connection.
+                    upto = min(MESSAGES, goal + rng.randint(5, 15))
+                    async with httpx2.AsyncClient() as http:
+                        while sent < upto:
+                            message_id = ids[sent]
+                            payload = fake.text(
+                                chat_of[message_id], question(message_id), message_id=f"wamid.{message_id}"
+                            )
+                            times = rng.randint(1, 3)
+                            copies += times
+                            assert await fake.deliver(http, webhook, payload, times=times) == [200] * times
+                            sent += 1
                     await fake.wait_for(partial(reached, state=state, goal=goal), 120)
                     if epoch < KILLS:
                         os.kill(orch.process.pid, signal.SIGKILL)
+                        # The orphaned channel sees its stdin close and exits, freeing the port.
+                        await exited(channel)
                 finally:
                     await anyio.to_thread.run_sync(partial(mesh.__exit__, None, None, None))
     took = time.monotonic() - began
