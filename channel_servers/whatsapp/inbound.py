@@ -7,8 +7,6 @@ never a profile name or a number typed in a message. Each chat is 1:1, so ``chat
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Final
 
 import httpx2
@@ -17,10 +15,10 @@ from starlette.background import BackgroundTasks
 from channel_servers.whatsapp.api import ApiError, ApiUnreachable, CloudApi
 from channel_servers.whatsapp.approvals import parse_button
 from channel_servers.whatsapp.payload import Change, Inbound, MediaRef, Status
-from channel_servers.whatsapp.settings import NAME, WhatsAppSettings
+from channel_servers.whatsapp.settings import WhatsAppSettings
 from channel_servers.whatsapp.store import PlatformStore
 from shared.channelkit import Channel
-from shared.channelkit.media import TooLarge, message_content, save_inbound_file
+from shared.channelkit.media import TooLarge, message_content
 
 logger = logging.getLogger("nexo.whatsapp")
 
@@ -50,13 +48,11 @@ class Intake:
         api: CloudApi,
         store: PlatformStore,
         settings: WhatsAppSettings,
-        clock: Callable[[], float],
     ) -> None:
         self._channel = channel
         self._api = api
         self._store = store
         self._settings = settings
-        self._clock = clock
         self._latest: dict[str, str] = {}
 
     async def handle(self, changes: list[Change], tasks: BackgroundTasks) -> None:
@@ -111,15 +107,12 @@ class Intake:
             if info.file_size > limit:
                 raise TooLarge(name, info.mime_type, limit)
             async with self._api.download(info.url) as chunks:
-                attachment = await save_inbound_file(
-                    self._settings.workspace(),
-                    NAME,
+                attachment = await self._channel.save_inbound_file(
                     message.wa_id,
                     name,
                     chunks,
                     max_bytes=limit,
                     mime=media.mime_type.split(";")[0].strip() or info.mime_type,
-                    day=datetime.fromtimestamp(self._clock(), UTC).date(),
                 )
         except TooLarge as exc:
             content = message_content(media.caption, [], [exc.note()])

@@ -84,7 +84,7 @@ class WhatsApp:
             )
             self._sender = Sender(api, store, settings, self._clock)
             self._approvals = Approvals(api, self._sender, settings)
-            intake = self._intake = Intake(channel, api, store, settings, self._clock)
+            intake = self._intake = Intake(channel, api, store, settings)
             webhook = Webhook(
                 app_secret=settings.app_secret.get_secret_value().encode(),
                 verify_token=settings.verify_token.get_secret_value().encode(),
