@@ -24,7 +24,7 @@ from channel_servers.whatsapp.api import ApiError, ApiUnreachable, CloudApi, Sle
 from channel_servers.whatsapp.approvals import Approvals
 from channel_servers.whatsapp.inbound import Intake
 from channel_servers.whatsapp.outbound import Sender
-from channel_servers.whatsapp.settings import NAME, WhatsAppSettings
+from channel_servers.whatsapp.settings import NAME, WhatsAppSettings, load_settings
 from channel_servers.whatsapp.store import open_store
 from channel_servers.whatsapp.webhook import PATH, Webhook
 from shared.channelkit import (
@@ -171,4 +171,4 @@ def build_server(
 
 
 def main() -> int:
-    return channel_main(f"channel_servers.{NAME}", lambda: build_server(WhatsAppSettings()))
+    return channel_main(f"channel_servers.{NAME}", lambda: build_server(load_settings()))

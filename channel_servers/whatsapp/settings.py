@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.channelkit import ChannelSettings
@@ -62,3 +62,26 @@ class WhatsAppSettings(ChannelSettings):
     @property
     def graph_url(self) -> str:
         return f"{self.api_base_url.rstrip('/')}/{self.api_version}"
+
+
+class SettingsProblem(ValueError):
+    """The environment does not configure the channel; the message names each variable to set."""
+
+
+def load_settings() -> WhatsAppSettings:
+    """The settings from the environment, or one error naming every ``NEXO_WHATSAPP_*`` to fix."""
+    try:
+        return WhatsAppSettings()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            variable = f"NEXO_WHATSAPP_{field.upper()}"
+            if error["type"] == "missing":
+                problems.append(f"{variable} is not set")
+            else:
+                problems.append(f"{variable}: {error['msg']}")
+        raise SettingsProblem(
+            f"the WhatsApp channel is not configured: {'; '.join(problems)} "
+            "(see docs/channels/whatsapp.md#settings)"
+        ) from None
