@@ -29,6 +29,7 @@ from bench import (
     memory_index,
     memory_recall,
     one_shot,
+    platform_turn,
     recall_quality,
     recall_scale,
     server_restart,
@@ -61,6 +62,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "recall_scale": (recall_scale.measure, "memory recall at scale on real text"),
     "cron": (cron.measure, "cron fires"),
     "idle_day": (idle_day.measure, "idle day of autonomy"),
+    "platform_turn": (platform_turn.measure, "turn overhead through chat platforms"),
 }
 
 
