@@ -1,0 +1,120 @@
+"""The Telegram channel: a bot over the Bot API, built on the channel kit.
+
+``receive`` checks the token (``getMe``), then long-polls or serves a webhook; each update is
+stored before Telegram is told it arrived. ``send`` splits and formats replies; ``prompt`` shows
+permission prompts with Approve / Deny buttons in the operator's chats.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx2
+from mcp.server import MCPServer
+
+from channel_servers.telegram.api import ApiError, BotApi, NetworkError, Sleep, Unauthorized, scrubbing
+from channel_servers.telegram.approvals import Approvals
+from channel_servers.telegram.outbound import Sender
+from channel_servers.telegram.receive import poll, serve_webhook
+from channel_servers.telegram.settings import NAME, TOKEN_VARIABLE, TelegramSettings
+from channel_servers.telegram.updates import Message, Press, parse
+from shared import hosting
+from shared.channelkit import Channel, channel_main, define_channel
+from shared.protocol.channel import PermissionRequestParams
+
+logger = logging.getLogger("nexo.telegram")
+
+
+class Telegram:
+    """The platform side of the channel; ``transport`` and ``sleep`` let tests reach a stand-in."""
+
+    def __init__(
+        self,
+        settings: TelegramSettings,
+        *,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        self.settings = settings
+        self.bot_username = ""
+        self._transport = transport
+        self._sleep = sleep
+        self._channel: Channel | None = None
+        self._sender: Sender | None = None
+        self._approvals: Approvals | None = None
+
+    async def receive(self, channel: Channel) -> None:
+        token = self.settings.bot_token.get_secret_value()
+        self._channel = channel
+        async with httpx2.AsyncClient(transport=self._transport) as http:
+            extra: dict[str, Any] = {"sleep": self._sleep} if self._sleep is not None else {}
+            api = BotApi(
+                http,
+                self.settings.api_base_url,
+                token,
+                max_retries=self.settings.max_retries,
+                max_retry_wait_s=self.settings.max_retry_wait_s,
+                **extra,
+            )
+            with scrubbing(token):
+                me = await self._introduce(api)
+                self.bot_username = str(me.get("username", ""))
+                self._sender = Sender(api)
+                self._approvals = Approvals(self._sender, channel, self.settings.approval_chat_ids)
+                serve = serve_webhook if self.settings.mode == "webhook" else poll
+                await serve(api, self.settings, self._handle, channel.ready)
+
+    async def _introduce(self, api: BotApi) -> dict[str, Any]:
+        """``getMe``: a wrong or revoked token fails the start with one line naming the setting."""
+        try:
+            me: dict[str, Any] = await api.call_retrying("getMe")
+        except Unauthorized as exc:
+            raise hosting.HostingError(
+                f"{exc}: set {TOKEN_VARIABLE} to the token @BotFather gave (/token), then restart"
+            ) from None
+        except (ApiError, NetworkError) as exc:
+            raise hosting.HostingError(
+                f"cannot reach the Telegram Bot API at {self.settings.api_base_url}: {exc}; check the "
+                "network or NEXO_TELEGRAM_API_BASE_URL"
+            ) from None
+        return me
+
+    async def _handle(self, update: dict[str, Any]) -> None:
+        assert self._channel is not None and self._approvals is not None
+        event = parse(update, bot_username=self.bot_username, edits=self.settings.edits_as_messages)
+        if isinstance(event, Press):
+            await self._approvals.pressed(event)
+        elif isinstance(event, Message):
+            received = await self._channel.inbound(event.content, event.meta, event.dedupe_key)
+            if received.new:
+                await self._channel.flush(event.chat_id)
+
+    async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:
+        assert self._sender is not None, "send before the channel started"
+        return await self._sender.send(chat_id, text, reply_to)
+
+    async def prompt(self, params: PermissionRequestParams) -> int:
+        assert self._approvals is not None, "prompt before the channel started"
+        return await self._approvals.show(params)
+
+
+def build_server(settings: TelegramSettings, telegram: Telegram | None = None) -> MCPServer[Any]:
+    telegram = telegram or Telegram(settings)
+    return define_channel(
+        NAME,
+        settings=settings,
+        receive=telegram.receive,
+        send=telegram.send,
+        prompt=telegram.prompt,
+        wait_until_ready=True,
+        instructions=(
+            f'Telegram messages arrive as <channel source="{NAME}" chat_id="..." user="..." ...>. '
+            "Answer with the send_message tool, passing the chat_id from the tag; Markdown is "
+            "formatted for Telegram and long answers are split."
+        ),
+    )
+
+
+def main() -> int:
+    return channel_main(f"channel_servers.{NAME}", lambda: build_server(TelegramSettings()))
