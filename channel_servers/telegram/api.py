@@ -130,15 +130,17 @@ class BotApi:
         if response.status_code == 401:
             raise Unauthorized(f"Telegram refused the bot token ({body.get('description', 'Unauthorized')})")
         if not isinstance(body, dict) or not body.get("ok"):
-            description = str(body.get("description", response.reason_phrase)) if isinstance(body, dict) else ""
-            retry_after = (body.get("parameters") or {}).get("retry_after") if isinstance(body, dict) else None
+            description = (
+                str(body.get("description", response.reason_phrase)) if isinstance(body, dict) else ""
+            )
+            retry_after = (
+                (body.get("parameters") or {}).get("retry_after") if isinstance(body, dict) else None
+            )
             code = int(body.get("error_code", response.status_code)) if isinstance(body, dict) else 0
             raise ApiError(method, code or response.status_code, description, retry_after)
         return body["result"]
 
-    async def call_retrying(
-        self, method: str, params: Mapping[str, Any] | None = None, **kwargs: Any
-    ) -> Any:
+    async def call_retrying(self, method: str, params: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         """``call``, retried after a 429 (waiting ``retry_after``), a 5xx or a refused connection,
         at most ``max_retries`` times; then the last error is raised."""
         attempt = 0

@@ -69,7 +69,9 @@ class Approvals:
                     },
                 )
             except (SendFailed, Unreachable) as exc:
-                logger.warning("telegram: prompt %s not shown in chat %s: %s", params.request_id, chat_id, exc)
+                logger.warning(
+                    "telegram: prompt %s not shown in chat %s: %s", params.request_id, chat_id, exc
+                )
                 continue
             shown.append((chat_id, str(sent["message_id"])))
         self.shown[params.request_id] = shown
@@ -106,7 +108,7 @@ class Approvals:
                     {
                         "chat_id": chat_id,
                         "message_id": int(message_id),
-                        "text": f"Request <code>{request_id}</code>: {html.escape(outcome)}{html.escape(who)}.",
+                        "text": f"Request <code>{request_id}</code>: {html.escape(outcome + who)}.",
                         "parse_mode": "HTML",
                         "reply_markup": {"inline_keyboard": []},
                     },

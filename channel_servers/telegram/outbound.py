@@ -56,7 +56,9 @@ class Sender:
 
     async def _send_part(self, params: dict[str, Any], part: str) -> str:
         try:
-            sent = await self.call("sendMessage", {**params, "text": to_telegram_html(part), "parse_mode": "HTML"})
+            sent = await self.call(
+                "sendMessage", {**params, "text": to_telegram_html(part), "parse_mode": "HTML"}
+            )
         except SendFailed as exc:
             if CANNOT_PARSE not in str(exc):
                 raise

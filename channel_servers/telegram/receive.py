@@ -27,7 +27,7 @@ logger = logging.getLogger("nexo.telegram")
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
 WEBHOOK_PATH = "/telegram"
 MAX_BODY = 1024 * 1024
-SECRET_HEADER = "x-telegram-bot-api-secret-token"
+SECRET_HEADER = "x-telegram-bot-api-secret-token"  # noqa: S105 -- a header name
 _PAUSES_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 Handle = Callable[[dict[str, Any]], Awaitable[None]]
@@ -94,7 +94,8 @@ async def serve_webhook(
     api: BotApi, settings: TelegramSettings, handle: Handle, on_ready: Callable[[], None]
 ) -> None:
     """Listen, then ask Telegram (``setWebhook`` with the secret) to post updates here."""
-    assert settings.webhook_url is not None and settings.webhook_secret is not None
+    assert settings.webhook_url is not None
+    assert settings.webhook_secret is not None
     secret = settings.webhook_secret.get_secret_value()
 
     async def listening(host: str, port: int) -> None:

@@ -81,7 +81,8 @@ class Telegram:
         return me
 
     async def _handle(self, update: dict[str, Any]) -> None:
-        assert self._channel is not None and self._approvals is not None
+        assert self._channel is not None
+        assert self._approvals is not None
         event = parse(update, bot_username=self.bot_username, edits=self.settings.edits_as_messages)
         if isinstance(event, Press):
             await self._approvals.pressed(event)

@@ -13,7 +13,7 @@ from shared.channelkit import ChannelSettings
 from shared.net import is_loopback
 
 NAME = "telegram"
-TOKEN_VARIABLE = "NEXO_TELEGRAM_BOT_TOKEN"
+TOKEN_VARIABLE = "NEXO_TELEGRAM_BOT_TOKEN"  # noqa: S105 -- the variable, not its value
 _TOKEN = re.compile(r"[0-9]{1,20}:[A-Za-z0-9_-]{20,}")
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,256}")
 _CHAT_ID = re.compile(r"-?[1-9][0-9]{0,19}")

@@ -82,7 +82,9 @@ def _press(query: dict[str, Any]) -> Press | None:
     return Press(
         query_id=str(query["id"]),
         user_id=str(sender),
-        chat_id=session_chat_id(chat, message.get("message_thread_id") if message.get("is_topic_message") else None),
+        chat_id=session_chat_id(
+            chat, message.get("message_thread_id") if message.get("is_topic_message") else None
+        ),
         message_id=str(message.get("message_id", "")),
         data=query["data"],
     )

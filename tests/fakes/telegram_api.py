@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -201,8 +201,8 @@ class FakeTelegram:
         self, user_id: int, content: bytes, name: str, mime: str, caption: str | None = None
     ) -> dict[str, Any]:
         file_id = self.add_file(content)
-        document = {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_name": name}
-        document |= {"mime_type": mime, "file_size": len(content)}
+        document: dict[str, Any] = {"file_id": file_id, "file_unique_id": f"u{file_id}"}
+        document |= {"file_name": name, "mime_type": mime, "file_size": len(content)}
         return self.message(user_id, None, extra={"document": document, **_caption(caption)})
 
     def press(self, user_id: int, sent: Sent, data: str) -> dict[str, Any]:
@@ -301,7 +301,7 @@ class FakeTelegram:
             faults = self._faults.get(method)
             if faults:
                 raise faults.pop(0)
-            handler = getattr(self, f"_api_{method}", None)
+            handler = self._methods().get(method)
             if handler is None:
                 raise ApiFailure(404, "Not Found")
             result = await handler(params)
@@ -310,16 +310,34 @@ class FakeTelegram:
         self._wake()
         return JSONResponse({"ok": True, "result": result})
 
+    def _methods(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]:
+        return {
+            "getMe": self._get_me,
+            "getUpdates": self._get_updates,
+            "setWebhook": self._set_webhook,
+            "deleteWebhook": self._delete_webhook,
+            "getWebhookInfo": self._get_webhook_info,
+            "sendMessage": self._send_message,
+            "editMessageText": self._edit_message_text,
+            "editMessageReplyMarkup": self._edit_message_reply_markup,
+            "answerCallbackQuery": self._answer_callback_query,
+            "sendChatAction": self._send_chat_action,
+            "getFile": self._get_file,
+            "sendDocument": self._send_document,
+            "sendPhoto": self._send_photo,
+        }
+
     # -- methods --------------------------------------------------------------------------------
 
-    async def _api_getMe(self, _: dict[str, Any]) -> dict[str, Any]:
+    async def _get_me(self, _: dict[str, Any]) -> dict[str, Any]:
         return {"id": BOT_ID, "is_bot": True, "first_name": "Nexo", "username": BOT_USERNAME}
 
-    async def _api_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         if self.webhook is not None:
             raise ApiFailure(
-                409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook "
-                "to delete the webhook first"
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook "
+                "to delete the webhook first",
             )
         self._poll_generation += 1
         generation = self._poll_generation
@@ -332,15 +350,15 @@ class FakeTelegram:
                 await self._wait()
                 if generation != self._poll_generation:
                     raise ApiFailure(
-                        409, "Conflict: terminated by other getUpdates request; make sure that only "
-                        "one bot instance is running"
+                        409,
+                        "Conflict: terminated by other getUpdates request; make sure that only "
+                        "one bot instance is running",
                     )
-        batch = [
+        return [
             pending.update
             for pending in self._queue
             if not allowed or any(kind in pending.update for kind in allowed)
         ][:limit]
-        return batch
 
     def _confirm(self, offset: int) -> None:
         if offset <= 0:
@@ -356,7 +374,7 @@ class FakeTelegram:
         self._queue = kept
         self.confirmed_offset = max(self.confirmed_offset, offset)
 
-    async def _api_setWebhook(self, params: dict[str, Any]) -> bool:
+    async def _set_webhook(self, params: dict[str, Any]) -> bool:
         secret = params.get("secret_token")
         if secret is not None and not (1 <= len(secret) <= 256):
             raise ApiFailure(400, "Bad Request: secret token is invalid")
@@ -368,11 +386,11 @@ class FakeTelegram:
         self._queue.clear()
         return True
 
-    async def _api_deleteWebhook(self, _: dict[str, Any]) -> bool:
+    async def _delete_webhook(self, _: dict[str, Any]) -> bool:
         self.webhook = None
         return True
 
-    async def _api_getWebhookInfo(self, _: dict[str, Any]) -> dict[str, Any]:
+    async def _get_webhook_info(self, _: dict[str, Any]) -> dict[str, Any]:
         url = self.webhook["url"] if self.webhook else ""
         return {"url": url, "has_custom_certificate": False, "pending_update_count": len(self._queue)}
 
@@ -424,7 +442,7 @@ class FakeTelegram:
                 return message
         raise ApiFailure(400, "Bad Request: message to edit not found")
 
-    async def _api_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _send_message(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = self._target(params)
         text = self._text(str(params.get("text", "")), params.get("parse_mode"))
         return self._post(chat_id, text, params)
@@ -459,7 +477,7 @@ class FakeTelegram:
             message["reply_markup"] = sent.reply_markup
         return message
 
-    async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any]:
         sent = self._find(self._target(params), int(params["message_id"]))
         text = self._text(str(params.get("text", "")), params.get("parse_mode"))
         if text == sent.text and _markup(params.get("reply_markup")) == sent.reply_markup:
@@ -468,21 +486,21 @@ class FakeTelegram:
         sent.text, sent.reply_markup = text, _markup(params.get("reply_markup"))
         return self._message(sent)
 
-    async def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _edit_message_reply_markup(self, params: dict[str, Any]) -> dict[str, Any]:
         sent = self._find(self._target(params), int(params["message_id"]))
         sent.reply_markup = _markup(params.get("reply_markup"))
         return self._message(sent)
 
-    async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> bool:
+    async def _answer_callback_query(self, params: dict[str, Any]) -> bool:
         if not params.get("callback_query_id"):
             raise ApiFailure(400, "Bad Request: query is too old and response timeout expired")
         return True
 
-    async def _api_sendChatAction(self, params: dict[str, Any]) -> bool:
+    async def _send_chat_action(self, params: dict[str, Any]) -> bool:
         self._target(params)
         return True
 
-    async def _api_getFile(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _get_file(self, params: dict[str, Any]) -> dict[str, Any]:
         file_id = str(params.get("file_id", ""))
         content = self.files.get(file_id)
         if content is None:
@@ -496,10 +514,10 @@ class FakeTelegram:
             "file_path": f"files/{file_id}",
         }
 
-    async def _api_sendDocument(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _send_document(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._upload(params, "document")
 
-    async def _api_sendPhoto(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _send_photo(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._upload(params, "photo")
 
     def _upload(self, params: dict[str, Any], kind: str) -> dict[str, Any]:

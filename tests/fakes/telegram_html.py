@@ -50,14 +50,14 @@ def parse_html(text: str) -> str:
             if closing:
                 if not stack or stack[-1] != name:
                     raise EntityError(
-                        f'can\'t parse entities: Unmatched end tag at byte offset {_offset(text, position)}, '
+                        f"can't parse entities: Unmatched end tag at byte offset {_offset(text, position)}, "
                         f'expected "</{stack[-1] if stack else ""}>", found "</{name}>"'
                     )
                 stack.pop()
             else:
                 if name == "span" and "tg-spoiler" not in attributes:
                     raise EntityError(
-                        f"can't parse entities: Tag \"span\" must have class \"tg-spoiler\" at byte offset "
+                        f'can\'t parse entities: Tag "span" must have class "tg-spoiler" at byte offset '
                         f"{_offset(text, position)}"
                     )
                 stack.append(name)
@@ -81,7 +81,7 @@ def parse_html(text: str) -> str:
             position += 1
     if stack:
         raise EntityError(
-            f'can\'t parse entities: Can\'t find end tag corresponding to start tag "{stack[-1]}"'
+            f"can't parse entities: Can't find end tag corresponding to start tag \"{stack[-1]}\""
         )
     return "".join(plain)
 

@@ -46,9 +46,15 @@ async def test_a_forum_topic_is_a_chat_of_its_own_and_a_mention_is_flagged(tmp_p
     fake = FakeTelegram()
     fake.chat(GROUP, "supergroup", is_forum=True)
     async with telegram_channel(tmp_path, fake) as running:
-        fake.inject(fake.message(BEN, f"@{BOT_USERNAME} status?", chat_id=GROUP, thread_id=7, extra={
-            "entities": [{"type": "mention", "offset": 0, "length": len(BOT_USERNAME) + 1}]
-        }))
+        fake.inject(
+            fake.message(
+                BEN,
+                f"@{BOT_USERNAME} status?",
+                chat_id=GROUP,
+                thread_id=7,
+                extra={"entities": [{"type": "mention", "offset": 0, "length": len(BOT_USERNAME) + 1}]},
+            )
+        )
         fake.inject(fake.message(BEN, "just chatting", chat_id=GROUP))
         events = await pull(running.client, count=2)
     metas = [event.payload["meta"] for event in events]
@@ -86,7 +92,7 @@ async def test_edits_are_ignored_unless_configured_as_new_messages(tmp_path: Pat
         fake.inject(fake.message(ANA, "edited", edited=True, extra={"edit_date": 1_700_000_100}))
         last = fake.inject(fake.message(ANA, "plain"))
         await fake.confirmed(last)
-        ignored = await pull(running.client, count=2)
+        ignored = await pull(running.client)
     async with telegram_channel(tmp_path / "on", edits_as_messages=True) as running:
         fake = running.fake
         fake.inject(fake.message(ANA, "edited", edited=True, extra={"edit_date": 1_700_000_100}))
