@@ -17,7 +17,7 @@ from channel_servers.telegram.api import ApiError, BotApi, NetworkError, Sleep, 
 from channel_servers.telegram.approvals import Approvals
 from channel_servers.telegram.outbound import Sender
 from channel_servers.telegram.receive import poll, serve_webhook
-from channel_servers.telegram.settings import NAME, TOKEN_VARIABLE, TelegramSettings
+from channel_servers.telegram.settings import NAME, TOKEN_VARIABLE, TelegramSettings, load_settings
 from channel_servers.telegram.updates import Message, Press, parse
 from shared import hosting
 from shared.channelkit import Channel, channel_main, define_channel
@@ -118,4 +118,4 @@ def build_server(settings: TelegramSettings, telegram: Telegram | None = None) -
 
 
 def main() -> int:
-    return channel_main(f"channel_servers.{NAME}", lambda: build_server(TelegramSettings()))
+    return channel_main(f"channel_servers.{NAME}", lambda: build_server(load_settings()))

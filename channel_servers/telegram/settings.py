@@ -6,7 +6,7 @@ import re
 from typing import Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.channelkit import ChannelSettings
@@ -93,3 +93,23 @@ class TelegramSettings(ChannelSettings):
                 "'_' and '-' (e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
             )
         return self
+
+
+class SettingsError(ValueError):
+    """The environment does not configure the channel; one line naming the variable and the fix."""
+
+
+def load_settings() -> TelegramSettings:
+    """Settings from the environment, a problem reported as ``NEXO_TELEGRAM_<KEY>: what is wrong``."""
+    try:
+        return TelegramSettings()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            where = "_".join(str(part) for part in error["loc"]).upper()
+            variable = f"NEXO_TELEGRAM_{where}" if where else "NEXO_TELEGRAM_*"
+            message = error["msg"].removeprefix("Value error, ")
+            if error["type"] == "missing":
+                message = "is not set" + (" (the token from @BotFather)" if where == "BOT_TOKEN" else "")
+            problems.append(f"{variable}: {message}" if where else message)
+        raise SettingsError("; ".join(problems)) from None
