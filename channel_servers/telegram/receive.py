@@ -91,7 +91,7 @@ def webhook_app(secret: str, handle: Handle) -> Starlette:
 
 
 async def serve_webhook(
-    api: BotApi, settings: TelegramSettings, handle: Handle, on_ready: Callable[[], None]
+    api: BotApi, settings: TelegramSettings, app: Starlette, on_ready: Callable[[], None]
 ) -> None:
     """Listen, then ask Telegram (``setWebhook`` with the secret) to post updates here."""
     assert settings.webhook_url is not None
@@ -107,7 +107,7 @@ async def serve_webhook(
         on_ready()
 
     await serve_asgi(
-        webhook_app(secret, handle),
+        app,
         settings.webhook_host,
         settings.webhook_port,
         on_ready=listening,

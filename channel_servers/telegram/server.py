@@ -12,11 +12,12 @@ from typing import Any
 
 import httpx2
 from mcp.server import MCPServer
+from starlette.applications import Starlette
 
 from channel_servers.telegram.api import ApiError, BotApi, NetworkError, Sleep, Unauthorized, scrubbing
 from channel_servers.telegram.approvals import Approvals
 from channel_servers.telegram.outbound import Sender
-from channel_servers.telegram.receive import poll, serve_webhook
+from channel_servers.telegram.receive import poll, serve_webhook, webhook_app
 from channel_servers.telegram.settings import NAME, TOKEN_VARIABLE, TelegramSettings, load_settings
 from channel_servers.telegram.updates import Message, Press, parse
 from shared import hosting
@@ -43,6 +44,8 @@ class Telegram:
         self._channel: Channel | None = None
         self._sender: Sender | None = None
         self._approvals: Approvals | None = None
+        self.webhook_app: Starlette | None = None
+        """The webhook endpoint, once it serves (mode webhook)."""
 
     async def receive(self, channel: Channel) -> None:
         token = self.settings.bot_token.get_secret_value()
@@ -62,8 +65,12 @@ class Telegram:
                 self.bot_username = str(me.get("username", ""))
                 self._sender = Sender(api)
                 self._approvals = Approvals(self._sender, channel, self.settings.approval_chat_ids)
-                serve = serve_webhook if self.settings.mode == "webhook" else poll
-                await serve(api, self.settings, self._handle, channel.ready)
+                if self.settings.webhook_secret is not None and self.settings.mode == "webhook":
+                    secret = self.settings.webhook_secret.get_secret_value()
+                    self.webhook_app = webhook_app(secret, self._handle)
+                    await serve_webhook(api, self.settings, self.webhook_app, channel.ready)
+                else:
+                    await poll(api, self.settings, self._handle, channel.ready)
 
     async def _introduce(self, api: BotApi) -> dict[str, Any]:
         """``getMe``: a wrong or revoked token fails the start with one line naming the setting."""

@@ -65,13 +65,13 @@ async def telegram_channel(
 
 
 async def pull(client: Client, after: int = 0, count: int = 1) -> list[Event]:
-    """At least ``count`` events after ``after`` (each pull waits up to 5 s for one)."""
+    """At least ``count`` events after ``after`` (each pull waits up to 5 s for one); with
+    ``count=0``, what arrives within a short bounded wait (to show that nothing more came)."""
     events: list[Event] = []
-    while len(events) < count:
-        request = PullRequest(params=PullParams(after=after, wait_ms=5000))
+    while True:
+        request = PullRequest(params=PullParams(after=after, wait_ms=5000 if count else 200))
         batch = (await client.session.send_request(request, PullResult)).events
-        if not batch:
-            break
         events.extend(batch)
+        if not batch or len(events) >= count:
+            return events
         after = batch[-1].seq
-    return events
