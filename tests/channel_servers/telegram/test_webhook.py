@@ -18,7 +18,7 @@ import httpx2
 import pytest
 
 from channel_servers.telegram.receive import SECRET_HEADER, WEBHOOK_PATH
-from tests.channel_servers.telegram.support import Running, pull, telegram_channel
+from tests.channel_servers.telegram.support import pull, telegram_channel
 from tests.fakes.telegram_api import FakeTelegram
 
 pytestmark = pytest.mark.anyio
