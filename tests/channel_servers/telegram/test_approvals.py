@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.channelkit.server import PermissionRequestAccepted, PermissionRequestCall, PermissionPrompt
+from shared.channelkit.server import PermissionPrompt, PermissionRequestAccepted, PermissionRequestCall
 from tests.channel_servers.telegram.support import Running, pull, telegram_channel
 from tests.fakes.telegram_api import FakeTelegram
 
