@@ -31,7 +31,7 @@ from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
 from orchestrator.loop.extract import remember_from_turn
 from orchestrator.mesh import Catalog, Mesh, ServerConnection, describe_error
 from orchestrator.metrics import Metrics
-from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate, origin_line
+from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate, decider, origin_line
 from orchestrator.permissions.claude_relay import NEXO_PERMISSION, Relay
 from orchestrator.permissions.policy import Standing
 from orchestrator.proactive.digest import REPLIED
@@ -270,7 +270,10 @@ class Intake:
                         connection.name, verdict.request_id, sender, event.payload.get("chat_id")
                     )
                 elif not self.broker.resolve(
-                    verdict.request_id, verdict.behavior, f"channel:{connection.name}"
+                    verdict.request_id,
+                    verdict.behavior,
+                    f"channel:{connection.name}",
+                    decider(connection.name, sender, event.payload.get("sender_name")),
                 ):
                     await self.notices.late_verdict(
                         connection.name,

@@ -1,6 +1,6 @@
 """Permissions: the policy deciding each tool call, auto-approve, and approvals relayed to the operator."""
 
-from orchestrator.permissions.approvals import ApprovalBroker, call_hash
+from orchestrator.permissions.approvals import ApprovalBroker, call_hash, decider
 from orchestrator.permissions.autoapprove import AutoDecision, auto_approve
 from orchestrator.permissions.commands import destructive_reason, edits_in_place, is_read_only_command
 from orchestrator.permissions.gate import Approver, Notify, OperatorGate, PolicyGate
@@ -28,6 +28,7 @@ __all__ = [
     "approval_preview",
     "auto_approve",
     "call_hash",
+    "decider",
     "destructive_reason",
     "edits_in_place",
     "is_read_only_command",

@@ -28,6 +28,7 @@ from shared.channelkit.server import (
     PermissionPrompt,
     PermissionRequestAccepted,
     PermissionRequestCall,
+    PromptOutcome,
 )
 from shared.protocol.audit import ApprovalAnsweredBody, ApprovalRequestedBody, EntryDraft, args_digest
 from shared.protocol.channel import request_id_for
@@ -56,6 +57,22 @@ class _Pending:
     asked_at: float = field(default_factory=time.monotonic)
     asked: set[str] = field(default_factory=set)
     """The channel sources (``channel:<server>``) the prompt went to: only they may answer."""
+    decided_by: str = ""
+    """Who answered, for the channels to show (``telegram:12345 (Ana)``)."""
+    outcome: PromptOutcome = "cancelled"
+    """How it ended, told to the channels that showed it; a goal cancelled mid-wait stays cancelled."""
+
+
+DECIDED_BY_MAX = 120
+
+
+def decider(server: str, sender: object = None, name: object = None) -> str:
+    """Who answered a prompt, for display: ``telegram:12345 (Ana)``, or the channel alone."""
+    label = f"{server}:{sender}" if sender not in (None, "") else server
+    if name not in (None, ""):
+        label = f"{label} ({name})"
+    printable = "".join(char if char.isprintable() else " " for char in label)
+    return printable[:DECIDED_BY_MAX]
 
 
 def _description(tool: CatalogTool, origin: str) -> str:
@@ -140,6 +157,7 @@ class ApprovalBroker:
                 )
             )
             if delivered == 0:
+                pending.outcome = "expired"
                 self._answered(pending, "deny", "unavailable")
                 why = self.unreached()
                 return Decision(
@@ -157,8 +175,10 @@ class ApprovalBroker:
             with anyio.move_on_after(self._timeout):
                 await pending.done.wait()
             if not pending.done.is_set():
+                pending.outcome = "expired"
                 self._answered(pending, "deny", "timeout")
                 return Decision(False, f"no answer within {self._timeout:g}s: treated as deny")
+            pending.outcome = "allowed" if pending.behavior == "allow" else "denied"
             self._answered(pending, pending.behavior, pending.answered_by)
             if pending.behavior == "allow":
                 return Decision(True, f"approved by {pending.answered_by}")
@@ -168,16 +188,21 @@ class ApprovalBroker:
             shown = [
                 r for r in relays if not isinstance(r, ClaudeRelay) and f"channel:{r.name}" in pending.asked
             ]
-            await self._close(pending.request_id, shown)
+            await self._close(pending, shown)
 
-    async def _close(self, request_id: str, relays: Sequence[ServerConnection]) -> None:
+    async def _close(self, pending: _Pending, relays: Sequence[ServerConnection]) -> None:
         """Tell the channels that showed the prompt it is settled, so a chat opened later is not shown
-        it; a channel without the request (or unreachable) just keeps it until it expires."""
+        it, how it ended and by whom; a channel without the request (or unreachable) just keeps it
+        until it expires."""
+        request_id = pending.request_id
+        closed = PermissionClosedParams(
+            request_id=request_id, outcome=pending.outcome, decided_by=pending.decided_by or None
+        )
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
             for relay in relays:
                 try:
                     await relay.request(
-                        PermissionClosedCall(params=PermissionClosedParams(request_id=request_id)),
+                        PermissionClosedCall(params=closed),
                         PermissionClosedResult,
                         timeout=CLOSE_TIMEOUT_S,
                     )
@@ -206,8 +231,12 @@ class ApprovalBroker:
             )
         )
 
-    def resolve(self, request_id: str, behavior: Literal["allow", "deny"], source: str) -> bool:
-        """Apply a verdict; False when the id is unknown, already answered or expired (single use)."""
+    def resolve(
+        self, request_id: str, behavior: Literal["allow", "deny"], source: str, decided_by: str = ""
+    ) -> bool:
+        """Apply a verdict; False when the id is unknown, already answered or expired (single use).
+
+        ``decided_by`` names who answered for the channels to show (default: the channel)."""
         pending = self._pending.get(request_id)
         if pending is None or pending.done.is_set():
             logger.info("ignoring verdict for %s from %s: not pending", request_id, source)
@@ -223,6 +252,7 @@ class ApprovalBroker:
             return False
         pending.behavior = behavior
         pending.answered_by = source
+        pending.decided_by = decided_by[:DECIDED_BY_MAX] or source.removeprefix("channel:")
         pending.done.set()
         return True
 

@@ -14,12 +14,15 @@ from shared.channelkit.kit import (
     define_channel,
     serve_asgi,
 )
+from shared.channelkit.prompts import Closed, PromptClosed
 from shared.events import EventLogFull
 
 __all__ = [
     "Channel",
     "ChannelSettings",
+    "Closed",
     "EventLogFull",
+    "PromptClosed",
     "Received",
     "SendFailed",
     "SendResult",

@@ -38,7 +38,13 @@ from starlette.types import ASGIApp
 
 from shared import hosting
 from shared.channelkit.outbox import OUTBOX_MIGRATIONS, Outbox, OutboxEntry, OutboxStatus
-from shared.channelkit.server import LiveSessions, make_channel_server
+from shared.channelkit.prompts import Closed, OpenPrompts, PromptClosed
+from shared.channelkit.server import (
+    LiveSessions,
+    PermissionClosedParams,
+    PromptOutcome,
+    make_channel_server,
+)
 from shared.db import Database
 from shared.events import EVENTS_MIGRATIONS, EventLog
 from shared.hosting import server_main
@@ -133,46 +139,6 @@ class SendResult(BaseModel):
     state: OutboxStatus
 
 
-class _OpenPrompts:
-    """Prompt ids the host asked about; only these can be answered from the chat, each once per sender.
-
-    An answer does not close the prompt: whether its sender may approve is the host's decision (its
-    pairing and approvers), so a contact's refused ``yes abcde`` must leave the prompt answerable by
-    the operator. The host takes the first answer that counts; the prompt closes when it expires.
-    """
-
-    def __init__(self, ttl_s: float, clock: Callable[[], float]) -> None:
-        self._ttl = ttl_s
-        self._clock = clock
-        self._open: dict[str, tuple[float, PermissionRequestParams]] = {}
-        self._settled: set[str] = set()
-
-    def add(self, params: PermissionRequestParams) -> None:
-        self._open[params.request_id] = (self._clock() + self._ttl, params)
-
-    def _expire(self) -> None:
-        now = self._clock()
-        self._open = {key: entry for key, entry in self._open.items() if entry[0] > now}
-        self._settled &= set(self._open)
-
-    def open(self) -> list[PermissionRequestParams]:
-        """The prompts still waiting for an answer."""
-        self._expire()
-        return [params for key, (_, params) in self._open.items() if key not in self._settled]
-
-    def close(self, request_id: str) -> bool:
-        """Settled by the host: not shown again, but an answer to it still counts as one (too late)."""
-        self._expire()
-        shown = request_id in self._open and request_id not in self._settled
-        if request_id in self._open:
-            self._settled.add(request_id)
-        return shown
-
-    def is_open(self, request_id: str) -> bool:
-        self._expire()
-        return request_id in self._open
-
-
 @dataclass(frozen=True, slots=True)
 class _Definition:
     name: str
@@ -180,6 +146,7 @@ class _Definition:
     receive: Receive
     send: Send
     prompt: Prompt | None
+    closed: Closed | None
     wait_until_ready: bool
     clock: Callable[[], float]
     monotonic: Callable[[], float]
@@ -196,7 +163,7 @@ class Channel:
         self.outbox = Outbox(db, clock=definition.clock)
         self._definition = definition
         self._sessions = sessions
-        self._prompts = _OpenPrompts(definition.settings.approval_ttl_s, definition.monotonic)
+        self._prompts = OpenPrompts(definition.settings.approval_ttl_s, definition.monotonic)
         self._starting: TaskStatus[None] | None = None
 
     def ready(self) -> None:
@@ -222,33 +189,84 @@ class Channel:
             raise ValueError("inbound() needs the platform's dedupe key (e.g. chat id + message id)")
         reply = parse_permission_reply(content) if self._definition.prompt is not None else None
         if reply is not None and self._prompts.is_open(reply.request_id):
-            verdict = PermissionVerdictParams(request_id=reply.request_id, behavior=reply.behavior)
             raw_sender = meta.get("user_id") or meta.get("sender")
-            sender = str(raw_sender) if raw_sender is not None else None
-            # One answer per sender: a refused sender's answer never stands in for an approver's.
-            payload = verdict_event(verdict, sender)
-            if chat_id := meta.get("chat_id"):
-                payload["chat_id"] = str(chat_id)  # where to say so when the answer does not count
-            appended = await self.events.append(
-                VERDICT_KIND, f"{VERDICT_KIND}:{reply.request_id}:{sender or '-'}", payload
+            chat_id = meta.get("chat_id")
+            name = meta.get("user") or meta.get("sender_name")
+            return await self._verdict(
+                reply.request_id,
+                reply.behavior,
+                None if raw_sender is None else str(raw_sender),
+                str(chat_id) if chat_id else None,
+                str(name) if name else None,
             )
-            if appended.created:
-                await self._sessions.push_verdict(verdict)
-            return Received(VERDICT_KIND, appended.seq, appended.created)
         params = normalize_inbound(content, meta)
         appended = await self.events.append(MESSAGE_KIND, dedupe_key, params.model_dump(mode="json"))
         if appended.created:
             await self._sessions.push_message(params)
         return Received(MESSAGE_KIND, appended.seq, appended.created)
 
+    async def press(
+        self,
+        request_id: str,
+        behavior: Literal["allow", "deny"],
+        sender: str,
+        chat_id: str,
+        dedupe_key: str,
+        *,
+        sender_name: str | None = None,
+    ) -> Received:
+        """A button press on a prompt: counts exactly like ``yes <id>`` / ``no <id>`` typed by ``sender``.
+
+        The host still decides whether the sender may approve. A press on a prompt that is not open
+        here (never asked, or expired) is dropped: ``Received(new=False)``, nothing stored.
+        """
+        if not dedupe_key:
+            raise ValueError("press() needs the platform's dedupe key (e.g. the callback query id)")
+        if not sender:
+            raise ValueError("press() needs the sender's platform id: the host decides whose answer counts")
+        if self._definition.prompt is None or not self._prompts.is_open(request_id):
+            return Received(VERDICT_KIND, 0, False)
+        return await self._verdict(request_id, behavior, sender, chat_id or None, sender_name)
+
+    async def _verdict(
+        self,
+        request_id: str,
+        behavior: Literal["allow", "deny"],
+        sender: str | None,
+        chat_id: str | None,
+        sender_name: str | None,
+    ) -> Received:
+        verdict = PermissionVerdictParams(request_id=request_id, behavior=behavior)
+        # One answer per sender: a refused sender's answer never stands in for an approver's.
+        payload = verdict_event(verdict, sender)
+        if chat_id:
+            payload["chat_id"] = chat_id  # where to say so when the answer does not count
+        if sender_name:
+            payload["sender_name"] = sender_name  # shown as who decided, never trusted
+        appended = await self.events.append(
+            VERDICT_KIND, f"{VERDICT_KIND}:{request_id}:{sender or '-'}", payload
+        )
+        if appended.created:
+            await self._sessions.push_verdict(verdict)
+        return Received(VERDICT_KIND, appended.seq, appended.created)
+
     def open_prompts(self) -> list[PermissionRequestParams]:
         """Prompts still waiting for an answer, e.g. to show a chat that connects after they were sent."""
         return self._prompts.open()
 
-    async def close_prompt(self, request_id: str) -> bool:
+    async def close_prompt(
+        self, request_id: str, outcome: PromptOutcome | None = None, decided_by: str | None = None
+    ) -> bool:
         """The host settled the prompt: it is shown no more (a late answer still reaches the host,
-        which tells its sender it came too late)."""
-        return self._prompts.close(request_id)
+        which tells its sender it came too late), then the platform's ``closed`` hears how it ended."""
+        params = self._prompts.get(request_id)
+        shown = self._prompts.close(request_id)
+        if self._definition.closed is not None:
+            await self._definition.closed(PromptClosed(request_id, outcome, decided_by, params))
+        return shown
+
+    async def _on_closed(self, params: PermissionClosedParams) -> bool:
+        return await self.close_prompt(params.request_id, params.outcome, params.decided_by)
 
     async def prompt(self, params: PermissionRequestParams) -> int:
         assert self._definition.prompt is not None
@@ -351,6 +369,7 @@ def define_channel(
     instructions: str,
     outbound_tool: str = "send_message",
     prompt: Prompt | None = None,
+    closed: Closed | None = None,
     wait_until_ready: bool = False,
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
@@ -360,7 +379,11 @@ def define_channel(
     With ``wait_until_ready`` the server answers nobody until ``receive`` calls ``channel.ready()``
     (say, once its port is bound), so a receive side that cannot start fails the server's start.
     """
-    definition = _Definition(name, settings, receive, send, prompt, wait_until_ready, clock, monotonic)
+    if closed is not None and prompt is None:
+        raise ValueError(f"channel {name!r}: closed= needs prompt= (only relayed prompts are closed)")
+    definition = _Definition(
+        name, settings, receive, send, prompt, closed, wait_until_ready, clock, monotonic
+    )
     sessions: LiveSessions | None = None
 
     @asynccontextmanager
@@ -384,7 +407,7 @@ def define_channel(
         event_kinds=(MESSAGE_KIND, VERDICT_KIND) if prompt is not None else (MESSAGE_KIND,),
         outbound_tool=outbound_tool,
         permission=Channel.prompt if prompt is not None else None,
-        closed=Channel.close_prompt if prompt is not None else None,
+        closed=Channel._on_closed if prompt is not None else None,
     )
 
     async def outbound(

@@ -19,6 +19,7 @@ from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.session import ServerSession
+from pydantic import Field
 
 from shared.hosting import advertise_experimental
 from shared.protocol.channel import (
@@ -44,8 +45,9 @@ PERMISSION_CLOSED_METHOD = "nexo/channel/permission_closed"
 
 PermissionHandler = Callable[[Any, PermissionRequestParams], Awaitable[int]]
 """(lifespan state, request) -> how many places the prompt reached."""
-ClosedHandler = Callable[[Any, str], Awaitable[bool]]
-"""(lifespan state, request id) -> whether the prompt was still shown."""
+ClosedHandler = Callable[[Any, "PermissionClosedParams"], Awaitable[bool]]
+"""(lifespan state, what the host settled) -> whether the prompt was still shown."""
+PromptOutcome = Literal["allowed", "denied", "expired", "cancelled"]
 
 
 class PermissionPrompt(types.RequestParams):
@@ -75,9 +77,15 @@ class PermissionRequestAccepted(types.Result):
 
 
 class PermissionClosedParams(types.RequestParams):
-    """The host settled the prompt (answered anywhere, timed out or cancelled): show it no more."""
+    """The host settled the prompt (answered anywhere, timed out or cancelled): show it no more.
+
+    ``outcome`` and ``decided_by`` are absent from older hosts; older channels ignore them.
+    """
 
     request_id: str
+    outcome: PromptOutcome | None = None
+    decided_by: str | None = Field(None, max_length=200)
+    """Who decided, for display (``telegram:12345 (Ana)``, ``console``): never a secret."""
 
 
 class PermissionClosedCall(types.Request[PermissionClosedParams, Literal["nexo/channel/permission_closed"]]):
@@ -116,7 +124,7 @@ class ChannelExtension(Extension):
         self, ctx: ServerRequestContext[Any, Any], params: PermissionClosedParams
     ) -> PermissionClosedResult:
         assert self._closed is not None
-        return PermissionClosedResult(closed=await self._closed(ctx.lifespan_context, params.request_id))
+        return PermissionClosedResult(closed=await self._closed(ctx.lifespan_context, params))
 
     async def _on_permission(
         self, ctx: ServerRequestContext[Any, Any], params: PermissionPrompt

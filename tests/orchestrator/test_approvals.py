@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from orchestrator.mesh import CatalogTool, ServerConnection
-from orchestrator.permissions import ApprovalBroker
+from orchestrator.permissions import ApprovalBroker, decider
 from shared.channelkit.server import PermissionClosedCall, PermissionClosedResult, PermissionRequestAccepted
 
 pytestmark = pytest.mark.anyio
@@ -25,6 +25,8 @@ class Relay:
     fail: bool = False
     asked: list[str] = field(default_factory=list)
     closed: list[str] = field(default_factory=list)
+    closings: list[tuple[str | None, str | None]] = field(default_factory=list)
+    """(outcome, decided_by) of each close, as the channel reads them."""
     shown: anyio.Event = field(default_factory=anyio.Event)
 
     async def request(self, request: Any, result_type: type, *, timeout: float) -> Any:
@@ -32,6 +34,7 @@ class Relay:
             raise ConnectionError("gone")
         if isinstance(request, PermissionClosedCall):
             self.closed.append(request.params.request_id)
+            self.closings.append((request.params.outcome, request.params.decided_by))
             return PermissionClosedResult(closed=True)
         self.asked.append(request.params.request_id)
         self.shown.set()
@@ -120,3 +123,46 @@ async def test_a_settled_request_is_closed_where_it_was_shown_and_a_late_answer_
     assert broker.settled(request_id) == "allowed by channel:phone"
     assert timed_out.settled(expired) == "timed out"
     assert broker.settled("zzzzz") is None
+
+
+async def test_a_close_tells_the_channels_the_outcome_and_who_decided() -> None:
+    broker = ApprovalBroker(timeout_s=5)
+    phone, console = Relay("phone"), Relay("console")
+
+    async def ask_answered(behavior: str, source: str, who: str, call_id: str) -> None:
+        async def ask() -> None:
+            await broker.ask(TOOL, {}, call_id, _relays(phone, console))
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                phone.shown = anyio.Event()
+                tg.start_soon(ask)
+                await phone.shown.wait()
+                broker.resolve(phone.asked[-1], behavior, source, who)  # type: ignore[arg-type]
+
+    await ask_answered("allow", "channel:phone", "phone:12345 (Ana)", "call-1")
+    await ask_answered("deny", "channel:console", "", "call-2")
+    timed_out = ApprovalBroker(timeout_s=0.01)
+    unanswered = Relay("console")
+    await timed_out.ask(TOOL, {}, "call-3", _relays(unanswered))
+    assert phone.closings == console.closings == [("allowed", "phone:12345 (Ana)"), ("denied", "console")]
+    assert unanswered.closings == [("expired", None)]
+
+
+async def test_a_prompt_whose_goal_is_cancelled_closes_as_cancelled() -> None:
+    broker = ApprovalBroker(timeout_s=5)
+    relay = Relay("phone")
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(broker.ask, TOOL, {}, "call-1", _relays(relay))
+            await relay.shown.wait()
+            tg.cancel_scope.cancel()
+    assert relay.closings == [("cancelled", None)]
+
+
+def test_who_decided_is_the_channel_sender_and_name_printable_and_short() -> None:
+    assert decider("telegram", "12345", "Ana") == "telegram:12345 (Ana)"
+    assert decider("console") == "console"
+    assert decider("whatsapp", "4915", None) == "whatsapp:4915"
+    long = decider("x", "1", "evil\nname" + "a" * 300)
+    assert (long[:14], len(long), set(long[14:])) == ("x:1 (evil name", 120, {"a"})
