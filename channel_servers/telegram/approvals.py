@@ -15,9 +15,12 @@ from typing import Any
 from channel_servers.telegram.outbound import Sender
 from channel_servers.telegram.updates import Press, callback_data, parse_callback
 from shared.channelkit import Channel, SendFailed, Unreachable
+from shared.channelkit.prompts import PromptClosed
 from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.telegram")
+
+OUTCOMES = {"allowed": "approved", "denied": "denied", "expired": "expired", "cancelled": "cancelled"}
 
 
 def prompt_html(params: PermissionRequestParams) -> str:
@@ -83,13 +86,18 @@ class Approvals:
         note = None
         if answer is None:
             note = "This button is not nexo's."
-        elif answer[1] not in {prompt.request_id for prompt in self._channel.open_prompts()}:
-            note = "This request is already closed."
         else:
             behavior, request_id = answer
-            meta = {"chat_id": press.chat_id, "message_id": press.message_id, "user_id": press.user_id}
-            word = "yes" if behavior == "allow" else "no"
-            await self._channel.inbound(f"{word} {request_id}", meta, f"press:{press.query_id}")
+            received = await self._channel.press(
+                request_id,
+                behavior,
+                press.user_id,
+                press.chat_id,
+                f"press:{press.query_id}",
+                sender_name=press.user_name,
+            )
+            if received.seq == 0:
+                note = "This request is already closed."
         params: dict[str, Any] = {"callback_query_id": press.query_id}
         if note:
             params["text"] = note
@@ -98,9 +106,11 @@ class Approvals:
         except (SendFailed, Unreachable) as exc:
             logger.info("telegram: press %s not answered: %s", press.query_id, exc)
 
-    async def closed(self, request_id: str, outcome: str, decided_by: str | None) -> None:
+    async def closed(self, closed: PromptClosed) -> None:
         """Edit each prompt message to say how it ended (and who decided) and remove its buttons."""
-        who = f" by {decided_by}" if decided_by else ""
+        request_id = closed.request_id
+        outcome = OUTCOMES.get(closed.outcome or "", "closed")
+        who = f" by {closed.decided_by}" if closed.decided_by else ""
         for chat_id, message_id in self.shown.pop(request_id, []):
             try:
                 await self._sender.call(

@@ -22,6 +22,7 @@ from channel_servers.telegram.settings import NAME, TOKEN_VARIABLE, TelegramSett
 from channel_servers.telegram.updates import Message, Press, parse
 from shared import hosting
 from shared.channelkit import Channel, channel_main, define_channel
+from shared.channelkit.prompts import PromptClosed
 from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.telegram")
@@ -102,6 +103,10 @@ class Telegram:
         assert self._sender is not None, "send before the channel started"
         return await self._sender.send(chat_id, text, reply_to)
 
+    async def closed(self, closed: PromptClosed) -> None:
+        if self._approvals is not None:
+            await self._approvals.closed(closed)
+
     async def prompt(self, params: PermissionRequestParams) -> int:
         assert self._approvals is not None, "prompt before the channel started"
         return await self._approvals.show(params)
@@ -115,6 +120,7 @@ def build_server(settings: TelegramSettings, telegram: Telegram | None = None) -
         receive=telegram.receive,
         send=telegram.send,
         prompt=telegram.prompt,
+        closed=telegram.closed,
         wait_until_ready=True,
         instructions=(
             f'Telegram messages arrive as <channel source="{NAME}" chat_id="..." user="..." ...>. '

@@ -9,7 +9,7 @@ to the same topic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 CALLBACK_PREFIX = "nexo"
 
@@ -41,6 +41,7 @@ class Press:
 
     query_id: str
     user_id: str
+    user_name: str
     chat_id: str
     message_id: str
     data: str
@@ -82,6 +83,7 @@ def _press(query: dict[str, Any]) -> Press | None:
     return Press(
         query_id=str(query["id"]),
         user_id=str(sender),
+        user_name=_display_name(query["from"]),
         chat_id=session_chat_id(
             chat, message.get("message_thread_id") if message.get("is_topic_message") else None
         ),
@@ -191,10 +193,14 @@ def callback_data(behavior: str, request_id: str) -> str:
     return f"{CALLBACK_PREFIX}:{behavior}:{request_id}"
 
 
-def parse_callback(data: str) -> tuple[str, str] | None:
+def parse_callback(data: str) -> tuple[Literal["allow", "deny"], str] | None:
     """(``allow`` | ``deny``, request id) from a button of ours; None for anything else."""
     prefix, _, rest = data.partition(":")
     behavior, _, request_id = rest.partition(":")
-    if prefix != CALLBACK_PREFIX or behavior not in ("allow", "deny") or not request_id:
+    if prefix != CALLBACK_PREFIX or not request_id:
         return None
-    return behavior, request_id
+    if behavior == "allow":
+        return "allow", request_id
+    if behavior == "deny":
+        return "deny", request_id
+    return None

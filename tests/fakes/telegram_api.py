@@ -564,8 +564,8 @@ def _json(value: Any) -> Any:
 
 def _markup(value: Any) -> dict[str, Any] | None:
     markup = _json(value)
-    if not markup:
-        return None
+    if not markup or not any(markup.get("inline_keyboard", [])):
+        return None  # an empty keyboard shows no buttons
     for row in markup.get("inline_keyboard", []):
         for button in row:
             data = button.get("callback_data")

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from shared.channelkit.server import PermissionPrompt, PermissionRequestAccepted, PermissionRequestCall
+from shared.channelkit.server import (
+    PermissionClosedCall,
+    PermissionClosedParams,
+    PermissionClosedResult,
+    PermissionPrompt,
+    PermissionRequestAccepted,
+    PermissionRequestCall,
+)
 from tests.channel_servers.telegram.support import Running, pull, telegram_channel
 from tests.fakes.telegram_api import FakeTelegram
 
@@ -52,11 +59,23 @@ async def test_a_prompt_shows_buttons_and_each_press_is_its_pressers_answer(tmp_
     assert [(event.kind, event.payload) for event in events] == [
         (
             "permission_verdict",
-            {"request_id": "kmpqr", "behavior": "allow", "sender": str(STRANGER), "chat_id": str(OPERATOR)},
+            {
+                "request_id": "kmpqr",
+                "behavior": "allow",
+                "sender": str(STRANGER),
+                "chat_id": str(OPERATOR),
+                "sender_name": "Presser",
+            },
         ),
         (
             "permission_verdict",
-            {"request_id": "kmpqr", "behavior": "deny", "sender": str(OPERATOR), "chat_id": str(OPERATOR)},
+            {
+                "request_id": "kmpqr",
+                "behavior": "deny",
+                "sender": str(OPERATOR),
+                "chat_id": str(OPERATOR),
+                "sender_name": "Presser",
+            },
         ),
     ]
     assert all("text" not in params for params in answered)
@@ -84,3 +103,24 @@ async def test_without_approval_chats_a_prompt_reaches_nobody(tmp_path: Path) ->
         delivered = await ask(running)
     assert delivered == 0
     assert running.fake.calls_of("sendMessage") == []
+
+
+async def test_a_settled_prompt_is_edited_to_its_outcome_and_loses_its_buttons(tmp_path: Path) -> None:
+    fake = FakeTelegram()
+    fake.chat(OPERATOR)
+    async with telegram_channel(tmp_path, fake, approval_chat_ids=[str(OPERATOR)]) as running:
+        await ask(running)
+        closed = await running.client.session.send_request(
+            PermissionClosedCall(
+                params=PermissionClosedParams(
+                    request_id="kmpqr", outcome="allowed", decided_by="telegram:5550001 (Ana)"
+                )
+            ),
+            PermissionClosedResult,
+        )
+        [edit] = await fake.called("editMessageText")
+    [shown] = fake.sent_to(OPERATOR)
+    assert closed.closed
+    assert edit["message_id"] == shown.message_id
+    assert shown.text == "Request kmpqr: approved by telegram:5550001 (Ana)."
+    assert shown.reply_markup is None

@@ -13,6 +13,7 @@ import random
 import socket
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -36,7 +37,7 @@ def free_port() -> int:
     return port
 
 
-def webhook_settings(port: int = 0) -> dict[str, object]:
+def webhook_settings(port: int = 0) -> dict[str, Any]:
     return {
         "mode": "webhook",
         "webhook_url": f"http://127.0.0.1:{port}{WEBHOOK_PATH}",
