@@ -124,8 +124,9 @@ def build_server(settings: TelegramSettings, telegram: Telegram | None = None) -
         wait_until_ready=True,
         instructions=(
             f'Telegram messages arrive as <channel source="{NAME}" chat_id="..." user="..." ...>. '
-            "Answer with the send_message tool, passing the chat_id from the tag; Markdown is "
-            "formatted for Telegram and long answers are split."
+            "Answer with the send_message tool, passing the chat_id from the tag (in a forum topic, "
+            "the thread_id, which is <chat_id>:<topic_id>); Markdown is formatted for Telegram and "
+            "long answers are split."
         ),
     )
 

@@ -1,9 +1,10 @@
 """What one Telegram update means to nexo: a message (content, meta, dedupe key), a button press, or
 nothing. Pure functions over the Bot API's JSON; no I/O.
 
-Identity is the sender's numeric user id, never a name or phone number. A chat id is ``<chat>`` or,
-in a forum topic, ``<chat>:<thread>``, so each topic is a session of its own and answers go back
-to the same topic.
+Identity is the sender's numeric user id, never a name or phone number. ``chat_id`` is Telegram's
+chat id (what pairing keys a group by); in a forum topic ``thread_id`` is ``<chat>:<topic>``, which
+makes each topic a session of its own, and an answer quoting the message lands in its topic. The
+outbound tool also takes ``<chat>:<topic>`` as a chat id, to write into a topic unprompted.
 """
 
 from __future__ import annotations
@@ -84,9 +85,7 @@ def _press(query: dict[str, Any]) -> Press | None:
         query_id=str(query["id"]),
         user_id=str(sender),
         user_name=_display_name(query["from"]),
-        chat_id=session_chat_id(
-            chat, message.get("message_thread_id") if message.get("is_topic_message") else None
-        ),
+        chat_id=str(chat),
         message_id=str(message.get("message_id", "")),
         data=query["data"],
     )
@@ -98,7 +97,7 @@ def _message(message: dict[str, Any], *, bot_username: str, edited: bool) -> Mes
     if "id" not in chat or "id" not in sender or sender.get("is_bot"):
         return None
     thread = message.get("message_thread_id") if message.get("is_topic_message") else None
-    chat_id = session_chat_id(chat["id"], thread)
+    chat_id = str(chat["id"])
     text = message.get("text") or message.get("caption") or ""
     media = _media(message)
     if not text and not media:
@@ -111,6 +110,7 @@ def _message(message: dict[str, Any], *, bot_username: str, edited: bool) -> Mes
         "chat_type": str(chat.get("type", "private")),
     }
     if thread is not None:
+        meta["thread_id"] = session_chat_id(chat["id"], thread)
         meta["topic_id"] = str(thread)
     if isinstance(message.get("reply_to_message"), dict):
         meta["reply_to"] = str(message["reply_to_message"].get("message_id", ""))

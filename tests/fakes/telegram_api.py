@@ -15,7 +15,8 @@ Documented behaviours it covers:
 - ``sendMessage``: ``parse_mode=HTML`` validated (``400 Bad Request: can't parse entities: ...``,
   see :mod:`tests.fakes.telegram_html`), 4096 characters after parsing (``400 Bad Request: message
   is too long``), ``reply_parameters``, ``message_thread_id``, ``reply_markup.inline_keyboard``
-  with ``callback_data`` of 1-64 bytes (``400 Bad Request: BUTTON_DATA_INVALID``).
+  with ``callback_data`` of 1-64 bytes (``400 Bad Request: BUTTON_DATA_INVALID``); a reply to a
+  message in a forum topic is posted in that topic.
 - ``editMessageText``, ``editMessageReplyMarkup``, ``answerCallbackQuery``, ``sendChatAction``.
 - ``getFile`` and the file download; ``sendDocument`` / ``sendPhoto`` as multipart uploads.
 - A chat that blocked the bot is ``403 Forbidden: bot was blocked by the user``; an unknown chat
@@ -117,6 +118,7 @@ class FakeTelegram:
         self._tg: anyio.abc.TaskGroup | None = None
         self.base_url = ""
         self._closing = False
+        self._topics: dict[tuple[int, int], int] = {}
 
     # -- what tests call ------------------------------------------------------------------------
 
@@ -179,6 +181,7 @@ class FakeTelegram:
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True
+            self._topics[(where, message["message_id"])] = thread_id
         if reply_to is not None:
             message["reply_to_message"] = {"message_id": reply_to, "chat": chat, "date": 1_700_000_000}
         message.update(extra or {})
@@ -451,6 +454,9 @@ class FakeTelegram:
         markup = _markup(params.get("reply_markup"))
         reply = _json(params.get("reply_parameters"))
         thread = params.get("message_thread_id")
+        if thread is None and reply:
+            # A reply to a message in a forum topic is posted in that topic.
+            thread = self._topics.get((chat_id, int(reply["message_id"])))
         sent = Sent(
             chat_id=chat_id,
             message_id=next(self._ids(chat_id)),
@@ -460,6 +466,8 @@ class FakeTelegram:
             reply_markup=markup,
             parse_mode=params.get("parse_mode"),
         )
+        if sent.thread_id is not None:
+            self._topics[(chat_id, sent.message_id)] = sent.thread_id
         self.sent.append(sent)
         return self._message(sent)
 

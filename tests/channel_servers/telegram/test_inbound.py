@@ -60,11 +60,12 @@ async def test_a_forum_topic_is_a_chat_of_its_own_and_a_mention_is_flagged(tmp_p
     metas = [event.payload["meta"] for event in events]
     assert metas == [
         {
-            "chat_id": f"{GROUP}:7",
+            "chat_id": str(GROUP),
             "message_id": "1",
             "user_id": str(BEN),
             "user": "Ana",
             "chat_type": "supergroup",
+            "thread_id": f"{GROUP}:7",
             "topic_id": "7",
             "mentioned": "true",
         },

@@ -70,13 +70,21 @@ async def test_a_part_refused_for_its_formatting_is_sent_once_more_as_plain_text
     assert result.structured_content["status"] == "sent"
 
 
-async def test_an_answer_goes_to_the_same_forum_topic_as_a_reply(tmp_path: Path) -> None:
+async def test_an_answer_goes_to_the_forum_topic_it_names_or_quotes(tmp_path: Path) -> None:
     fake = FakeTelegram()
     fake.chat(GROUP, "supergroup", is_forum=True)
     async with telegram_channel(tmp_path, fake) as running:
+        fake.inject(fake.message(ANA, "in topic 9", chat_id=GROUP, thread_id=9))
+        [event] = await pull(running.client)
+        meta = event.payload["meta"]
+        await send(running.client, meta["chat_id"], "quoting", reply_to=meta["message_id"])
+        await send(running.client, meta["thread_id"], "unprompted")
         await send(running.client, f"{GROUP}:7", "on it", reply_to="3")
-    [sent] = fake.sent_to(GROUP)
-    assert (sent.thread_id, sent.reply_to, sent.text) == (7, 3, "on it")
+    assert [(sent.thread_id, sent.reply_to, sent.text) for sent in fake.sent_to(GROUP)] == [
+        (9, 1, "quoting"),
+        (9, None, "unprompted"),
+        (7, 3, "on it"),
+    ]
 
 
 async def test_too_many_requests_waits_the_retry_after_telegram_names(tmp_path: Path) -> None:
