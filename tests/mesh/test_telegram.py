@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -131,14 +130,16 @@ def test_a_paired_contact_is_answered_and_the_operator_approves_with_a_button(tm
             [prompt] = sent_to(fake, portal, OPERATOR, 1)
             assert prompt.reply_markup is not None
             allow = prompt.reply_markup["inline_keyboard"][0][0]["callback_data"]
+            request_id = allow.rsplit(":", 1)[1]
             inject(portal.call(fake.press, STRANGER, prompt, allow))  # not an approver
             orch.wait_for_line("not an approver", timeout=60)
             inject(portal.call(fake.press, OPERATOR, prompt, allow))
-            done = sent_to(fake, portal, OPERATOR, 2)[1]
+            _, refused, done = sent_to(fake, portal, OPERATOR, 3)
             edited = portal.call(functools.partial(fake.called, "editMessageText", timeout=60))
-    assert (answer.text, answer.reply_to) == ("welcome, Bob", 2)
+    assert (answer.text, answer.reply_to) == ("welcome, Bob", 3)  # "thanks!" follows the code
     assert (in_topic.text, in_topic.thread_id) == ("answered in the topic", 7)
     assert done.text == "noted"
+    assert refused.text.startswith(f"[refused] your answer to approval {request_id} was not counted: sender")
     assert notes.read_text() == "buy milk\n"
     assert seen == ['{"result": "wrote 8 characters"}']
     assert prompt.text.startswith("Request ")
