@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest
+from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, ScriptItem
 from tests.fakes.llm import Reply as ModelReply
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegram, Sent
 from tests.mesh.harness import nexo, python_server, running, write_config
@@ -92,7 +92,7 @@ def test_a_paired_contact_is_answered_and_the_operator_approves_with_a_button(tm
         seen.append(content)
         return ModelReply("noted")
 
-    script = [
+    script: list[ScriptItem] = [
         ModelReply("welcome, Bob"),
         ModelReply("answered in the topic"),
         CallTool("notes__write_note", {"text": "buy milk"}),
@@ -144,6 +144,6 @@ def test_a_paired_contact_is_answered_and_the_operator_approves_with_a_button(tm
     assert seen == ['{"result": "wrote 8 characters"}']
     assert prompt.text.startswith("Request ")
     assert "approved" in prompt.text
-    assert prompt.reply_markup is None
+    assert fake.sent_to(OPERATOR)[0].reply_markup is None  # edited: the buttons are gone
     assert len(edited) == 1
     assert "hi, I'm Bob" not in "".join(request.last_user_text or "" for request in llm.requests)
