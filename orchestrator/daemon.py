@@ -16,7 +16,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel
 
-from orchestrator.config import NexoConfig
+from orchestrator.config import NexoConfig, workspace_root
 from orchestrator.control import control_path, serve_control
 from orchestrator.dlq import channel_connections, dlq
 from orchestrator.goals import AuditSink, GoalTracker, TrackedGoal
@@ -48,10 +48,15 @@ Pushed = ChannelParams | PermissionVerdictParams
 
 
 def child_env(config: NexoConfig) -> dict[str, str]:
-    return {
+    env = {
         "NEXO_STATE_DIR": str(config.state_path),
         "NEXO_LOG_LEVEL": os.environ.get("NEXO_LOG_LEVEL", "WARNING"),
     }
+    workspace = workspace_root(config)
+    if workspace != config.state_path / "workspace":
+        # Channels save received files into, and send files from, the workspace server's root.
+        env["NEXO_WORKSPACE_ROOT"] = str(workspace)
+    return env
 
 
 class Orchestrator:

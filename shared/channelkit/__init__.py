@@ -3,18 +3,17 @@
 A new channel needs only the kit: ``from shared.channelkit import define_channel, ChannelSettings``.
 """
 
+from shared.channelkit.delivery import SendFailed, SendFile, SendResult, Unreachable
 from shared.channelkit.kit import (
     Channel,
-    ChannelSettings,
     Received,
-    SendFailed,
-    SendResult,
-    Unreachable,
     channel_main,
     define_channel,
     serve_asgi,
 )
 from shared.channelkit.prompts import Closed, PromptClosed
+from shared.channelkit.settings import ChannelSettings
+from shared.channelkit.typing import Show, Typing
 from shared.events import EventLogFull
 
 __all__ = [
@@ -25,7 +24,10 @@ __all__ = [
     "PromptClosed",
     "Received",
     "SendFailed",
+    "SendFile",
     "SendResult",
+    "Show",
+    "Typing",
     "Unreachable",
     "channel_main",
     "define_channel",

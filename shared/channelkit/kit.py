@@ -17,27 +17,29 @@ the author passes ``prompt``, and ``main()``.
 from __future__ import annotations
 
 import logging
-import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import anyio
 from anyio.abc import TaskStatus
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
+from pydantic import Field
 from starlette.types import ASGIApp
 
 from shared import hosting
-from shared.channelkit.outbox import OUTBOX_MIGRATIONS, Outbox, OutboxEntry, OutboxStatus
+from shared.channelkit.delivery import (
+    Delivery,
+    Platform,
+    Send,
+    SendFile,
+    SendResult,
+)
+from shared.channelkit.outbox import OUTBOX_MIGRATIONS, Outbox, OutboxEntry
 from shared.channelkit.prompts import Closed, OpenPrompts, PromptClosed
 from shared.channelkit.server import (
     LiveSessions,
@@ -45,6 +47,8 @@ from shared.channelkit.server import (
     PromptOutcome,
     make_channel_server,
 )
+from shared.channelkit.settings import ChannelSettings
+from shared.channelkit.typing import Show, Typing
 from shared.db import Database
 from shared.events import EVENTS_MIGRATIONS, EventLog
 from shared.hosting import server_main
@@ -62,64 +66,19 @@ logger = logging.getLogger("nexo.channel")
 
 MESSAGE_KIND: Final = "message"
 VERDICT_KIND: Final = "permission_verdict"
-DEFAULT_STATE_DIR = Path("~/.local/state/nexo")
 # Only a call with an idempotency_key is safe to repeat, so the tool as a whole is not idempotent.
 OUTBOUND = tool_hints(open_world=True)
+FILE_TOOL: Final = "send_file"
+PathArg = Annotated[
+    str,
+    Field(description="The file to send: a path in the agent's workspace, relative to its root."),
+]
+CaptionArg = Annotated[str | None, Field(description="Text shown with the file; omit for none.")]
 
-Send = Callable[[str, str, str | None], Awaitable[str]]
-"""(chat_id, text, reply_to) -> the platform's id of the delivered message."""
 Receive = Callable[["Channel"], Coroutine[Any, Any, None]]
 """Runs for the server's lifetime (it may also return early); a crash stops the server."""
 Prompt = Callable[[PermissionRequestParams], Awaitable[int]]
 """Show a permission prompt to the operator; returns how many places showed it (0: nobody saw it)."""
-
-
-class Unreachable(Exception):
-    """The recipient cannot be reached now (offline, socket closed): the message stays queued."""
-
-
-class SendFailed(Exception):
-    """The platform refused the message for good (unknown chat, too long): it is recorded as failed."""
-
-
-class _SharedStateDir(PydanticBaseSettingsSource):
-    """``NEXO_STATE_DIR`` (what the orchestrator passes every child) below ``NEXO_<NAME>_STATE_DIR``."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        value = os.environ.get("NEXO_STATE_DIR")
-        return {"state_dir": value} if value else {}
-
-
-class ChannelSettings(BaseSettings):
-    """What every channel reads; subclass it with ``env_prefix="NEXO_<NAME>_"`` and add your own."""
-
-    state_dir: Path = DEFAULT_STATE_DIR
-    db_path: Path | None = None
-    """Default ``<state_dir>/<name>/<name>.db``."""
-    max_pending: int = Field(1000, ge=1)
-    """Unacknowledged inbound messages kept before ``inbound`` raises EventLogFull."""
-    approval_ttl_s: float = Field(600.0, gt=0, le=600)
-    """How long a relayed permission prompt stays answerable from the chat."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, _SharedStateDir(settings_cls)
-
-    def channel_dir(self, name: str) -> Path:
-        return self.state_dir.expanduser() / name
-
-    def database(self, name: str) -> Path:
-        return (self.db_path or self.channel_dir(name) / f"{name}.db").expanduser()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,21 +89,12 @@ class Received:
     """False when the dedupe key (or the answered prompt) was seen before: nothing was stored."""
 
 
-class SendResult(BaseModel):
-    status: Literal["sent", "queued", "duplicate"]
-    """sent; queued (the chat is unreachable now and gets it when it comes back); or duplicate
-    (this idempotency_key was used before: nothing was sent, ``state`` says how that one went)."""
-    message_id: str
-    platform_message_id: str | None
-    state: OutboxStatus
-
-
 @dataclass(frozen=True, slots=True)
 class _Definition:
     name: str
     settings: ChannelSettings
     receive: Receive
-    send: Send
+    platform: Platform
     prompt: Prompt | None
     closed: Closed | None
     wait_until_ready: bool
@@ -161,6 +111,7 @@ class Channel:
         self.db = db
         self.events = EventLog(db, max_pending=definition.settings.max_pending, clock=definition.clock)
         self.outbox = Outbox(db, clock=definition.clock)
+        self.delivery = Delivery(definition.platform, db, self.outbox, definition.clock)
         self._definition = definition
         self._sessions = sessions
         self._prompts = OpenPrompts(definition.settings.approval_ttl_s, definition.monotonic)
@@ -285,79 +236,29 @@ class Channel:
     async def send(
         self, text: str, chat_id: str, reply_to: str | None, idempotency_key: str | None, notice: bool
     ) -> SendResult:
-        """The outbound tool: one outbox entry per idempotency key, then one attempt to deliver."""
-        begun = await self.outbox.begin(
-            idempotency_key or uuid.uuid4().hex, chat_id, text, reply_to, notice=notice
-        )
-        entry = begun.entry
-        if not begun.created:
-            return SendResult(
-                status="duplicate",
-                message_id=str(entry.id),
-                platform_message_id=entry.provider_id,
-                state=entry.status,
-            )
-        state, detail = await self._attempt(entry)
-        if state == "sent":
-            return SendResult(
-                status="sent", message_id=str(entry.id), platform_message_id=detail, state=state
-            )
-        if state == "pending":
-            return SendResult(
-                status="queued", message_id=str(entry.id), platform_message_id=None, state=state
-            )
-        outcome, hint = (
-            ("was refused", "fix the chat_id or the text")
-            if state == "failed"
-            else ("may or may not have been delivered", "check whether it arrived")
-        )
-        raise ToolError(
-            f"message {entry.id} to chat {chat_id!r} {outcome} ({detail}); it is recorded as {state} "
-            f"and is never retried under the same idempotency_key: {hint}, then send again with a new "
-            "idempotency_key if it still needs to go out"
-        )
+        """The outbound tool: one outbox entry per idempotency key, delivered after the chat's older
+        pending messages (the typing indicator of the chat stops)."""
+        return await self.delivery.send(text, chat_id, reply_to, idempotency_key, notice)
+
+    async def send_file(
+        self, chat_id: str, path: str, caption: str | None, reply_to: str | None, idempotency_key: str | None
+    ) -> SendResult:
+        """The ``send_file`` tool: a workspace file through the same outbox as text."""
+        return await self.delivery.send_file(chat_id, path, caption, reply_to, idempotency_key)
 
     async def flush(self, chat_id: str) -> int:
         """Deliver the queued messages of a chat that is reachable again, oldest first; returns how many."""
-        delivered = 0
-        for entry in await self.outbox.pending(chat_id):
-            # Claimed by a conditional update, so two flushes of one chat never deliver an entry twice.
-            claimed = await self.db.execute(
-                "UPDATE outbox SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'pending'",
-                (self._definition.clock(), entry.id),
-            )
-            if not claimed:
-                continue
-            state, detail = await self._attempt(entry)
-            if state == "pending":
-                break
-            if state == "sent":
-                delivered += 1
-            else:
-                logger.warning(
-                    "%s: queued message %d to chat %r is %s: %s", self.name, entry.id, chat_id, state, detail
-                )
-        return delivered
+        return await self.delivery.flush(chat_id)
 
-    async def _attempt(self, entry: OutboxEntry) -> tuple[OutboxStatus, str]:
-        """(state, platform id or why not). A cancel leaves it ``sending``: ``recover()`` handles that."""
-        try:
-            platform_id = await self._definition.send(entry.chat_id, entry.text, entry.reply_to)
-        except Unreachable as exc:
-            await self.outbox.mark_pending(entry.id)
-            return "pending", str(exc)
-        except SendFailed as exc:
-            await self.outbox.mark_failed(entry.id, str(exc))
-            return "failed", str(exc)
-        except Exception as exc:  # the platform may have taken it: never resend blindly
-            logger.exception("%s: sending message %d failed unexpectedly", self.name, entry.id)
-            await self.db.execute(
-                "UPDATE outbox SET status = 'uncertain', error = ?, updated_at = ? WHERE id = ?",
-                (repr(exc), self._definition.clock(), entry.id),
-            )
-            return "uncertain", repr(exc)
-        await self.outbox.mark_sent(entry.id, platform_id)
-        return "sent", platform_id
+    def typing_started(self, chat_id: str) -> None:
+        """A message arrived in ``chat_id``: show typing there until the reply goes out (with ``typing=``)."""
+        if self.typing is not None:
+            self.typing.start(chat_id)
+
+    @property
+    def typing(self) -> Typing | None:
+        """The typing indicators (None without ``typing=``)."""
+        return self._definition.platform.typing
 
 
 def define_channel(
@@ -370,6 +271,11 @@ def define_channel(
     outbound_tool: str = "send_message",
     prompt: Prompt | None = None,
     closed: Closed | None = None,
+    send_file: SendFile | None = None,
+    max_file_bytes: int | None = None,
+    typing: Show | None = None,
+    typing_interval_s: float = 4.0,
+    typing_max_s: float = 120.0,
     wait_until_ready: bool = False,
     clock: Callable[[], float] = time.time,
     monotonic: Callable[[], float] = time.monotonic,
@@ -378,11 +284,24 @@ def define_channel(
 
     With ``wait_until_ready`` the server answers nobody until ``receive`` calls ``channel.ready()``
     (say, once its port is bound), so a receive side that cannot start fails the server's start.
+    With ``send_file`` the server also offers the ``send_file`` tool, for workspace files of at most
+    ``max_file_bytes`` (the lower of it and the ``max_file_bytes`` setting). With ``typing``,
+    ``channel.typing_started(chat_id)`` shows typing until the chat's next message goes out.
     """
     if closed is not None and prompt is None:
         raise ValueError(f"channel {name!r}: closed= needs prompt= (only relayed prompts are closed)")
+    if max_file_bytes is not None and max_file_bytes < 1:
+        raise ValueError(f"channel {name!r}: max_file_bytes {max_file_bytes!r} must be at least 1")
+    platform = Platform(
+        name,
+        send,
+        send_file,
+        settings.workspace(),
+        min(settings.max_file_bytes, max_file_bytes or settings.max_file_bytes),
+        None if typing is None else Typing(typing, interval_s=typing_interval_s, max_s=typing_max_s),
+    )
     definition = _Definition(
-        name, settings, receive, send, prompt, closed, wait_until_ready, clock, monotonic
+        name, settings, receive, platform, prompt, closed, wait_until_ready, clock, monotonic
     )
     sessions: LiveSessions | None = None
 
@@ -393,6 +312,8 @@ def define_channel(
             channel = Channel(definition, db, sessions)
             await channel.recover()
             async with anyio.create_task_group() as tg:
+                if platform.typing is not None:
+                    platform.typing.bind(tg)
                 await tg.start(channel._receive)
                 try:
                     yield channel
@@ -436,7 +357,37 @@ def define_channel(
         ),
         annotations=OUTBOUND,
     )
+    if send_file is not None:
+        add_file_tool(server, name)
     return server
+
+
+def add_file_tool(server: MCPServer[Any], name: str) -> None:
+    async def send_file_tool(
+        chat_id: ChatIdArg,
+        path: PathArg,
+        caption: CaptionArg = None,
+        reply_to: ReplyToArg = None,
+        idempotency_key: IdempotencyKeyArg = None,
+        *,
+        ctx: Context[Channel],
+    ) -> SendResult:
+        if not chat_id.strip():
+            raise ToolError(f"chat_id {chat_id!r} is empty; pass the chat_id from the <channel ...> tag")
+        channel = ctx.request_context.lifespan_context
+        return await channel.send_file(chat_id, path, caption, reply_to, idempotency_key)
+
+    server.add_tool(
+        send_file_tool,
+        name=FILE_TOOL,
+        title=f"Send a file to a {name} chat",
+        description=(
+            f"Send a file from the workspace to a {name} chat (chat_id from the <channel ...> tag), "
+            "with an optional caption. Retrying with the same idempotency_key never sends twice; "
+            "queued means it goes out when the chat is back."
+        ),
+        annotations=OUTBOUND,
+    )
 
 
 async def serve_asgi(

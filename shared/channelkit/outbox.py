@@ -42,9 +42,16 @@ def _add_notice(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE outbox ADD COLUMN notice INTEGER NOT NULL DEFAULT 0")
 
 
+def _add_file(conn: sqlite3.Connection) -> None:
+    # A file goes through the same outbox as text: its caption is the entry's text.
+    conn.execute("ALTER TABLE outbox ADD COLUMN file_path TEXT")
+    conn.execute("ALTER TABLE outbox ADD COLUMN mime TEXT")
+
+
 OUTBOX_MIGRATIONS: tuple[Migration, ...] = (
     Migration("outbox_0001_create", _create_outbox),
     Migration("outbox_0002_notice", _add_notice),
+    Migration("outbox_0003_file", _add_file),
 )
 
 
@@ -59,9 +66,12 @@ class OutboxEntry:
     provider_id: str | None
     error: str | None
     notice: bool = False
+    file_path: str | None = None
+    """The file to send (resolved inside the workspace when queued); ``text`` is its caption."""
+    mime: str | None = None
 
 
-_COLUMNS = "id, idempotency_key, chat_id, text, reply_to, status, provider_id, error, notice"
+_COLUMNS = "id, idempotency_key, chat_id, text, reply_to, status, provider_id, error, notice, file_path, mime"
 
 
 def _entry(row: tuple[object, ...]) -> OutboxEntry:
@@ -75,6 +85,8 @@ def _entry(row: tuple[object, ...]) -> OutboxEntry:
         provider_id=None if row[6] is None else str(row[6]),
         error=None if row[7] is None else str(row[7]),
         notice=bool(row[8]),
+        file_path=None if row[9] is None else str(row[9]),
+        mime=None if row[10] is None else str(row[10]),
     )
 
 
@@ -99,6 +111,8 @@ class Outbox:
         *,
         status: OutboxStatus = "sending",
         notice: bool = False,
+        file_path: str | None = None,
+        mime: str | None = None,
     ) -> Begun:
         now = self._clock()
         async with self._db.transaction() as tx:
@@ -109,8 +123,8 @@ class Outbox:
                 return Begun(_entry(row), created=False)
             new_id = await tx.insert(
                 "INSERT INTO outbox(idempotency_key, chat_id, text, reply_to, status, created_at, "
-                "updated_at, notice) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (idempotency_key, chat_id, text, reply_to, status, now, now, int(notice)),
+                "updated_at, notice, file_path, mime) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (idempotency_key, chat_id, text, reply_to, status, now, now, int(notice), file_path, mime),
             )
             created = await tx.fetchone(f"SELECT {_COLUMNS} FROM outbox WHERE id = ?", (new_id,))
         assert created is not None

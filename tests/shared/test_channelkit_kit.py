@@ -392,7 +392,7 @@ async def test_a_send_in_flight_when_the_server_stops_is_uncertain_after_the_res
     assert (crashed.sent, restarted.sent) == ([], [])
 
 
-async def test_two_flushes_of_one_chat_never_deliver_a_message_twice(tmp_path: Path) -> None:
+async def test_two_flushes_of_one_chat_deliver_each_message_once_and_in_order(tmp_path: Path) -> None:
     platform = Platform()
     async with Client(build(tmp_path, platform)) as client:
         await send_message(client, text="first", chat_id="c2")
@@ -402,16 +402,17 @@ async def test_two_flushes_of_one_chat_never_deliver_a_message_twice(tmp_path: P
         results: list[int] = []
         async with anyio.create_task_group() as tg:
 
-            async def slow_flush() -> None:
+            async def flush() -> None:
                 results.append(await platform.live.flush("c2"))
 
-            tg.start_soon(slow_flush)
+            tg.start_soon(flush)
             with anyio.fail_after(5):
                 await platform.entered.wait()
-            results.append(await platform.live.flush("c2"))
+            tg.start_soon(flush)  # waits for the first flush: "second" never overtakes "first"
+            await anyio.wait_all_tasks_blocked()
             platform.release.set()
-    assert results == [1, 1]
-    assert platform.sent == [("c2", "second", None), ("c2", "first", None)]
+    assert results == [2, 0]
+    assert platform.sent == [("c2", "first", None), ("c2", "second", None)]
 
 
 async def test_a_queued_message_the_platform_then_refuses_is_failed_on_flush(tmp_path: Path) -> None:
