@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,6 +19,9 @@ from shared.channelkit.text import split_markdown, to_plain, to_telegram_html
 logger = logging.getLogger("nexo.telegram")
 
 MAX_MESSAGE = 4096
+MAX_CAPTION = 1024
+MAX_PHOTO = 10 * 1024 * 1024
+PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
 CANNOT_PARSE = "can't parse entities"
 
 
@@ -65,6 +69,46 @@ class Sender:
             logger.warning("telegram: a part was refused as HTML, sending it as plain text: %s", exc)
             sent = await self.call("sendMessage", {**params, "text": to_plain(part)})
         return str(sent["message_id"])
+
+    async def send_file(
+        self, chat_id: str, path: Path, caption: str | None, reply_to: str | None, mime: str
+    ) -> str:
+        """A workspace file as a photo (JPEG, PNG, WebP up to 10 MB) or else a document."""
+        chat, thread = _target(chat_id)
+        content = await anyio.Path(path).read_bytes()
+        size = len(content)
+        kind, method = (
+            ("photo", "sendPhoto")
+            if mime in PHOTO_TYPES and size <= MAX_PHOTO
+            else ("document", "sendDocument")
+        )
+        params: dict[str, Any] = {"chat_id": chat}
+        if thread is not None:
+            params["message_thread_id"] = thread
+        if reply_to and reply_to.isdigit():
+            params["reply_parameters"] = {"message_id": int(reply_to), "allow_sending_without_reply": True}
+        if caption:
+            if len(to_plain(caption)) > MAX_CAPTION:
+                raise SendFailed(
+                    f"the caption has more than {MAX_CAPTION} characters, Telegram's limit; send the file "
+                    "with a short caption and the text with send_message"
+                )
+            params |= {"caption": to_telegram_html(caption), "parse_mode": "HTML"}
+        upload = {kind: (path.name, content, mime)}
+        async with self._locks.setdefault(chat, anyio.Lock()):
+            sent = await self.call(method, params, files=upload, timeout=120.0)
+        return str(sent["message_id"])
+
+    async def typing(self, chat_id: str) -> None:
+        """Show "typing..." in the chat once (Telegram hides it after about 5 seconds)."""
+        chat, thread = _target(chat_id)
+        params: dict[str, Any] = {"chat_id": chat, "action": "typing"}
+        if thread is not None:
+            params["message_thread_id"] = thread
+        try:
+            await self.api.call("sendChatAction", params, timeout=10.0)
+        except (ApiError, NetworkError) as exc:
+            logger.debug("telegram: typing not shown in %s: %s", chat, exc)
 
     async def call(self, method: str, params: Mapping[str, Any], **kwargs: Any) -> Any:
         """``method`` with retries; what is left fails as the kit expects (queued, or failed for good)."""

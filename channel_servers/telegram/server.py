@@ -8,6 +8,7 @@ permission prompts with Approve / Deny buttons in the operator's chats.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -42,7 +43,7 @@ class Telegram:
         self.bot_username = ""
         self._transport = transport
         self._sleep = sleep
-        self._channel: Channel | None = None
+        self.channel: Channel | None = None
         self._sender: Sender | None = None
         self._approvals: Approvals | None = None
         self.webhook_app: Starlette | None = None
@@ -50,7 +51,7 @@ class Telegram:
 
     async def receive(self, channel: Channel) -> None:
         token = self.settings.bot_token.get_secret_value()
-        self._channel = channel
+        self.channel = channel
         async with httpx2.AsyncClient(transport=self._transport) as http:
             extra: dict[str, Any] = {"sleep": self._sleep} if self._sleep is not None else {}
             api = BotApi(
@@ -89,19 +90,30 @@ class Telegram:
         return me
 
     async def _handle(self, update: dict[str, Any]) -> None:
-        assert self._channel is not None
+        assert self.channel is not None
         assert self._approvals is not None
         event = parse(update, bot_username=self.bot_username, edits=self.settings.edits_as_messages)
         if isinstance(event, Press):
             await self._approvals.pressed(event)
         elif isinstance(event, Message):
-            received = await self._channel.inbound(event.content, event.meta, event.dedupe_key)
+            received = await self.channel.inbound(event.content, event.meta, event.dedupe_key)
             if received.new:
-                await self._channel.flush(event.chat_id)
+                await self.channel.flush(event.chat_id)  # what waited for this chat, before typing
+                self.channel.typing_started(event.chat_id)
 
     async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:
         assert self._sender is not None, "send before the channel started"
         return await self._sender.send(chat_id, text, reply_to)
+
+    async def send_file(
+        self, chat_id: str, path: Path, caption: str | None, reply_to: str | None, mime: str
+    ) -> str:
+        assert self._sender is not None, "send_file before the channel started"
+        return await self._sender.send_file(chat_id, path, caption, reply_to, mime)
+
+    async def typing(self, chat_id: str) -> None:
+        if self._sender is not None:
+            await self._sender.typing(chat_id)
 
     async def closed(self, closed: PromptClosed) -> None:
         if self._approvals is not None:
@@ -121,6 +133,8 @@ def build_server(settings: TelegramSettings, telegram: Telegram | None = None) -
         send=telegram.send,
         prompt=telegram.prompt,
         closed=telegram.closed,
+        send_file=telegram.send_file,
+        typing=telegram.typing,
         wait_until_ready=True,
         instructions=(
             f'Telegram messages arrive as <channel source="{NAME}" chat_id="..." user="..." ...>. '

@@ -39,8 +39,6 @@ class TelegramSettings(ChannelSettings):
     """Where the webhook listener binds (a reverse proxy with TLS forwards ``webhook_url`` here)."""
     edits_as_messages: bool = False
     """Treat an edited message as a new message (by default edits are ignored)."""
-    max_media_bytes: int = Field(20 * 1024 * 1024, ge=0, le=2_000 * 1024 * 1024)
-    """Largest photo, voice note or document downloaded into the workspace (Telegram's cap is 20 MB)."""
     approval_chat_ids: list[str] = Field(default_factory=list)
     """The operator's chats (numeric ids) where permission prompts appear with Approve / Deny buttons."""
     max_retries: int = Field(4, ge=0, le=10)

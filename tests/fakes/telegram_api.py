@@ -18,7 +18,8 @@ Documented behaviours it covers:
   with ``callback_data`` of 1-64 bytes (``400 Bad Request: BUTTON_DATA_INVALID``); a reply to a
   message in a forum topic is posted in that topic.
 - ``editMessageText``, ``editMessageReplyMarkup``, ``answerCallbackQuery``, ``sendChatAction``.
-- ``getFile`` and the file download; ``sendDocument`` / ``sendPhoto`` as multipart uploads.
+- ``getFile`` and the file download; ``sendDocument`` / ``sendPhoto`` as multipart uploads (captions
+  of at most 1024 characters after parsing).
 - A chat that blocked the bot is ``403 Forbidden: bot was blocked by the user``; an unknown chat
   ``400 Bad Request: chat not found``; injected ``429`` with ``retry_after`` and ``5xx`` answers.
 
@@ -50,6 +51,7 @@ TOKEN = "123456:AAHfakeTokenForTestsOnly0123456789abc"
 BOT_ID = 123456
 BOT_USERNAME = "nexo_test_bot"
 MAX_TEXT = 4096
+MAX_CAPTION = 1024
 MAX_CALLBACK_DATA = 64
 MAX_DOWNLOAD = 20 * 1024 * 1024
 WEBHOOK_ATTEMPTS = 5
@@ -535,7 +537,9 @@ class FakeTelegram:
             raise ApiFailure(400, f"Bad Request: there is no {kind} in the request")
         caption = str(params.get("caption") or "")
         if caption:
-            self._text(caption, params.get("parse_mode"))
+            caption = self._text(caption, params.get("parse_mode"))
+            if utf16_len(caption) > MAX_CAPTION:
+                raise ApiFailure(400, "Bad Request: message caption is too long")
         message = self._post(chat_id, caption, params)
         self.files[f"up{message['message_id']}"] = upload
         return message | {kind: {"file_id": self.add_file(upload), "file_size": len(upload)}}
