@@ -11,12 +11,14 @@ from shared.channelkit.kit import (
     define_channel,
     serve_asgi,
 )
+from shared.channelkit.media import Attachment, TooLarge, message_content, save_inbound_file
 from shared.channelkit.prompts import Closed, PromptClosed
 from shared.channelkit.settings import ChannelSettings
 from shared.channelkit.typing import Show, Typing
 from shared.events import EventLogFull
 
 __all__ = [
+    "Attachment",
     "Channel",
     "ChannelSettings",
     "Closed",
@@ -27,9 +29,12 @@ __all__ = [
     "SendFile",
     "SendResult",
     "Show",
+    "TooLarge",
     "Typing",
     "Unreachable",
     "channel_main",
     "define_channel",
+    "message_content",
+    "save_inbound_file",
     "serve_asgi",
 ]

@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
 import anyio
@@ -39,6 +40,7 @@ from shared.channelkit.delivery import (
     SendFile,
     SendResult,
 )
+from shared.channelkit.media import Attachment, save_inbound_file
 from shared.channelkit.outbox import OUTBOX_MIGRATIONS, Outbox, OutboxEntry
 from shared.channelkit.prompts import Closed, OpenPrompts, PromptClosed
 from shared.channelkit.server import (
@@ -249,6 +251,33 @@ class Channel:
     async def flush(self, chat_id: str) -> int:
         """Deliver the queued messages of a chat that is reachable again, oldest first; returns how many."""
         return await self.delivery.flush(chat_id)
+
+    async def save_inbound_file(
+        self,
+        chat_id: str,
+        file_name: str | None,
+        chunks: AsyncIterator[bytes],
+        *,
+        max_bytes: int | None = None,
+        mime: str | None = None,
+    ) -> Attachment:
+        """Save a file that came with a message into ``<workspace>/inbox/<name>/<date>/``.
+
+        Raises :class:`TooLarge` past ``max_bytes`` (default: the ``max_file_bytes`` setting);
+        put its ``note()`` in the message instead. See :mod:`shared.channelkit.media`.
+        """
+        limit = min(max_bytes or self.settings.max_file_bytes, self.settings.max_file_bytes)
+        day = datetime.fromtimestamp(self._definition.clock(), UTC).date()
+        return await save_inbound_file(
+            self.settings.workspace(),
+            self.name,
+            chat_id,
+            file_name,
+            chunks,
+            max_bytes=limit,
+            mime=mime,
+            day=day,
+        )
 
     def typing_started(self, chat_id: str) -> None:
         """A message arrived in ``chat_id``: show typing there until the reply goes out (with ``typing=``)."""
