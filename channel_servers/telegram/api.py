@@ -93,7 +93,7 @@ class BotApi:
         max_retry_wait_s: float = 30.0,
         sleep: Sleep = anyio.sleep,
     ) -> None:
-        self._http = http
+        self.http = http
         self._base = base_url.rstrip("/")
         self._token = token
         self._max_retries = max_retries
@@ -116,9 +116,9 @@ class BotApi:
         try:
             if files:
                 form = {key: _form_value(value) for key, value in (params or {}).items()}
-                response = await self._http.post(url, data=form, files=files, timeout=timeout)
+                response = await self.http.post(url, data=form, files=files, timeout=timeout)
             else:
-                response = await self._http.post(url, json=dict(params or {}), timeout=timeout)
+                response = await self.http.post(url, json=dict(params or {}), timeout=timeout)
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
             raise NetworkError(f"cannot reach {self._base}: {self._clean(exc)}", sent=False) from None
         except httpx2.HTTPError as exc:

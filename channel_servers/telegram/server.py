@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 
 from channel_servers.telegram.api import ApiError, BotApi, NetworkError, Sleep, Unauthorized, scrubbing
 from channel_servers.telegram.approvals import Approvals
+from channel_servers.telegram.media import seen_before, with_files
 from channel_servers.telegram.outbound import Sender
 from channel_servers.telegram.receive import poll, serve_webhook, webhook_app
 from channel_servers.telegram.settings import NAME, TOKEN_VARIABLE, TelegramSettings, load_settings
@@ -96,7 +97,11 @@ class Telegram:
         if isinstance(event, Press):
             await self._approvals.pressed(event)
         elif isinstance(event, Message):
-            received = await self.channel.inbound(event.content, event.meta, event.dedupe_key)
+            content = event.content
+            if event.media and not await seen_before(self.channel, event.dedupe_key):
+                assert self._sender is not None
+                content = await with_files(self._sender.api, self.channel, event)
+            received = await self.channel.inbound(content, event.meta, event.dedupe_key)
             if received.new:
                 await self.channel.flush(event.chat_id)  # what waited for this chat, before typing
                 self.channel.typing_started(event.chat_id)

@@ -55,3 +55,26 @@ async def test_typing_shows_from_a_message_until_the_answer_goes_out(tmp_path: P
         still = typing.showing
     assert shown == {"chat_id": str(ANA), "action": "typing"}
     assert still == frozenset()
+
+
+async def test_photos_voice_notes_and_documents_are_saved_into_the_workspace(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    fake = FakeTelegram()
+    async with telegram_channel(tmp_path, fake, workspace_dir=workspace, max_file_bytes=1000) as running:
+        fake.inject(fake.photo(ANA, PNG * 4, caption="look"), times=2)
+        fake.inject(fake.voice(ANA, b"OggS" + b"\x01" * 100))
+        fake.inject(fake.document(ANA, b"x" * 5000, "big.pdf", "application/pdf", caption="too big"))
+        events = await pull(running.client, count=3)
+        downloads = len(fake.calls_of("getFile"))
+    contents = [event.payload["content"] for event in events]
+    photo, voice = sorted((workspace / "inbox" / "telegram").glob("*/*"))
+    assert contents[0].splitlines()[0] == "look"
+    assert contents[0].splitlines()[1].startswith("[attachment: inbox/telegram/")
+    assert "(image/jpeg, " in contents[0]
+    assert "(audio/ogg, 104 bytes)" in contents[1]
+    assert (
+        contents[2] == "too big\n[attachment not saved: big.pdf (application/pdf) is larger than 1000 bytes]"
+    )
+    assert photo.read_bytes() == PNG * 4  # the largest size of the photo
+    assert voice.read_bytes() == b"OggS" + b"\x01" * 100
+    assert downloads == 2  # the photo's second delivery is stored once and fetched once
