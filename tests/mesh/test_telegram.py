@@ -25,6 +25,7 @@ pytestmark = pytest.mark.scenario
 OPERATOR = 5550001
 STRANGER = 5550042
 FORUM = -1009876543210
+WRONG_TOKEN = "654321:AAHwrongTokenWrongTokenWrongToken0"
 CODE = re.compile(r"\b([A-HJ-NP-Z2-9]{4}-?[A-HJ-NP-Z2-9]{4})\b")
 
 
@@ -147,3 +148,27 @@ def test_a_paired_contact_is_answered_and_the_operator_approves_with_a_button(tm
     assert fake.sent_to(OPERATOR)[0].reply_markup is None  # edited: the buttons are gone
     assert len(edited) == 1
     assert "hi, I'm Bob" not in "".join(request.last_user_text or "" for request in llm.requests)
+
+
+def test_the_doctors_show_why_a_bot_with_a_wrong_token_cannot_start(tmp_path: Path) -> None:
+    with stand_in() as (fake, _):
+        telegram_env = {"NEXO_TELEGRAM_BOT_TOKEN": WRONG_TOKEN, "NEXO_TELEGRAM_API_BASE_URL": fake.base_url}
+        config = write_config(
+            tmp_path / "agents.yaml",
+            state_dir=tmp_path / "state",
+            llm_base_url="http://127.0.0.1:9/v1",
+            servers={"telegram": python_server("channel_servers.telegram", env=telegram_env)},
+            agent={"channels": ["telegram"]},
+        )
+        channel = nexo("channel", "doctor", "--config", str(config))
+        setup = nexo("setup", "doctor", "--config", str(config))
+    line = (
+        "channel_servers.telegram: Telegram refused the bot token (Unauthorized): set "
+        "NEXO_TELEGRAM_BOT_TOKEN to the token @BotFather gave (/token), then restart"
+    )
+    assert channel.returncode != 0
+    assert line in channel.stderr.splitlines()
+    assert "telegram     SKIP" in channel.stdout
+    assert line in setup.stderr.splitlines()
+    assert "telegram: could not be reached" in setup.stdout
+    assert WRONG_TOKEN.split(":")[1] not in channel.stdout + channel.stderr + setup.stdout + setup.stderr
