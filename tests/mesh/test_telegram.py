@@ -150,7 +150,7 @@ def test_a_paired_contact_is_answered_and_the_operator_approves_with_a_button(tm
     assert "hi, I'm Bob" not in "".join(request.last_user_text or "" for request in llm.requests)
 
 
-def test_the_doctors_show_why_a_bot_with_a_wrong_token_cannot_start(tmp_path: Path) -> None:
+def test_channel_doctor_shows_why_a_bot_with_a_wrong_token_cannot_start(tmp_path: Path) -> None:
     with stand_in() as (fake, _):
         telegram_env = {"NEXO_TELEGRAM_BOT_TOKEN": WRONG_TOKEN, "NEXO_TELEGRAM_API_BASE_URL": fake.base_url}
         config = write_config(
@@ -161,7 +161,6 @@ def test_the_doctors_show_why_a_bot_with_a_wrong_token_cannot_start(tmp_path: Pa
             agent={"channels": ["telegram"]},
         )
         channel = nexo("channel", "doctor", "--config", str(config))
-        setup = nexo("setup", "doctor", "--config", str(config))
     line = (
         "channel_servers.telegram: Telegram refused the bot token (Unauthorized): set "
         "NEXO_TELEGRAM_BOT_TOKEN to the token @BotFather gave (/token), then restart"
@@ -169,6 +168,4 @@ def test_the_doctors_show_why_a_bot_with_a_wrong_token_cannot_start(tmp_path: Pa
     assert channel.returncode != 0
     assert line in channel.stderr.splitlines()
     assert "telegram     SKIP" in channel.stdout
-    assert line in setup.stderr.splitlines()
-    assert "telegram: could not be reached" in setup.stdout
-    assert WRONG_TOKEN.split(":")[1] not in channel.stdout + channel.stderr + setup.stdout + setup.stderr
+    assert WRONG_TOKEN.split(":")[1] not in channel.stdout + channel.stderr
