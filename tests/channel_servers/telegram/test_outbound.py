@@ -98,6 +98,17 @@ async def test_too_many_requests_waits_the_retry_after_telegram_names(tmp_path: 
     assert [sent.text for sent in fake.sent_to(ANA)] == ["hi"]
 
 
+async def test_a_retry_after_longer_than_the_cap_leaves_the_reply_queued(tmp_path: Path) -> None:
+    fake = FakeTelegram()
+    fake.chat(ANA)
+    fake.fail_next("sendMessage", 429, "Too Many Requests: retry after 300", retry_after=300)
+    async with telegram_channel(tmp_path, fake, max_retry_wait_s=30) as running:
+        queued = await send(running.client, str(ANA), "later")
+    assert queued.structured_content is not None
+    assert queued.structured_content["status"] == "queued"
+    assert running.waits.seconds == []
+
+
 async def test_while_telegram_fails_a_reply_waits_and_goes_out_when_the_chat_writes(tmp_path: Path) -> None:
     fake = FakeTelegram()
     fake.chat(ANA)
