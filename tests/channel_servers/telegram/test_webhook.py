@@ -63,12 +63,13 @@ async def test_telegram_posts_reach_the_channel_after_set_webhook(tmp_path: Path
 async def test_polling_again_deletes_the_webhook_first(tmp_path: Path) -> None:
     fake = FakeTelegram()
     async with telegram_channel(tmp_path / "webhook", fake, **webhook_settings()):
-        pass
-    assert fake.webhook is not None
+        registered = fake.webhook
     async with telegram_channel(tmp_path / "polling", fake) as running:
         fake.inject(fake.message(ANA, "polled again"))
         events = await pull(running.client)
-    assert fake.webhook is None
+        after = fake.webhook
+    assert registered is not None
+    assert after is None
     assert [event.payload["content"] for event in events] == ["polled again"]
 
 
