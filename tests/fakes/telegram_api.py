@@ -30,11 +30,9 @@ delivered ``times`` times, and everything the bot sent is recorded in :attr:`Fak
 
 from __future__ import annotations
 
-import itertools
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -46,49 +44,23 @@ from starlette.routing import Route
 
 from shared import hosting
 from tests.fakes.telegram_html import EntityError, parse_html, utf16_len
+from tests.fakes.telegram_updates import UpdateBuilder
+from tests.fakes.telegram_wire import (
+    ApiFailure,
+    Call,
+    Sent,
+    decode_json,
+    inline_markup,
+    request_params,
+)
 
 TOKEN = "123456:AAHfakeTokenForTestsOnly0123456789abc"
 BOT_ID = 123456
 BOT_USERNAME = "nexo_test_bot"
 MAX_TEXT = 4096
 MAX_CAPTION = 1024
-MAX_CALLBACK_DATA = 64
 MAX_DOWNLOAD = 20 * 1024 * 1024
 WEBHOOK_ATTEMPTS = 5
-
-
-class ApiFailure(Exception):
-    def __init__(self, code: int, description: str, retry_after: int | None = None) -> None:
-        super().__init__(description)
-        self.code, self.description, self.retry_after = code, description, retry_after
-
-    def response(self) -> JSONResponse:
-        body: dict[str, Any] = {"ok": False, "error_code": self.code, "description": self.description}
-        if self.retry_after is not None:
-            body["parameters"] = {"retry_after": self.retry_after}
-        return JSONResponse(body, status_code=self.code)
-
-
-@dataclass(frozen=True)
-class Call:
-    """One request the bot made: the method and its parameters, decoded."""
-
-    method: str
-    params: dict[str, Any]
-
-
-@dataclass
-class Sent:
-    """A message the bot posted, as Telegram keeps it (the text after parsing, its markup)."""
-
-    chat_id: int
-    message_id: int
-    text: str
-    thread_id: int | None
-    reply_to: int | None
-    reply_markup: dict[str, Any] | None
-    parse_mode: str | None
-    edits: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -97,30 +69,26 @@ class _Pending:
     deliveries_left: int
 
 
-class FakeTelegram:
+class FakeTelegram(UpdateBuilder):
     """The Bot API for one bot. Tests inject updates and inspect what the bot sent."""
 
     def __init__(self, token: str = TOKEN) -> None:
+        super().__init__()
         self.token = token
         self.calls: list[Call] = []
         self.sent: list[Sent] = []
-        self.files: dict[str, bytes] = {}
         self.blocked: set[int] = set()
-        self.chats: dict[int, dict[str, Any]] = {}
         self.webhook: dict[str, Any] | None = None
         self.webhook_answers: list[int] = []
         self.confirmed_offset = 0
         self._faults: dict[str, list[ApiFailure]] = {}
         self._queue: list[_Pending] = []
-        self._update_ids = itertools.count(1000)
-        self._message_ids: dict[int, itertools.count[int]] = {}
         self._changed = anyio.Event()
         self._poll_generation = 0
         self._http: httpx2.AsyncClient | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self.base_url = ""
         self._closing = False
-        self._topics: dict[tuple[int, int], int] = {}
 
     # -- what tests call ------------------------------------------------------------------------
 
@@ -138,14 +106,9 @@ class FakeTelegram:
     def sent_to(self, chat_id: int) -> list[Sent]:
         return [message for message in self.sent if message.chat_id == chat_id]
 
-    def chat(self, chat_id: int, kind: str = "private", **extra: Any) -> dict[str, Any]:
-        """Make a chat known (the bot can write to it); private chats have the user's id."""
-        chat = {"id": chat_id, "type": kind, **extra}
-        self.chats[chat_id] = chat
-        return chat
-
     def inject(self, update: dict[str, Any], *, times: int = 1) -> int:
-        """Queue an update (built by the helpers below), delivered ``times`` times; returns its id."""
+        """Queue an update (built by the :class:`UpdateBuilder` helpers), delivered ``times`` times;
+        returns its id."""
         update_id = next(self._update_ids)
         stamped = {"update_id": update_id, **update}
         self._queue.append(_Pending(stamped, times))
@@ -153,84 +116,6 @@ class FakeTelegram:
             self._tg.start_soon(self._push, stamped, times)
         self._wake()
         return update_id
-
-    def message(
-        self,
-        user_id: int,
-        text: str | None = None,
-        *,
-        chat_id: int | None = None,
-        chat_type: str = "private",
-        thread_id: int | None = None,
-        reply_to: int | None = None,
-        first_name: str = "Ana",
-        extra: dict[str, Any] | None = None,
-        edited: bool = False,
-    ) -> dict[str, Any]:
-        """An update carrying a message from ``user_id`` (in their private chat unless ``chat_id``)."""
-        where = chat_id if chat_id is not None else user_id
-        chat = self.chats.get(where) or self.chat(
-            where, chat_type, **({"is_forum": True} if thread_id else {})
-        )
-        message: dict[str, Any] = {
-            "message_id": next(self._ids(where)),
-            "date": 1_700_000_000,
-            "chat": chat,
-            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
-        }
-        if text is not None:
-            message["text"] = text
-        if thread_id is not None:
-            message["message_thread_id"] = thread_id
-            message["is_topic_message"] = True
-            self._topics[(where, message["message_id"])] = thread_id
-        if reply_to is not None:
-            message["reply_to_message"] = {"message_id": reply_to, "chat": chat, "date": 1_700_000_000}
-        message.update(extra or {})
-        return {"edited_message" if edited else "message": message}
-
-    def photo(self, user_id: int, content: bytes, caption: str | None = None) -> dict[str, Any]:
-        small, large = self.add_file(content[: len(content) // 4 or 1]), self.add_file(content)
-        sizes = [
-            {"file_id": small, "file_unique_id": f"u{small}", "width": 90, "height": 90},
-            {"file_id": large, "file_unique_id": f"u{large}", "width": 1280, "height": 960},
-        ]
-        return self.message(user_id, None, extra={"photo": sizes, **_caption(caption)})
-
-    def voice(self, user_id: int, content: bytes, duration: int = 3) -> dict[str, Any]:
-        file_id = self.add_file(content)
-        voice = {"file_id": file_id, "file_unique_id": f"u{file_id}", "duration": duration}
-        return self.message(user_id, None, extra={"voice": voice | {"mime_type": "audio/ogg"}})
-
-    def document(
-        self, user_id: int, content: bytes, name: str, mime: str, caption: str | None = None
-    ) -> dict[str, Any]:
-        file_id = self.add_file(content)
-        document: dict[str, Any] = {"file_id": file_id, "file_unique_id": f"u{file_id}"}
-        document |= {"file_name": name, "mime_type": mime, "file_size": len(content)}
-        return self.message(user_id, None, extra={"document": document, **_caption(caption)})
-
-    def press(self, user_id: int, sent: Sent, data: str) -> dict[str, Any]:
-        """An update for ``user_id`` pressing a button of a message the bot sent."""
-        message = {
-            "message_id": sent.message_id,
-            "date": 1_700_000_000,
-            "chat": self.chats[sent.chat_id],
-            "text": sent.text,
-        }
-        query = {
-            "id": f"cb{next(self._update_ids)}",
-            "from": {"id": user_id, "is_bot": False, "first_name": "Presser"},
-            "message": message,
-            "chat_instance": str(sent.chat_id),
-            "data": data,
-        }
-        return {"callback_query": query}
-
-    def add_file(self, content: bytes) -> str:
-        file_id = f"F{len(self.files) + 1:04d}"
-        self.files[file_id] = content
-        return file_id
 
     async def sent_count(self, count: int, *, timeout: float = 10) -> list[Sent]:
         """Wait (bounded) until the bot sent at least ``count`` messages."""
@@ -284,9 +169,6 @@ class FakeTelegram:
         self._changed.set()
         self._changed = anyio.Event()
 
-    def _ids(self, chat_id: int) -> itertools.count[int]:
-        return self._message_ids.setdefault(chat_id, itertools.count(1))
-
     async def _download(self, request: Request) -> Response:
         if request.path_params["token"] != self.token:
             return ApiFailure(401, "Unauthorized").response()
@@ -299,7 +181,7 @@ class FakeTelegram:
         method = request.path_params["method"]
         if request.path_params["token"] != self.token:
             return ApiFailure(401, "Unauthorized").response()
-        params = await _params(request)
+        params = await request_params(request)
         self.calls.append(Call(method, params))
         self._wake()
         try:
@@ -453,8 +335,8 @@ class FakeTelegram:
         return self._post(chat_id, text, params)
 
     def _post(self, chat_id: int, text: str, params: dict[str, Any]) -> dict[str, Any]:
-        markup = _markup(params.get("reply_markup"))
-        reply = _json(params.get("reply_parameters"))
+        markup = inline_markup(params.get("reply_markup"))
+        reply = decode_json(params.get("reply_parameters"))
         thread = params.get("message_thread_id")
         if thread is None and reply:
             # A reply to a message in a forum topic is posted in that topic.
@@ -490,15 +372,15 @@ class FakeTelegram:
     async def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any]:
         sent = self._find(self._target(params), int(params["message_id"]))
         text = self._text(str(params.get("text", "")), params.get("parse_mode"))
-        if text == sent.text and _markup(params.get("reply_markup")) == sent.reply_markup:
+        if text == sent.text and inline_markup(params.get("reply_markup")) == sent.reply_markup:
             raise ApiFailure(400, "Bad Request: message is not modified")
         sent.edits.append(text)
-        sent.text, sent.reply_markup = text, _markup(params.get("reply_markup"))
+        sent.text, sent.reply_markup = text, inline_markup(params.get("reply_markup"))
         return self._message(sent)
 
     async def _edit_message_reply_markup(self, params: dict[str, Any]) -> dict[str, Any]:
         sent = self._find(self._target(params), int(params["message_id"]))
-        sent.reply_markup = _markup(params.get("reply_markup"))
+        sent.reply_markup = inline_markup(params.get("reply_markup"))
         return self._message(sent)
 
     async def _answer_callback_query(self, params: dict[str, Any]) -> bool:
@@ -543,48 +425,3 @@ class FakeTelegram:
         message = self._post(chat_id, caption, params)
         self.files[f"up{message['message_id']}"] = upload
         return message | {kind: {"file_id": self.add_file(upload), "file_size": len(upload)}}
-
-
-async def _params(request: Request) -> dict[str, Any]:
-    params: dict[str, Any] = dict(request.query_params)
-    kind = request.headers.get("content-type", "")
-    if kind.startswith("application/json"):
-        body = await request.body()
-        if body:
-            try:
-                params.update(json.loads(body))
-            except ValueError:
-                raise ApiFailure(400, "Bad Request: can't parse JSON object") from None
-    elif kind.startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
-        async with request.form() as form:
-            for key, value in form.multi_items():
-                params[key] = value if isinstance(value, str) else await value.read()
-    for key in ("reply_markup", "reply_parameters", "allowed_updates"):
-        if isinstance(params.get(key), str):
-            params[key] = _json(params[key])
-    return params
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            raise ApiFailure(400, "Bad Request: can't parse JSON object") from None
-    return value
-
-
-def _markup(value: Any) -> dict[str, Any] | None:
-    markup = _json(value)
-    if not markup or not any(markup.get("inline_keyboard", [])):
-        return None  # an empty keyboard shows no buttons
-    for row in markup.get("inline_keyboard", []):
-        for button in row:
-            data = button.get("callback_data")
-            if data is not None and not 1 <= len(str(data).encode()) <= MAX_CALLBACK_DATA:
-                raise ApiFailure(400, "Bad Request: BUTTON_DATA_INVALID")
-    return dict(markup)
-
-
-def _caption(caption: str | None) -> dict[str, Any]:
-    return {"caption": caption} if caption else {}

@@ -17,7 +17,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, ScriptItem
 from tests.fakes.llm import Reply as ModelReply
-from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegram, Sent
+from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegram
+from tests.fakes.telegram_wire import Sent
 from tests.mesh.harness import nexo, python_server, running, write_config
 
 pytestmark = pytest.mark.scenario

@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 SEED = 20_261_126
 MESSAGES = 500
 KILLS = 10
-USERS = (5551001, 5551002, 5551003, 5551004)
+USERS = tuple(range(5551001, 5551011))
 ANSWER = re.compile(r"answer to (m\d{4})")
 SENTINEL = re.compile(r"answer to s\d+")
 
