@@ -156,8 +156,7 @@ class ApprovalBroker:
                     asked=[f"channel:{relay.name}" for relay in relays][:50],
                 )
             )
-            if delivered == 0:
-                pending.outcome = "expired"
+            if delivered == 0:  # withdrawn: nobody saw it, so nobody decided
                 self._answered(pending, "deny", "unavailable")
                 why = self.unreached()
                 return Decision(

@@ -4,15 +4,10 @@ A new channel needs only the kit: ``from shared.channelkit import define_channel
 """
 
 from shared.channelkit.delivery import SendFailed, SendFile, SendResult, Unreachable
-from shared.channelkit.kit import (
-    Channel,
-    Received,
-    channel_main,
-    define_channel,
-    serve_asgi,
-)
+from shared.channelkit.kit import Channel, Received, define_channel
 from shared.channelkit.media import Attachment, TooLarge, message_content, save_inbound_file
 from shared.channelkit.prompts import Closed, PromptClosed
+from shared.channelkit.running import channel_main, serve_asgi
 from shared.channelkit.settings import ChannelSettings
 from shared.channelkit.typing import Show, Typing
 from shared.events import EventLogFull

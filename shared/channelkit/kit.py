@@ -10,8 +10,10 @@
   :class:`SendFailed` (the platform refused it for good).
 
 The kit owns the SQLite file (event log and outbox), the outbound tool with its outbox state machine
-(pending -> sending -> sent | uncertain | failed), ``recover()`` at start, the permission relay when
-the author passes ``prompt``, and ``main()``.
+(pending -> sending -> sent | uncertain | failed, in order per chat), ``recover()`` at start, the
+permission relay when the author passes ``prompt`` (with ``closed`` and ``Channel.press`` for
+platforms with buttons), and, optionally, the ``send_file`` tool, received files saved into the
+workspace and the typing indicator.
 """
 
 from __future__ import annotations
@@ -30,9 +32,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
-from starlette.types import ASGIApp
 
-from shared import hosting
 from shared.channelkit.delivery import (
     Delivery,
     Platform,
@@ -53,7 +53,6 @@ from shared.channelkit.settings import ChannelSettings
 from shared.channelkit.typing import Show, Typing
 from shared.db import Database
 from shared.events import EVENTS_MIGRATIONS, EventLog
-from shared.hosting import server_main
 from shared.protocol.channel import (
     PermissionRequestParams,
     PermissionVerdictParams,
@@ -263,10 +262,11 @@ class Channel:
     ) -> Attachment:
         """Save a file that came with a message into ``<workspace>/inbox/<name>/<date>/``.
 
-        Raises :class:`TooLarge` past ``max_bytes`` (default: the ``max_file_bytes`` setting);
+        Raises :class:`TooLarge` past ``max_bytes`` (default and ceiling: the channel's file cap);
         put its ``note()`` in the message instead. See :mod:`shared.channelkit.media`.
         """
-        limit = min(max_bytes or self.settings.max_file_bytes, self.settings.max_file_bytes)
+        cap = self._definition.platform.max_file_bytes
+        limit = min(max_bytes or cap, cap)
         day = datetime.fromtimestamp(self._definition.clock(), UTC).date()
         return await save_inbound_file(
             self.settings.workspace(),
@@ -417,31 +417,3 @@ def add_file_tool(server: MCPServer[Any], name: str) -> None:
         ),
         annotations=OUTBOUND,
     )
-
-
-async def serve_asgi(
-    app: ASGIApp,
-    host: str,
-    port: int,
-    *,
-    on_ready: Callable[[str, int], Awaitable[None]] | None = None,
-    setting: str = "the channel's port setting",
-) -> None:
-    """Serve a receive side's web app (webhooks, a page) until cancelled, then shut down gracefully.
-
-    The socket is bound first, so a port in use fails at once, as one :class:`HostingError` that
-    names the port and ``setting`` (the variable that moves it), and ``on_ready`` gets the real port.
-    """
-    try:
-        sock = hosting.listen(host, port)
-    except hosting.ListenError as exc:
-        raise hosting.HostingError(exc.advice(setting)) from None
-    async with hosting.serve_asgi(app, sock) as (bound_host, bound_port):
-        if on_ready is not None:
-            await on_ready(bound_host, bound_port)
-        await anyio.sleep_forever()
-
-
-def channel_main(module: str, build: Callable[[], MCPServer[Any]]) -> int:
-    """The whole ``main()`` of a channel: ``python -m MODULE [--http HOST:PORT]``."""
-    return server_main(module, build)

@@ -125,9 +125,10 @@ def split_markdown(text: str, limit: int) -> list[str]:
     layout = _Layout(text)
     parts: list[str] = []
     start = _skip_space(layout, 0)
-    while start < len(text):
+    while start < len(text) and text[start:].strip():
         part, start = _next_part(layout, start, limit)
-        parts.append(part)
+        if part:
+            parts.append(part)
         start = _skip_space(layout, start)
     return parts
 

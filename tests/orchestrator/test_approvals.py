@@ -147,6 +147,9 @@ async def test_a_close_tells_the_channels_the_outcome_and_who_decided() -> None:
     await timed_out.ask(TOOL, {}, "call-3", _relays(unanswered))
     assert phone.closings == console.closings == [("allowed", "phone:12345 (Ana)"), ("denied", "console")]
     assert unanswered.closings == [("expired", None)]
+    nobody = Relay("empty", screens=0)
+    await timed_out.ask(TOOL, {}, "call-4", _relays(nobody))
+    assert nobody.closings == [("cancelled", None)]
 
 
 async def test_a_prompt_whose_goal_is_cancelled_closes_as_cancelled() -> None:

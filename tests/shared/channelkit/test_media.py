@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from shared.channelkit import Attachment, TooLarge, message_content, save_inbound_file
+from shared.channelkit import Attachment, TooLarge, define_channel, message_content, save_inbound_file
 from shared.channelkit.media import safe_name
-from tests.shared.test_channelkit_kit import Platform, build
+from tests.shared.test_channelkit_kit import KitSettings, Platform, build
 
 pytestmark = pytest.mark.anyio
 DAY = date(2026, 11, 26)
@@ -125,3 +125,19 @@ def test_the_content_is_the_caption_then_one_line_per_file_then_notes() -> None:
     )
     assert message_content(None, [voice]) == voice.reference()
     assert message_content("just text", []) == "just text"
+
+
+async def test_a_channel_saves_no_more_than_its_file_cap(tmp_path: Path) -> None:
+    platform = Platform()
+    server = define_channel(
+        "kittest",
+        settings=KitSettings(state_dir=tmp_path, max_file_bytes=1000),
+        receive=platform.receive,
+        send=platform.send,
+        max_file_bytes=10,
+        instructions="test channel",
+    )
+    async with Client(server):
+        with pytest.raises(TooLarge) as refused:
+            await platform.live.save_inbound_file("c1", "a.txt", chunks(b"x" * 11), max_bytes=500)
+    assert refused.value.max_bytes == 10

@@ -102,6 +102,8 @@ def test_a_reply_that_fits_is_one_part_unchanged() -> None:
 
 def test_whitespace_only_gives_no_parts() -> None:
     assert split_markdown(" \n\n  ", 10) == []
+    assert all(split_markdown("```\ncode\n\n      \n", 8))  # even a limit too small for the fences
+    assert split_markdown("```\ncode\n    ", 100) == ["```\ncode\n```"]
 
 
 def test_cuts_prefer_paragraph_then_line_then_sentence_then_space() -> None:

@@ -134,3 +134,37 @@ def test_nonsense_intervals_are_refused() -> None:
 
     with pytest.raises(ValueError, match="interval_s >= 0 and max_s > 0"):
         Typing(show, max_s=0)
+
+
+async def test_a_file_sent_to_the_chat_stops_typing_too(tmp_path: Path) -> None:
+    platform, shows = Platform(), Shows(calls_until_event=1)
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "chart.png").write_bytes(b"\x89PNG")
+    files: list[str] = []
+
+    async def send_file(
+        chat_id: str, path: Path, caption: str | None, reply_to: str | None, mime: str
+    ) -> str:
+        files.append(mime)
+        return "f-1"
+
+    server = define_channel(
+        "kittest",
+        settings=KitSettings(state_dir=tmp_path),
+        receive=platform.receive,
+        send=platform.send,
+        send_file=send_file,
+        typing=shows,
+        typing_interval_s=0.001,
+        instructions="test channel",
+    )
+    async with Client(server) as client:
+        platform.live.typing_started("c1")
+        with anyio.fail_after(5):
+            await shows.enough.wait()
+        await client.call_tool("send_file", {"chat_id": "c1", "path": "chart.png"})
+        typing = platform.live.typing
+        assert typing is not None
+        showing = typing.showing
+    assert showing == frozenset()
+    assert files == ["image/png"]
