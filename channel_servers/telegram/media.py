@@ -16,7 +16,7 @@ import httpx2
 from channel_servers.telegram.api import ApiError, BotApi, NetworkError
 from channel_servers.telegram.updates import MediaRef, Message
 from shared.channelkit import Channel
-from shared.channelkit.media import Attachment, TooLarge, message_content, save_inbound_file
+from shared.channelkit.media import Attachment, TooLarge, message_content
 
 logger = logging.getLogger("nexo.telegram")
 
@@ -64,12 +64,4 @@ async def _download(api: BotApi, channel: Channel, chat_id: str, media: MediaRef
             async for chunk in response.aiter_bytes():
                 yield chunk
 
-    return await save_inbound_file(
-        channel.settings.workspace(),
-        channel.name,
-        chat_id,
-        media.file_name,
-        chunks(),
-        max_bytes=limit,
-        mime=media.mime_type,
-    )
+    return await channel.save_inbound_file(chat_id, media.file_name, chunks(), mime=media.mime_type)

@@ -29,6 +29,9 @@ from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.telegram")
 
+MAX_UPLOAD = 50 * 1024 * 1024
+"""What the Bot API takes from a bot (it hands out files of at most 20 MB)."""
+
 
 class Telegram:
     """The platform side of the channel; ``transport`` and ``sleep`` let tests reach a stand-in."""
@@ -139,6 +142,7 @@ def build_server(settings: TelegramSettings, telegram: Telegram | None = None) -
         prompt=telegram.prompt,
         closed=telegram.closed,
         send_file=telegram.send_file,
+        max_file_bytes=MAX_UPLOAD,
         typing=telegram.typing,
         wait_until_ready=True,
         instructions=(
