@@ -3,7 +3,8 @@
 One ``nexo run`` holds the default mesh plus the Telegram channel server, whose Bot API is the
 stand-in (``tests/fakes/telegram_api.py``) served from a thread of the bench. A Telegram turn is
 timed from the update being offered to a long poll to the answer's ``sendMessage`` arriving at the
-stand-in; a console turn from the ``say`` frame to its ``reply`` frame, as ``turn_overhead`` does.
+stand-in; a console turn from the ``say`` frame to its ``reply`` frame, as ``turn_overhead`` does,
+in alternating halves.
 The scripted model answers at once; its own round trip is subtracted from both. Target: the
 Telegram turn within 1.5x of the console's.
 """
@@ -90,8 +91,13 @@ def measure(quick: bool) -> list[Result]:
                 config = _config(fake, api_url, tmp)
                 with running(config, timeout=READY_TIMEOUT_S) as orch:
                     orch.wait_for_line("server telegram ready", timeout=READY_TIMEOUT_S)
-                    telegram_turns = _telegram_turns(portal, telegram, n)
-                    console_turns = anyio.run(_turns, console_socket(tmp / "state-telegram"), n)
+                    # Alternating halves, so a machine that speeds up or slows down during the
+                    # run weighs on both channels alike.
+                    telegram_turns: list[float] = []
+                    console_turns: list[float] = []
+                    for _ in range(2):
+                        telegram_turns += _telegram_turns(portal, telegram, n // 2)
+                        console_turns += anyio.run(_turns, console_socket(tmp / "state-telegram"), n // 2)
             model = _model_round_trips(fake, n)
         except (AssertionError, MeshNotReady, OSError, TimeoutError, RuntimeError, httpx2.HTTPError) as exc:
             result.errors.append(describe(exc))
