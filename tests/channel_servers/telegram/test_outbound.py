@@ -5,15 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx2
 import pytest
 from mcp import Client
 
-from tests.channel_servers.telegram.support import pull, telegram_channel
-from tests.fakes.telegram_api import MAX_TEXT, FakeTelegram
+from channel_servers.telegram.api import BotApi, NetworkError
+from tests.channel_servers.telegram.support import Waits, pull, telegram_channel
+from tests.fakes.telegram_api import MAX_TEXT, TOKEN, FakeTelegram
+from tests.mesh.harness import free_port
 
 pytestmark = pytest.mark.anyio
 
 ANA = 5550001
+BEN = 5550002
 GROUP = -1001234567890
 
 
@@ -150,3 +155,32 @@ async def test_a_blocked_bot_or_an_unknown_chat_fails_once_and_for_good(
     }
     assert len(fake.calls_of("sendMessage")) == 1
     assert running.waits.seconds == []
+
+
+async def test_a_wait_for_one_chat_does_not_hold_up_another(tmp_path: Path) -> None:
+    fake = FakeTelegram()
+    fake.chat(ANA)
+    fake.chat(BEN)
+    fake.fail_next("sendMessage", 429, "Too Many Requests: retry after 5", retry_after=5)
+    async with telegram_channel(tmp_path, fake) as running:
+        running.waits.hold = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send, running.client, str(ANA), "for Ana")
+            with anyio.fail_after(5):
+                await running.waits.paused.wait()  # Ana's message waits out its retry_after ...
+            await send(running.client, str(BEN), "for Ben")  # ... while Ben's goes out
+            sent_while_waiting = [sent.text for sent in fake.sent]
+            running.waits.hold.set()
+    assert sent_while_waiting == ["for Ben"]
+    assert [sent.text for sent in fake.sent] == ["for Ben", "for Ana"]
+
+
+async def test_an_unreachable_api_is_retried_with_backoff_then_reported_without_the_token() -> None:
+    waits = Waits()
+    async with httpx2.AsyncClient() as http:
+        api = BotApi(http, f"http://127.0.0.1:{free_port()}", TOKEN, max_retries=3, sleep=waits)
+        with pytest.raises(NetworkError) as raised:
+            await api.call_retrying("getMe")
+    assert waits.seconds == [0.5, 1.0, 2.0]
+    assert not raised.value.sent
+    assert TOKEN.split(":")[1] not in str(raised.value)
