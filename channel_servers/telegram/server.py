@@ -106,7 +106,9 @@ class Telegram:
                 content = await with_files(self._sender.api, self.channel, event)
             received = await self.channel.inbound(content, event.meta, event.dedupe_key)
             if received.new:
-                await self.channel.flush(event.chat_id)  # what waited for this chat, before typing
+                # What waited for this chat (or its topic) goes out first, then typing shows.
+                for chat_id in {event.chat_id, event.meta.get("thread_id", event.chat_id)}:
+                    await self.channel.flush(chat_id)
                 self.channel.typing_started(event.chat_id)
 
     async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:

@@ -184,3 +184,17 @@ async def test_an_unreachable_api_is_retried_with_backoff_then_reported_without_
     assert waits.seconds == [0.5, 1.0, 2.0]
     assert not raised.value.sent
     assert TOKEN.split(":")[1] not in str(raised.value)
+
+
+async def test_a_reply_queued_for_a_topic_goes_out_when_that_topic_writes(tmp_path: Path) -> None:
+    fake = FakeTelegram()
+    fake.chat(GROUP, "supergroup", is_forum=True)
+    fake.fail_next("sendMessage", 502, "Bad Gateway", times=5)
+    async with telegram_channel(tmp_path, fake, max_retries=4) as running:
+        queued = await send(running.client, f"{GROUP}:7", "for topic 7")
+        fake.inject(fake.message(ANA, "back", chat_id=GROUP, thread_id=7))
+        await pull(running.client)
+        await fake.sent_count(1)
+    assert queued.structured_content is not None
+    assert queued.structured_content["status"] == "queued"
+    assert [(sent.thread_id, sent.text) for sent in fake.sent_to(GROUP)] == [(7, "for topic 7")]
