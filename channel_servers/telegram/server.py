@@ -1,0 +1,160 @@
+"""The Telegram channel: a bot over the Bot API, built on the channel kit.
+
+``receive`` checks the token (``getMe``), then long-polls or serves a webhook; each update is
+stored before Telegram is told it arrived. ``send`` splits and formats replies; ``prompt`` shows
+permission prompts with Approve / Deny buttons in the operator's chats.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp.server import MCPServer
+from starlette.applications import Starlette
+
+from channel_servers.telegram.api import ApiError, BotApi, NetworkError, Sleep, Unauthorized, scrubbing
+from channel_servers.telegram.approvals import Approvals
+from channel_servers.telegram.media import seen_before, with_files
+from channel_servers.telegram.outbound import Sender
+from channel_servers.telegram.receive import poll, serve_webhook, webhook_app
+from channel_servers.telegram.settings import NAME, TOKEN_VARIABLE, TelegramSettings, load_settings
+from channel_servers.telegram.updates import Message, Press, parse
+from shared import hosting
+from shared.channelkit import Channel, channel_main, define_channel
+from shared.channelkit.prompts import PromptClosed
+from shared.protocol.channel import PermissionRequestParams
+
+logger = logging.getLogger("nexo.telegram")
+
+MAX_UPLOAD = 50 * 1024 * 1024
+"""What the Bot API takes from a bot (it hands out files of at most 20 MB)."""
+
+
+class Telegram:
+    """The platform side of the channel; ``transport`` and ``sleep`` let tests reach a stand-in."""
+
+    def __init__(
+        self,
+        settings: TelegramSettings,
+        *,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        self.settings = settings
+        self.bot_username = ""
+        self._transport = transport
+        self._sleep = sleep
+        self.channel: Channel | None = None
+        self._sender: Sender | None = None
+        self._approvals: Approvals | None = None
+        self.webhook_app: Starlette | None = None
+        """The webhook endpoint, once it serves (mode webhook)."""
+
+    async def receive(self, channel: Channel) -> None:
+        token = self.settings.bot_token.get_secret_value()
+        self.channel = channel
+        async with httpx2.AsyncClient(transport=self._transport) as http:
+            extra: dict[str, Any] = {"sleep": self._sleep} if self._sleep is not None else {}
+            api = BotApi(
+                http,
+                self.settings.api_base_url,
+                token,
+                max_retries=self.settings.max_retries,
+                max_retry_wait_s=self.settings.max_retry_wait_s,
+                **extra,
+            )
+            with scrubbing(token):
+                me = await self._introduce(api)
+                self.bot_username = str(me.get("username", ""))
+                self._sender = Sender(api)
+                self._approvals = Approvals(self._sender, channel, self.settings.approval_chat_ids)
+                if self.settings.webhook_secret is not None and self.settings.mode == "webhook":
+                    secret = self.settings.webhook_secret.get_secret_value()
+                    self.webhook_app = webhook_app(secret, self._handle)
+                    await serve_webhook(api, self.settings, self.webhook_app, channel.ready)
+                else:
+                    await poll(api, self.settings, self._handle, channel.ready)
+
+    async def _introduce(self, api: BotApi) -> dict[str, Any]:
+        """``getMe``: a wrong or revoked token fails the start with one line naming the setting."""
+        try:
+            me: dict[str, Any] = await api.call_retrying("getMe")
+        except Unauthorized as exc:
+            raise hosting.HostingError(
+                f"{exc}: set {TOKEN_VARIABLE} to the token @BotFather gave (/token), then restart"
+            ) from None
+        except (ApiError, NetworkError) as exc:
+            raise hosting.HostingError(
+                f"cannot reach the Telegram Bot API at {self.settings.api_base_url}: {exc}; check the "
+                "network or NEXO_TELEGRAM_API_BASE_URL"
+            ) from None
+        return me
+
+    async def _handle(self, update: dict[str, Any]) -> None:
+        assert self.channel is not None
+        assert self._approvals is not None
+        event = parse(update, bot_username=self.bot_username, edits=self.settings.edits_as_messages)
+        if isinstance(event, Press):
+            await self._approvals.pressed(event)
+        elif isinstance(event, Message):
+            content = event.content
+            if event.media and not await seen_before(self.channel, event.dedupe_key):
+                assert self._sender is not None
+                content = await with_files(self._sender.api, self.channel, event)
+            received = await self.channel.inbound(content, event.meta, event.dedupe_key)
+            if received.new:
+                # What waited for this chat (or its topic) goes out first, then typing shows.
+                for chat_id in {event.chat_id, event.meta.get("thread_id", event.chat_id)}:
+                    await self.channel.flush(chat_id)
+                self.channel.typing_started(event.chat_id)
+
+    async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:
+        assert self._sender is not None, "send before the channel started"
+        return await self._sender.send(chat_id, text, reply_to)
+
+    async def send_file(
+        self, chat_id: str, path: Path, caption: str | None, reply_to: str | None, mime: str
+    ) -> str:
+        assert self._sender is not None, "send_file before the channel started"
+        return await self._sender.send_file(chat_id, path, caption, reply_to, mime)
+
+    async def typing(self, chat_id: str) -> None:
+        if self._sender is not None:
+            await self._sender.typing(chat_id)
+
+    async def closed(self, closed: PromptClosed) -> None:
+        if self._approvals is not None:
+            await self._approvals.closed(closed)
+
+    async def prompt(self, params: PermissionRequestParams) -> int:
+        assert self._approvals is not None, "prompt before the channel started"
+        return await self._approvals.show(params)
+
+
+def build_server(settings: TelegramSettings, telegram: Telegram | None = None) -> MCPServer[Any]:
+    telegram = telegram or Telegram(settings)
+    return define_channel(
+        NAME,
+        settings=settings,
+        receive=telegram.receive,
+        send=telegram.send,
+        prompt=telegram.prompt,
+        closed=telegram.closed,
+        send_file=telegram.send_file,
+        max_file_bytes=MAX_UPLOAD,
+        typing=telegram.typing,
+        wait_until_ready=True,
+        instructions=(
+            f'Telegram messages arrive as <channel source="{NAME}" chat_id="..." user="..." ...>. '
+            "Answer with the send_message tool, passing the chat_id from the tag (in a forum topic, "
+            "the thread_id, which is <chat_id>:<topic_id>); Markdown is formatted for Telegram and "
+            "long answers are split."
+        ),
+    )
+
+
+def main() -> int:
+    return channel_main(f"channel_servers.{NAME}", lambda: build_server(load_settings()))
