@@ -17,7 +17,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import BaseModel
 
 from orchestrator.config import NexoConfig
-from orchestrator.control import control_path, serve_control
+from orchestrator.control import Emit, control_path, serve_control
 from orchestrator.dlq import channel_connections, dlq
 from orchestrator.goals import AuditSink, GoalTracker, TrackedGoal
 from orchestrator.goals.background import Background, UnknownAgent
@@ -29,6 +29,7 @@ from orchestrator.mesh import Mesh
 from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
 from orchestrator.proactive.runtime import Autonomy
+from orchestrator.relay import relay, relay_tool
 from orchestrator.storage import StorageWatch
 from shared.protocol.audit import ConfigChangeBody, EntryDraft, NoticeBody
 from shared.protocol.channel import (
@@ -45,6 +46,10 @@ STARTUP_NOTICE_S = 1.0
 SHUTDOWN_FLUSH_S = 2.0
 PUSH_QUEUE = 1000
 Pushed = ChannelParams | PermissionVerdictParams
+
+
+def _plain(fields: dict[str, object]) -> dict[str, Any]:
+    return {k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in fields.items()}
 
 
 def child_env(config: NexoConfig) -> dict[str, str]:
@@ -203,8 +208,8 @@ class Orchestrator:
         names = {agent.memory.server for agent in self.config.agents}
         return await memory_server_metrics({n: c for n, c in self.mesh.connections.items() if n in names})
 
-    async def command(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Operator commands over the control socket: submit and cancel goals."""
+    async def command(self, request: dict[str, Any], emit: Emit) -> dict[str, Any]:
+        """Operator commands over the control socket: submit and cancel goals, forward reads."""
         op = request.get("op")
         if op in ("submit", "run"):
             prompt = request.get("prompt")
@@ -216,6 +221,8 @@ class Orchestrator:
             except UnknownAgent as exc:
                 return {"error": str(exc)}
             if op == "run":
+                if request.get("progress") is True:
+                    return await self._followed(goal, emit)
                 return await self._outcome(goal)
             return {"goal_id": goal.id, "agent": goal.agent}
         if op == "cancel":
@@ -241,9 +248,30 @@ class Orchestrator:
             return {"servers": {c.name: c.describe_live() for c in self.mesh.connections.values()}}
         if op == "refused":
             return {"refused": self.refused()}
+        if op == "request":
+            return await relay(self.mesh, request)
+        if op == "tool":
+            return await relay_tool(self.mesh, request)
         return {
-            "error": f"unknown op {op!r}; expected submit, run, cancel, channels, refused, autonomy or dlq"
+            "error": f"unknown op {op!r}; expected submit, run, cancel, channels, refused, autonomy, dlq, "
+            "request or tool"
         }
+
+    async def _followed(self, goal: TrackedGoal, emit: Emit) -> dict[str, Any]:
+        """``run`` with ``progress``: a line when the goal starts and at each noted step, then its outcome."""
+        async with anyio.create_task_group() as tg:
+
+            async def follow() -> None:
+                await emit({"goal_id": goal.id, "agent": goal.agent, "phase": "started"})
+                while True:
+                    progressed = goal.progressed
+                    await progressed.wait()
+                    await emit({"goal_id": goal.id, **_plain(goal.progress)})
+
+            tg.start_soon(follow)
+            outcome = await self._outcome(goal)
+            tg.cancel_scope.cancel()
+        return outcome
 
     async def _outcome(self, goal: TrackedGoal) -> dict[str, Any]:
         """``nexo agent run`` with the daemon up: answer with the goal's outcome once it ends. The
