@@ -16,6 +16,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel
 
+from orchestrator.child_env import child_env
 from orchestrator.config import NexoConfig
 from orchestrator.control import Emit, control_path, serve_control
 from orchestrator.dlq import channel_connections, dlq
@@ -50,13 +51,6 @@ Pushed = ChannelParams | PermissionVerdictParams
 
 def _plain(fields: dict[str, object]) -> dict[str, Any]:
     return {k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in fields.items()}
-
-
-def child_env(config: NexoConfig) -> dict[str, str]:
-    return {
-        "NEXO_STATE_DIR": str(config.state_path),
-        "NEXO_LOG_LEVEL": os.environ.get("NEXO_LOG_LEVEL", "WARNING"),
-    }
 
 
 class Orchestrator:

@@ -190,7 +190,7 @@ class Backend:
         self, name: str, server: ServerConfig, *, task_status: anyio.abc.TaskStatus[ServerConnection]
     ) -> None:
         """The server's mesh lives in this task until the backend closes."""
-        from orchestrator.daemon import child_env
+        from orchestrator.child_env import child_env
         from orchestrator.mesh import Mesh
 
         async with Mesh({name: server}, self.config.supervision, base_env=child_env(self.config)) as mesh:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,8 +59,11 @@ async def test_the_act_tier_runs_a_goal_through_the_daemon_with_progress_and_ret
 ) -> None:
     steps: list[str] = []
 
-    async def progress(_: float, __: float | None, message: str | None) -> None:
-        steps.append(message or "")
+    class Steps:
+        async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+            steps.append(message or "")
+
+    progress = Steps()
 
     with FakeLLM([Reply("the answer is 42")]) as llm, running(_config(tmp_path, llm.openai_base_url)) as orch:
         config = tmp_path / "agents.yaml"
@@ -69,7 +73,8 @@ async def test_the_act_tier_runs_a_goal_through_the_daemon_with_progress_and_ret
                     "goal_run", {"prompt": "what is the answer?"}, progress_callback=progress
                 )
                 assert ran.is_error is False, ran.content
-                goal_id = ran.structured_content["goal_id"]  # type: ignore[index]
+                assert ran.structured_content is not None
+                goal_id = ran.structured_content["goal_id"]
                 listed = await client.call_tool("goals_list", {"include_finished": True})
                 snapshot = await client.read_resource(f"nexo://goals/{goal_id}")
         assert orch.process.poll() is None
@@ -87,19 +92,27 @@ async def test_the_act_tier_runs_a_goal_through_the_daemon_with_progress_and_ret
     assert f'"id": "{goal_id}"' in snapshot.contents[0].text  # type: ignore[union-attr]
 
 
+MODEL_CLIENTS = ("orchestrator.llm.anthropic", "orchestrator.llm.openai_compat", "orchestrator.daemon")
+"""What the read tier must not import: the model clients and the daemon that builds them."""
+
+
 @contextmanager
-def _http_server(config: Path, *extra: str, token: str | None = TOKEN) -> Iterator[str]:
-    env = base_env({"NEXO_SERVER_TOKEN": token} if token else {})
+def _http_server(config: Path, found: list[str]) -> Iterator[str]:
+    """``nexo mcp-server --http`` under ``python -X importtime``: its URL; ``found`` collects stderr."""
     process = subprocess.Popen(
-        nexo_argv("mcp-server", "--config", str(config), "--http", "127.0.0.1:0", *extra),
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            *nexo_argv("mcp-server", "--config", str(config), "--http", "127.0.0.1:0")[1:],
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=base_env({"NEXO_SERVER_TOKEN": TOKEN}),
         cwd=REPO,
     )
-    found: list[str] = []
     announced = threading.Event()
 
     def read() -> None:
@@ -113,8 +126,7 @@ def _http_server(config: Path, *extra: str, token: str | None = TOKEN) -> Iterat
     reader.start()
     try:
         assert announced.wait(WAIT_S), "".join(found)
-        match = URL_LINE.search(found[-1])
-        assert match is not None
+        match = next(m for m in map(URL_LINE.search, found) if m is not None)
         yield match.group(1)
     finally:
         stop(process)
@@ -125,7 +137,8 @@ def _http_server(config: Path, *extra: str, token: str | None = TOKEN) -> Iterat
 
 async def test_over_http_with_no_daemon_the_read_tier_answers_its_token_only(tmp_path: Path) -> None:
     config = _config(tmp_path, "http://127.0.0.1:9/v1")
-    with _http_server(config) as url:
+    stderr: list[str] = []
+    with _http_server(config, stderr) as url:
         async with httpx2.AsyncClient(timeout=WAIT_S) as http:
             missing = await http.post(url, json=INITIALIZE, headers=ACCEPT)
             wrong = await http.post(url, json=INITIALIZE, headers={**ACCEPT, "Authorization": "Bearer nope"})
@@ -165,3 +178,6 @@ async def test_over_http_with_no_daemon_the_read_tier_answers_its_token_only(tmp
     assert listed.structured_content is not None
     assert listed.structured_content["goals"] == []
     assert refused.is_error is True
+    imported = {line.rsplit("|", 1)[1].strip() for line in stderr if line.startswith("import time:")}
+    assert "orchestrator.mcpserver.backend" in imported
+    assert sorted(imported.intersection(MODEL_CLIENTS)) == []
