@@ -1,5 +1,5 @@
-"""``nexo mcp-server`` start: from spawning it (stdio, read tier, the built-in config, no daemon) to its first ``tools/list``
-answer, as an MCP client that launches it (Claude Desktop, Claude Code) waits for it.
+"""``nexo mcp-server`` start: from spawning it (stdio, read tier, the built-in config, no daemon) to
+its first ``tools/list`` answer, as an MCP client that launches it (Claude Desktop, Claude Code) waits.
 
 Baseline, measured in the same run: ``nexo serve time``, one built-in server, spawned and asked the
 same way. Both go through the SDK client over stdio.
