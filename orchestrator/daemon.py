@@ -252,7 +252,18 @@ class Orchestrator:
         }
 
     async def _followed(self, goal: TrackedGoal, emit: Emit) -> dict[str, Any]:
-        """``run`` with ``progress``: a line when the goal starts and at each noted step, then its outcome."""
+        """``run`` with ``progress``: a line when the goal starts and at each noted step, then its
+        outcome. Steps noted faster than they are sent are coalesced (the latest wins), and the last
+        step is always sent before the outcome."""
+        sent: dict[str, Any] = {}
+
+        async def send_latest() -> None:
+            latest = {"goal_id": goal.id, **_plain(goal.progress)}
+            if latest != sent:
+                sent.clear()
+                sent.update(latest)
+                await emit(latest)
+
         async with anyio.create_task_group() as tg:
 
             async def follow() -> None:
@@ -260,11 +271,13 @@ class Orchestrator:
                 while True:
                     progressed = goal.progressed
                     await progressed.wait()
-                    await emit({"goal_id": goal.id, **_plain(goal.progress)})
+                    await send_latest()
 
             tg.start_soon(follow)
             outcome = await self._outcome(goal)
             tg.cancel_scope.cancel()
+        if goal.progress:
+            await send_latest()
         return outcome
 
     async def _outcome(self, goal: TrackedGoal) -> dict[str, Any]:

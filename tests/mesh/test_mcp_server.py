@@ -16,8 +16,12 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
 
-from tests.fakes.llm import FakeLLM, Reply
+from shared.protocol.console_wire import Approval, Say
+from tests.fakes.llm import CallTool, FakeLLM, Reply, ScriptItem
+from tests.mesh.console import next_frame
+from tests.mesh.console import operator as open_operator
 from tests.mesh.harness import REPO, base_env, nexo_argv, python_server, running, stop, write_config
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
@@ -37,15 +41,12 @@ INITIALIZE = {
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def _config(tmp_path: Path, llm_url: str) -> Path:
+def _config(tmp_path: Path, llm_url: str, notes: Path | None = None) -> Path:
+    servers = {"console": python_server("channel_servers.console"), "audit": python_server("servers.audit")}
+    if notes is not None:
+        servers["notes"] = python_server("tests.fakes.notes_server", env={"NOTES_FILE": str(notes)})
     return write_config(
-        tmp_path / "agents.yaml",
-        state_dir=tmp_path / "state",
-        llm_base_url=llm_url,
-        servers={
-            "console": python_server("channel_servers.console"),
-            "audit": python_server("servers.audit"),
-        },
+        tmp_path / "agents.yaml", state_dir=tmp_path / "state", llm_base_url=llm_url, servers=servers
     )
 
 
@@ -54,41 +55,58 @@ def _stdio(config: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(command=argv[0], args=argv[1:], env=base_env(), cwd=str(REPO))
 
 
-async def test_the_act_tier_runs_a_goal_through_the_daemon_with_progress_and_returns_its_answer(
+async def test_the_act_tier_runs_a_goal_through_the_daemon_whose_approval_the_operator_gives_on_the_console(
     tmp_path: Path,
 ) -> None:
+    """The goal's tool call is asked about on the console, as for any goal; the MCP client, which has
+    no tool to answer approvals, gets the progress and the outcome."""
     steps: list[str] = []
 
     class Steps:
         async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
             steps.append(message or "")
 
-    progress = Steps()
-
-    with FakeLLM([Reply("the answer is 42")]) as llm, running(_config(tmp_path, llm.openai_base_url)) as orch:
+    notes = tmp_path / "notes.txt"
+    script: list[ScriptItem] = [CallTool("notes__write_note", {"text": "buy milk"}), Reply("noted: buy milk")]
+    with FakeLLM(script) as llm, running(_config(tmp_path, llm.openai_base_url, notes)) as orch:
         config = tmp_path / "agents.yaml"
         with anyio.fail_after(WAIT_S):
-            async with Client(stdio_client(_stdio(config, "--tier", "act"))) as client:
-                ran = await client.call_tool(
-                    "goal_run", {"prompt": "what is the answer?"}, progress_callback=progress
-                )
-                assert ran.is_error is False, ran.content
-                assert ran.structured_content is not None
-                goal_id = ran.structured_content["goal_id"]
-                listed = await client.call_tool("goals_list", {"include_finished": True})
-                snapshot = await client.read_resource(f"nexo://goals/{goal_id}")
+            async with (
+                Client(stdio_client(_stdio(config, "--tier", "act"))) as client,
+                open_operator(tmp_path / "state") as operator,
+                anyio.create_task_group() as tg,
+            ):
+                ran: list[CallToolResult] = []
+
+                async def run_goal() -> None:
+                    ran.append(
+                        await client.call_tool(
+                            "goal_run", {"prompt": "note: buy milk"}, progress_callback=Steps()
+                        )
+                    )
+
+                tg.start_soon(run_goal)
+                asked = await next_frame(operator, Approval)
+                await operator.send(Say(id="a1", text=f"yes {asked.request_id}"))
+            async with Client(stdio_client(_stdio(config))) as reader:
+                goal_id = ran[0].structured_content["goal_id"]
+                listed = await reader.call_tool("goals_list", {"include_finished": True})
+                snapshot = await reader.read_resource(f"nexo://goals/{goal_id}")
         assert orch.process.poll() is None
-    assert ran.structured_content is not None
-    assert {k: ran.structured_content[k] for k in ("agent", "status", "text")} == {
+    assert asked.tool_name == "notes__write_note"
+    assert notes.read_text() == "buy milk\n"
+    outcome = ran[0].structured_content
+    assert outcome is not None
+    assert {k: outcome[k] for k in ("agent", "status", "text")} == {
         "agent": "nexo",
         "status": "done",
-        "text": "the answer is 42",
+        "text": "noted: buy milk",
     }
-    assert steps == ["started", "turn 1: answered"]
+    # Steps noted faster than they are relayed are coalesced; the first and the last always arrive.
+    assert (steps[0], steps[-1]) == ("started", "turn 2: answered")
+    assert set(steps) <= {"started", "running", "turn 1: tool_calls", "turn 2: answered"}
     assert listed.structured_content is not None
-    assert [(g["id"], g["status"], g["origin"]["source"]) for g in listed.structured_content["goals"]] == [
-        (goal_id, "done", "cli")
-    ]
+    assert [(g["id"], g["status"]) for g in listed.structured_content["goals"]] == [(goal_id, "done")]
     assert f'"id": "{goal_id}"' in snapshot.contents[0].text  # type: ignore[union-attr]
 
 

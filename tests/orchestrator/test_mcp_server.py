@@ -145,3 +145,18 @@ async def test_an_unknown_agent_is_refused_with_the_agents_to_choose_from(tmp_pa
         result = await client.call_tool("memory_recall", {"query": "x", "agent": "other"})
     assert result.is_error is True
     assert result.content[0].text.endswith("no agent 'other' in the config; use one of nexo")  # type: ignore[union-attr]
+
+
+async def test_the_control_socket_forwards_only_the_listed_requests_and_tools() -> None:
+    from orchestrator.mesh import Mesh, SupervisionConfig
+    from orchestrator.relay import relay, relay_tool
+
+    mesh = Mesh({}, SupervisionConfig())
+    appended = await relay(mesh, {"op": "request", "server": "audit", "method": "nexo/audit/append"})
+    unknown = await relay(mesh, {"op": "request", "server": "nosuch", "method": "nexo/audit/goals/list"})
+    tool = await relay_tool(mesh, {"op": "tool", "server": "workspace", "tool": "shell", "arguments": {}})
+    assert appended["error"].startswith(
+        "the control socket does not forward 'nexo/audit/append'; it forwards "
+    )
+    assert unknown == {"error": "the running mesh has no server 'nosuch'; see `nexo status`"}
+    assert tool == {"error": "the control socket does not forward the tool 'shell'"}
