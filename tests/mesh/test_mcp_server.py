@@ -110,6 +110,18 @@ async def test_the_act_tier_runs_a_goal_through_the_daemon_whose_approval_the_op
     assert f'"id": "{goal_id}"' in snapshot.contents[0].text  # type: ignore[union-attr]
 
 
+READ_TOOLS = {
+    "audit_search",
+    "audit_verify",
+    "channels_status",
+    "cron_list",
+    "goal_get",
+    "goal_turns",
+    "goals_list",
+    "memory_file",
+    "memory_recall",
+    "pairing_list",
+}
 MODEL_CLIENTS = ("orchestrator.llm.anthropic", "orchestrator.llm.openai_compat", "orchestrator.daemon")
 """What the read tier must not import: the model clients and the daemon that builds them."""
 
@@ -153,7 +165,9 @@ def _http_server(config: Path, found: list[str]) -> Iterator[str]:
             process.stderr.close()
 
 
-async def test_over_http_with_no_daemon_the_read_tier_answers_its_token_only(tmp_path: Path) -> None:
+async def test_over_http_with_no_daemon_the_read_tier_answers_its_token_only_in_both_protocol_eras(
+    tmp_path: Path,
+) -> None:
     config = _config(tmp_path, "http://127.0.0.1:9/v1")
     stderr: list[str] = []
     with _http_server(config, stderr) as url:
@@ -188,10 +202,17 @@ async def test_over_http_with_no_daemon_the_read_tier_answers_its_token_only(tmp
                 Client(streamable_http_client(url, http_client=http)) as client,
             ):
                 names = {tool.name for tool in (await client.list_tools()).tools}
+                current_era = client.protocol_version
                 listed = await client.call_tool("goals_list", {})
                 refused = await client.call_tool("goal_run", {"prompt": "x"})
-    assert "goal_run" not in names
-    assert "goals_list" in names
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+                Client(streamable_http_client(url, http_client=http), mode="legacy") as handshake,
+            ):
+                era = (handshake.protocol_version, current_era)
+                legacy_names = {tool.name for tool in (await handshake.list_tools()).tools}
+    assert era[0] != era[1], "one client per protocol era"
+    assert names == legacy_names == READ_TOOLS
     assert listed.is_error is False
     assert listed.structured_content is not None
     assert listed.structured_content["goals"] == []
