@@ -49,6 +49,15 @@ PUSH_QUEUE = 1000
 Pushed = ChannelParams | PermissionVerdictParams
 
 
+GOAL_SOURCES = ("cli", "mcp-server")
+"""Who may be named as a goal's origin over the control socket (the ledger's source of its turns)."""
+
+
+def _goal_source(request: dict[str, Any]) -> str:
+    source = request.get("source")
+    return source if isinstance(source, str) and source in GOAL_SOURCES else "cli"
+
+
 def _plain(fields: dict[str, object]) -> dict[str, Any]:
     return {k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in fields.items()}
 
@@ -211,7 +220,7 @@ class Orchestrator:
                 return {"error": f"{op} needs a non-empty prompt"}
             agent = request.get("agent") or self.config.agents[0].id
             try:
-                goal = await self.background.submit(str(agent), prompt)
+                goal = await self.background.submit(str(agent), prompt, source=_goal_source(request))
             except UnknownAgent as exc:
                 return {"error": str(exc)}
             if op == "run":

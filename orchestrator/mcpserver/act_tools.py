@@ -68,7 +68,11 @@ def add_act_tools(server: MCPServer[Any], config: NexoConfig, backend: Backend) 
     ) -> GoalOutcome:
         """Hand a goal to the running agent. Without background, wait for its outcome and report each
         step as progress; the agent's tool calls ask the operator for approval as usual."""
-        request: dict[str, Any] = {"op": "submit" if background else "run", "prompt": prompt}
+        request: dict[str, Any] = {
+            "op": "submit" if background else "run",
+            "prompt": prompt,
+            "source": ORIGIN,
+        }
         if agent is not None:
             request["agent"] = agent
         with as_tool_errors():

@@ -98,15 +98,8 @@ class Backend:
 
     async def request(self, server: str, request: types.Request[Any, Any], result_type: type[R]) -> R:
         """A control-plane request to ``server``: through the daemon if one runs, else directly."""
-        method = str(getattr(request, "method", ""))
-        params = getattr(request, "params", None)
-        payload = params.model_dump(mode="json", by_alias=True, exclude_none=True) if params else {}
         try:
-            answer = await ask(
-                self.control,
-                {"op": "request", "server": server, "method": method, "params": payload},
-                timeout=READ_TIMEOUT_S + 5,
-            )
+            answer = await ask(self.control, _relayed(server, request), timeout=READ_TIMEOUT_S + 5)
         except OSError:
             return await self._direct(server, request, result_type)
         return result_type.model_validate(_checked(answer)["result"])
@@ -128,12 +121,7 @@ class Backend:
         self, server: str, request: types.Request[Any, Any], result_type: type[R], what: str
     ) -> R:
         """A request that changes something: only through the running daemon."""
-        params = getattr(request, "params", None)
-        payload = params.model_dump(mode="json", by_alias=True, exclude_none=True) if params else {}
-        method = str(getattr(request, "method", ""))
-        answer = await self.control_op(
-            {"op": "request", "server": server, "method": method, "params": payload}, what
-        )
+        answer = await self.control_op(_relayed(server, request), what)
         return result_type.model_validate(answer["result"])
 
     async def _direct_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -196,6 +184,13 @@ class Backend:
         async with Mesh({name: server}, self.config.supervision, base_env=child_env(self.config)) as mesh:
             task_status.started(mesh[name])
             await anyio.sleep_forever()
+
+
+def _relayed(server: str, request: types.Request[Any, Any]) -> dict[str, Any]:
+    """The control socket's ``request`` op carrying ``request`` to ``server``."""
+    params = request.params
+    payload = params.model_dump(mode="json", by_alias=True, exclude_none=True) if params is not None else {}
+    return {"op": "request", "server": server, "method": request.method, "params": payload}
 
 
 def _checked(answer: dict[str, Any]) -> dict[str, Any]:

@@ -106,7 +106,9 @@ async def test_the_act_tier_runs_a_goal_through_the_daemon_whose_approval_the_op
     assert (steps[0], steps[-1]) == ("started", "turn 2: answered")
     assert set(steps) <= {"started", "running", "turn 1: tool_calls", "turn 2: answered"}
     assert listed.structured_content is not None
-    assert [(g["id"], g["status"]) for g in listed.structured_content["goals"]] == [(goal_id, "done")]
+    assert [(g["id"], g["status"], g["origin"]["source"]) for g in listed.structured_content["goals"]] == [
+        (goal_id, "done", "mcp-server")
+    ]
     assert f'"id": "{goal_id}"' in snapshot.contents[0].text  # type: ignore[union-attr]
 
 
