@@ -38,6 +38,16 @@ INITIALIZE = {
         "clientInfo": {"name": "t", "version": "1"},
     },
 }
+TOOLS_CALL = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "method": "tools/call",
+    "params": {
+        "name": "goals_list",
+        "arguments": {},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"},
+    },
+}
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -173,31 +183,28 @@ async def test_over_http_with_no_daemon_the_read_tier_answers_its_token_only_in_
     config = _config(tmp_path, "http://127.0.0.1:9/v1")
     stderr: list[str] = []
     with _http_server(config, stderr) as url:
+        host = url.split("/")[2]
+        bearer = f"Bearer {TOKEN}"
+        bad_credentials = {
+            "no token": ({}, 401),
+            "a wrong token": ({"Authorization": "Bearer nope"}, 401),
+            "a foreign Host": ({"Authorization": bearer, "Host": "evil.example:80"}, 421),
+            "a foreign Origin": (
+                {"Authorization": bearer, "Host": host, "Origin": "http://evil.example"},
+                403,
+            ),
+        }
+        answered: dict[tuple[str, str], int] = {}
         async with httpx2.AsyncClient(timeout=WAIT_S) as http:
-            missing = await http.post(url, json=INITIALIZE, headers=ACCEPT)
-            wrong = await http.post(url, json=INITIALIZE, headers={**ACCEPT, "Authorization": "Bearer nope"})
-            host = url.split("/")[2]
-            foreign = await http.post(
-                url,
-                json=INITIALIZE,
-                headers={**ACCEPT, "Authorization": f"Bearer {TOKEN}", "Host": "evil.example:80"},
-            )
-            origin = await http.post(
-                url,
-                json=INITIALIZE,
-                headers={
-                    **ACCEPT,
-                    "Authorization": f"Bearer {TOKEN}",
-                    "Origin": "http://evil.example",
-                    "Host": host,
-                },
-            )
-        assert (missing.status_code, wrong.status_code, foreign.status_code, origin.status_code) == (
-            401,
-            401,
-            421,
-            403,
-        )
+            for case, (headers, _) in bad_credentials.items():
+                for body in (INITIALIZE, TOOLS_CALL):
+                    sent = await http.post(url, json=body, headers={**ACCEPT, **headers})
+                    answered[case, str(body["method"])] = sent.status_code
+        assert answered == {
+            (case, method): status
+            for case, (_, status) in bad_credentials.items()
+            for method in ("initialize", "tools/call")
+        }
         with anyio.fail_after(WAIT_S):
             async with (
                 httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
