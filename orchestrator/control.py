@@ -13,7 +13,9 @@ from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 StatusFn = Callable[[], dict[str, Any]]
-CommandFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+Emit = Callable[[dict[str, Any]], Awaitable[None]]
+"""Sends one ``{"progress": ...}`` line ahead of a request's answer (for a client that asked for it)."""
+CommandFn = Callable[[dict[str, Any], Emit], Awaitable[dict[str, Any]]]
 MAX_COMMAND_BYTES = 64 * 1024
 
 
@@ -42,7 +44,11 @@ async def serve_control(
                 anyio.EndOfStream, anyio.IncompleteRead, anyio.DelimiterNotFound, anyio.BrokenResourceError
             ):
                 command = (await reader.receive_until(b"\n", MAX_COMMAND_BYTES)).decode().strip()
-                body = await _answered_while_connected(reader, _answer(command, status, commands))
+
+                async def emit(progress: dict[str, Any]) -> None:
+                    await stream.send(json.dumps({"progress": progress}).encode() + b"\n")
+
+                body = await _answered_while_connected(reader, _answer(command, status, commands, emit))
                 if body is not None:
                     await stream.send(json.dumps(body).encode() + b"\n")
 
@@ -74,7 +80,7 @@ async def _answered_while_connected(
     return body
 
 
-async def _answer(command: str, status: StatusFn, commands: CommandFn | None) -> dict[str, Any]:
+async def _answer(command: str, status: StatusFn, commands: CommandFn | None, emit: Emit) -> dict[str, Any]:
     if command == "status":
         return status()
     try:
@@ -83,7 +89,7 @@ async def _answer(command: str, status: StatusFn, commands: CommandFn | None) ->
         return {"error": f"unknown command {command[:80]!r}"}
     if not isinstance(request, dict) or commands is None:
         return {"error": "expected a JSON object with an op"}
-    return await commands(request)
+    return await commands(request, emit)
 
 
 async def ask(path: Path, request: str | dict[str, Any], timeout: float | None = 5.0) -> dict[str, Any]:
@@ -96,6 +102,22 @@ async def ask(path: Path, request: str | dict[str, Any], timeout: float | None =
             answer = await reader.receive_until(b"\n", 1024 * 1024)
     data: dict[str, Any] = json.loads(answer)
     return data
+
+
+async def ask_with_progress(
+    path: Path, request: dict[str, Any], on_progress: Callable[[dict[str, Any]], Awaitable[None]]
+) -> dict[str, Any]:
+    """Send one request and read its answer, handing each ``{"progress": ...}`` line before it to
+    ``on_progress``; waits as long as the request runs (closing the connection cancels it)."""
+    async with await anyio.connect_unix(path) as stream:
+        await stream.send(json.dumps(request).encode() + b"\n")
+        reader = BufferedByteReceiveStream(stream)
+        while True:
+            line: dict[str, Any] = json.loads(await reader.receive_until(b"\n", 1024 * 1024))
+            progress = line.get("progress")
+            if not isinstance(progress, dict) or len(line) != 1:
+                return line
+            await on_progress(progress)
 
 
 async def ask_status(path: Path, timeout: float = 5.0) -> dict[str, Any]:

@@ -16,8 +16,9 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel
 
-from orchestrator.config import NexoConfig, workspace_root
-from orchestrator.control import control_path, serve_control
+from orchestrator.child_env import child_env
+from orchestrator.config import NexoConfig
+from orchestrator.control import Emit, control_path, serve_control
 from orchestrator.dlq import channel_connections, dlq
 from orchestrator.goals import AuditSink, GoalTracker, TrackedGoal
 from orchestrator.goals.background import Background, UnknownAgent
@@ -29,6 +30,7 @@ from orchestrator.mesh import Mesh
 from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
 from orchestrator.proactive.runtime import Autonomy
+from orchestrator.relay import relay, relay_tool
 from orchestrator.storage import StorageWatch
 from shared.protocol.audit import ConfigChangeBody, EntryDraft, NoticeBody
 from shared.protocol.channel import (
@@ -47,16 +49,17 @@ PUSH_QUEUE = 1000
 Pushed = ChannelParams | PermissionVerdictParams
 
 
-def child_env(config: NexoConfig) -> dict[str, str]:
-    env = {
-        "NEXO_STATE_DIR": str(config.state_path),
-        "NEXO_LOG_LEVEL": os.environ.get("NEXO_LOG_LEVEL", "WARNING"),
-    }
-    workspace = workspace_root(config)
-    if workspace != config.state_path / "workspace":
-        # Channels save received files into, and send files from, the workspace server's root.
-        env["NEXO_WORKSPACE_ROOT"] = str(workspace)
-    return env
+GOAL_SOURCES = ("cli", "mcp-server")
+"""Who may be named as a goal's origin over the control socket (the ledger's source of its turns)."""
+
+
+def _goal_source(request: dict[str, Any]) -> str:
+    source = request.get("source")
+    return source if isinstance(source, str) and source in GOAL_SOURCES else "cli"
+
+
+def _plain(fields: dict[str, object]) -> dict[str, Any]:
+    return {k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in fields.items()}
 
 
 class Orchestrator:
@@ -208,8 +211,8 @@ class Orchestrator:
         names = {agent.memory.server for agent in self.config.agents}
         return await memory_server_metrics({n: c for n, c in self.mesh.connections.items() if n in names})
 
-    async def command(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Operator commands over the control socket: submit and cancel goals."""
+    async def command(self, request: dict[str, Any], emit: Emit) -> dict[str, Any]:
+        """Operator commands over the control socket: submit and cancel goals, forward reads."""
         op = request.get("op")
         if op in ("submit", "run"):
             prompt = request.get("prompt")
@@ -217,10 +220,12 @@ class Orchestrator:
                 return {"error": f"{op} needs a non-empty prompt"}
             agent = request.get("agent") or self.config.agents[0].id
             try:
-                goal = await self.background.submit(str(agent), prompt)
+                goal = await self.background.submit(str(agent), prompt, source=_goal_source(request))
             except UnknownAgent as exc:
                 return {"error": str(exc)}
             if op == "run":
+                if request.get("progress") is True:
+                    return await self._followed(goal, emit)
                 return await self._outcome(goal)
             return {"goal_id": goal.id, "agent": goal.agent}
         if op == "cancel":
@@ -246,9 +251,43 @@ class Orchestrator:
             return {"servers": {c.name: c.describe_live() for c in self.mesh.connections.values()}}
         if op == "refused":
             return {"refused": self.refused()}
+        if op == "request":
+            return await relay(self.mesh, request)
+        if op == "tool":
+            return await relay_tool(self.mesh, request)
         return {
-            "error": f"unknown op {op!r}; expected submit, run, cancel, channels, refused, autonomy or dlq"
+            "error": f"unknown op {op!r}; expected submit, run, cancel, channels, refused, autonomy, dlq, "
+            "request or tool"
         }
+
+    async def _followed(self, goal: TrackedGoal, emit: Emit) -> dict[str, Any]:
+        """``run`` with ``progress``: a line when the goal starts and at each noted step, then its
+        outcome. Steps noted faster than they are sent are coalesced (the latest wins), and the last
+        step is always sent before the outcome."""
+        sent: dict[str, Any] = {}
+
+        async def send_latest() -> None:
+            latest = {"goal_id": goal.id, **_plain(goal.progress)}
+            if latest != sent:
+                sent.clear()
+                sent.update(latest)
+                await emit(latest)
+
+        async with anyio.create_task_group() as tg:
+
+            async def follow() -> None:
+                await emit({"goal_id": goal.id, "agent": goal.agent, "phase": "started"})
+                while True:
+                    progressed = goal.progressed
+                    await progressed.wait()
+                    await send_latest()
+
+            tg.start_soon(follow)
+            outcome = await self._outcome(goal)
+            tg.cancel_scope.cancel()
+        if goal.progress:
+            await send_latest()
+        return outcome
 
     async def _outcome(self, goal: TrackedGoal) -> dict[str, Any]:
         """``nexo agent run`` with the daemon up: answer with the goal's outcome once it ends. The

@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,15 +16,15 @@ READY_TIMEOUT_S = 60
 
 
 @contextmanager
-def http_server(module: str, state_dir: Path, token: str) -> Iterator[str]:
+def http_server(module: str, state_dir: Path, token: str, args: Sequence[str] = ()) -> Iterator[str]:
     """One built-in server over Streamable HTTP on a free loopback port, requiring ``token``;
-    yields its MCP URL."""
+    yields its MCP URL. ``args`` come before ``--http`` (``orchestrator.cli.main`` takes its command)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEXO_")}
     env.update(
         NEXO_STATE_DIR=str(state_dir), NEXO_LOG_LEVEL="INFO", PYTHONUNBUFFERED="1", NEXO_SERVER_TOKEN=token
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", module, "--http", "127.0.0.1:0"],
+        [sys.executable, "-m", module, *args, "--http", "127.0.0.1:0"],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -18,7 +18,7 @@ COMPOSE_BIN = Path(compose.__file__).parent / "docker-compose"
 TOKEN_PATH = "/run/nexo/token"
 
 
-def _compose_config() -> dict[str, Any]:
+def compose_config() -> dict[str, Any]:
     # The bundled Compose v2 binary validates without a Docker engine.
     result = subprocess.run(
         [str(COMPOSE_BIN), "-f", str(REPO / "compose.yaml"), "config", "--format", "json"],
@@ -34,7 +34,7 @@ def _compose_config() -> dict[str, Any]:
 
 
 def test_every_server_service_serves_a_built_in_over_http_with_the_token_and_its_host_allowed() -> None:
-    services = _compose_config()["services"]
+    services = compose_config()["services"]
     servers = {name: s for name, s in services.items() if s["command"][:2] == ["nexo", "serve"]}
     assert sorted(servers) == ["audit", "cron", "memory", "pairing", "time"]
     for name, service in servers.items():
@@ -75,5 +75,5 @@ def test_the_image_ships_the_compose_config_and_runs_as_an_unprivileged_user() -
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "COPY config/compose.yaml /etc/nexo/agents.yaml" in dockerfile
     assert "USER nexo" in dockerfile
-    services = _compose_config()["services"]
+    services = compose_config()["services"]
     assert {s.get("user") for s in services.values()} == {"10001"}

@@ -57,7 +57,7 @@ def terminal_gate(config: Any, agent: Any, assume_yes: bool) -> Any:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from orchestrator.daemon import child_env
+    from orchestrator.child_env import child_env
     from orchestrator.llm import build_provider
     from orchestrator.loop import Outcome, ToolRunner, run_goal
     from orchestrator.mesh import Mesh

@@ -110,7 +110,7 @@ def _running_source(status: dict[str, Any]) -> Source:
 
 
 async def _probe_each(config: Any) -> dict[str, dict[str, Any]]:
-    from orchestrator.daemon import child_env
+    from orchestrator.child_env import child_env
     from orchestrator.mesh import ServerConnection
 
     found: dict[str, dict[str, Any]] = {}

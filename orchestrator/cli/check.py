@@ -26,7 +26,7 @@ async def running_status(config: Any) -> dict[str, Any] | None:
 
 async def check(config: Any, args: argparse.Namespace) -> int:
     """Reach every server once: an unreachable one is an error naming its key path."""
-    from orchestrator.daemon import child_env
+    from orchestrator.child_env import child_env
     from orchestrator.mesh import ServerConnection
 
     label = config_label(args.config)
@@ -104,7 +104,7 @@ async def _poller_problems(config: Any, cron: dict[str, Any] | None) -> list[str
     nexo holds is not started twice: that nexo's log names the refused pollers."""
     if cron is None or cron["live"] or not cron["ok"] or not any(a.pollers for a in config.agents):
         return []
-    from orchestrator.daemon import child_env
+    from orchestrator.child_env import child_env
     from orchestrator.mesh import ServerConnection
     from orchestrator.proactive.pollers import check_pollers
 

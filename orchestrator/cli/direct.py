@@ -26,7 +26,7 @@ async def with_server(
     """Connect to the server ``name`` of ``config`` and run ``action``; errors become exit 1."""
     from mcp import MCPError
 
-    from orchestrator.daemon import child_env
+    from orchestrator.child_env import child_env
     from orchestrator.mesh import Mesh, ServerUnavailable
 
     server = config.servers.get(name)

@@ -55,7 +55,7 @@ async def _ask(config: Any, request: dict[str, Any]) -> dict[str, Any]:
         return await ask(control_path(config.state_path), {"op": "dlq", **request}, timeout=30)
     except (OSError, TimeoutError):
         pass
-    from orchestrator.daemon import child_env
+    from orchestrator.child_env import child_env
     from orchestrator.dlq import channel_connections, dlq
     from orchestrator.mesh import Mesh
 

@@ -125,8 +125,8 @@ async def _gather_started(
 ) -> None:
     """Start the servers the running nexo does not hold (all of them when none runs) and ask them;
     a workspace server is asked whether it offers a shell (starting a second one is harmless)."""
+    from orchestrator.child_env import child_env
     from orchestrator.cli.direct import ready
-    from orchestrator.daemon import child_env
     from orchestrator.doctor import PairedSender
     from orchestrator.mesh import Mesh
     from shared.protocol import pairing as p

@@ -93,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_doctor_parsers(sub)
 
+    from orchestrator.cli.mcp_server import add_mcp_server_parser
+
+    add_mcp_server_parser(sub)
+
     serve = sub.add_parser("serve", help="run one built-in server alone (stdio, or HTTP with --http)")
     serve.add_argument("name", help="audit, console, cron, memory, pairing, sample, time, webhook, workspace")
     serve.add_argument(
@@ -178,6 +182,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from orchestrator.cli.memory import command_memory
 
         return command_memory(args)
+    if args.command == "mcp-server":
+        from orchestrator.cli.mcp_server import command_mcp_server
+
+        return command_mcp_server(args)
     if args.command == "serve":
         from orchestrator.cli.serve import command_serve
 

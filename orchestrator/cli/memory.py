@@ -65,7 +65,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 
 async def _dispatch(args: argparse.Namespace, config: Any) -> int:
-    from orchestrator.daemon import child_env
+    from orchestrator.child_env import child_env
     from orchestrator.mesh import Mesh
 
     handlers = {

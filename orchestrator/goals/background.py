@@ -77,14 +77,20 @@ class Background:
         self._tg = tg
 
     async def submit(
-        self, agent: str, prompt: str, *, kind: GoalKind = "bg", goal_id: str | None = None
+        self,
+        agent: str,
+        prompt: str,
+        *,
+        kind: GoalKind = "bg",
+        goal_id: str | None = None,
+        source: str = "cli",
     ) -> TrackedGoal:
         intake = self.intakes.get(agent)
         if intake is None:
             known = ", ".join(sorted(self.intakes)) or "(none)"
             raise UnknownAgent(f"no agent {agent!r}; use one of: {known}")
         goal = await self.tracker.start(
-            agent=agent, kind=kind, origin=Origin(source="cli"), prompt=prompt, goal_id=goal_id
+            agent=agent, kind=kind, origin=Origin(source=source), prompt=prompt, goal_id=goal_id
         )
         assert self._tg is not None, "attach() the daemon's task group first"
         self._tg.start_soon(self._run, intake, goal, name=f"goal:{goal.id}")
@@ -105,7 +111,9 @@ class Background:
                     gate=intake.gate,
                     budgets=intake.agent.budgets,
                     max_tokens=intake.agent.model.max_tokens,
-                    observer=LedgerObserver(self.sink, self.tracker, goal, "cli", self.tracker.metrics),
+                    observer=LedgerObserver(
+                        self.sink, self.tracker, goal, goal.origin.source, self.tracker.metrics
+                    ),
                 )
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(NOTICE_TIMEOUT_S):

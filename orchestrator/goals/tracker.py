@@ -59,6 +59,10 @@ class TrackedGoal:
     finished: anyio.Event = field(default_factory=anyio.Event)
     """Set once the goal ended and was recorded; ``result`` is then its outcome (None: it never ran)."""
     result: GoalResult | None = None
+    progress: dict[str, object] = field(default_factory=dict)
+    """The latest noted fields (phase, last event, budget so far), for whoever follows the goal live."""
+    progressed: anyio.Event = field(default_factory=anyio.Event)
+    """Set at the next note; a follower takes this event before waiting, then reads ``progress``."""
 
 
 def budget_of(result: GoalResult, wall_s: float) -> Budget:
@@ -168,6 +172,9 @@ class GoalTracker:
 
     def note(self, goal: TrackedGoal, **fields: object) -> None:
         """Progress (phase, last event, budget so far) sent in the background, latest value wins."""
+        goal.progress.update(fields)
+        goal.progressed.set()
+        goal.progressed = anyio.Event()
         if self.audit is None:
             return
         self._progress.setdefault(goal.id, {}).update(fields)

@@ -1,10 +1,13 @@
-"""LLM providers: Anthropic Messages and OpenAI-compatible chat completions behind one protocol."""
+"""LLM providers: Anthropic Messages and OpenAI-compatible chat completions behind one protocol.
 
-from orchestrator.llm.anthropic import AnthropicProvider
+The provider clients load on first use (PEP 562): reading a config needs the provider settings, not
+the HTTP clients behind them, so ``nexo mcp-server`` and the one-shot commands never import them.
+"""
+
+from typing import TYPE_CHECKING, Any
+
 from orchestrator.llm.config import AnthropicProviderConfig, OpenAICompatProviderConfig, ProviderConfig
 from orchestrator.llm.errors import LLMError, ProviderRejected, ProviderResponseError, ProviderUnavailable
-from orchestrator.llm.factory import build_provider
-from orchestrator.llm.openai_compat import OpenAICompatProvider
 from orchestrator.llm.types import (
     AssistantMessage,
     Completion,
@@ -16,6 +19,27 @@ from orchestrator.llm.types import (
     Usage,
     UserMessage,
 )
+
+if TYPE_CHECKING:
+    from orchestrator.llm.anthropic import AnthropicProvider
+    from orchestrator.llm.factory import build_provider
+    from orchestrator.llm.openai_compat import OpenAICompatProvider
+
+_CLIENTS = {
+    "AnthropicProvider": "orchestrator.llm.anthropic",
+    "OpenAICompatProvider": "orchestrator.llm.openai_compat",
+    "build_provider": "orchestrator.llm.factory",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _CLIENTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "AnthropicProvider",

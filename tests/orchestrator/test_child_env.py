@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.child_env import child_env
 from orchestrator.config import NexoConfig
-from orchestrator.daemon import child_env
 
 
 def _config(tmp_path: Path, workspace_env: dict[str, str]) -> NexoConfig:

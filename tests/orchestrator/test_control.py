@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.control import ask, serve_control
+from orchestrator.control import Emit, ask, serve_control
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +23,7 @@ async def test_a_request_is_answered_and_a_long_one_is_cancelled_when_its_client
     path = tmp_path / "orchestrator.sock"
     started, cancelled = anyio.Event(), anyio.Event()
 
-    async def commands(request: dict[str, Any]) -> dict[str, Any]:
+    async def commands(request: dict[str, Any], emit: Emit) -> dict[str, Any]:
         if request["op"] == "echo":
             return {"echo": request["value"]}
         started.set()

@@ -1,0 +1,94 @@
+"""The control-plane requests the control socket forwards to a server of the running mesh.
+
+``nexo mcp-server`` reads goals, the ledger, cron entries, pairings and memories through the
+daemon when one runs, so it shares the daemon's server processes instead of starting its own copies
+(a second memory server would load a second embedding model). Only the methods named here are
+forwarded: the socket is the operator's, but a request it does not know is refused, not guessed at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from mcp import MCPError
+from pydantic import ValidationError
+
+from orchestrator.mesh import Mesh, ServerUnavailable
+from shared.protocol import audit, cron, memory, pairing
+
+RELAY_TIMEOUT_S = 30.0
+
+RELAYED: dict[str, tuple[type[types.Request[Any, Any]], type[types.Result]]] = {
+    request.model_fields["method"].default: (request, result)
+    for request, result in (
+        (audit.GoalListRequest, audit.GoalListResult),
+        (audit.GoalGetRequest, audit.GoalGetResult),
+        (audit.VerifyRequest, audit.VerifyResult),
+        (audit.TailRequest, audit.TailResult),
+        (cron.ListRequest, cron.ListResult),
+        (cron.PauseRequest, cron.EntryResult),
+        (cron.ResumeRequest, cron.EntryResult),
+        (cron.DropRequest, cron.DropResult),
+        (memory.SearchRequest, memory.SearchResult),
+        (memory.HistoryRequest, memory.HistoryResult),
+        (memory.ImportRequest, memory.ImportResult),
+        (memory.ForgetRequest, memory.ForgetResult),
+        (pairing.ListRequest, pairing.ListResult),
+        (pairing.ApproveRequest, pairing.ApproveResult),
+        (pairing.RevokeRequest, pairing.RevokeResult),
+    )
+}
+"""Method name -> (request model, result model)."""
+
+
+async def relay(mesh: Mesh, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"op": "request", "server": NAME, "method": M, "params": {...}}`` answered with the server's
+    result as JSON, or ``{"error": ..., "code": ...}`` naming what went wrong."""
+    server, method = request.get("server"), request.get("method")
+    models = RELAYED.get(str(method))
+    if models is None:
+        return {"error": f"the control socket does not forward {method!r}; it forwards {', '.join(RELAYED)}"}
+    if not isinstance(server, str) or server not in mesh.connections:
+        return {"error": f"the running mesh has no server {server!r}; see `nexo status`"}
+    request_model, result_model = models
+    try:
+        outgoing = request_model.model_validate({"method": method, "params": request.get("params") or {}})
+    except ValidationError as exc:
+        return {"error": f"invalid params for {method}: {exc.errors(include_url=False)}"}
+    try:
+        result = await mesh[server].request(outgoing, result_model, timeout=RELAY_TIMEOUT_S)
+    except MCPError as exc:
+        return {"error": exc.message, "code": exc.code}
+    except ServerUnavailable as exc:
+        return {"error": str(exc)}
+    return {
+        "result": result.model_dump(
+            mode="json",
+            by_alias=True,
+        )
+    }
+
+
+RELAYED_TOOLS = frozenset({"audit_search"})
+"""Server tools the control socket forwards: read-only ones whose answer needs no caller identity."""
+
+
+async def relay_tool(mesh: Mesh, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"op": "tool", "server": NAME, "tool": T, "arguments": {...}}`` answered with the tool's
+    structured result, or ``{"error": ...}`` (the tool's own error text when it failed)."""
+    server, tool = request.get("server"), request.get("tool")
+    if tool not in RELAYED_TOOLS:
+        return {"error": f"the control socket does not forward the tool {tool!r}"}
+    if not isinstance(server, str) or server not in mesh.connections:
+        return {"error": f"the running mesh has no server {server!r}; see `nexo status`"}
+    arguments = request.get("arguments")
+    try:
+        result = await mesh[server].call_tool(str(tool), arguments if isinstance(arguments, dict) else {})
+    except MCPError as exc:
+        return {"error": exc.message, "code": exc.code}
+    except ServerUnavailable as exc:
+        return {"error": str(exc)}
+    if result.is_error:
+        return {"error": " ".join(getattr(block, "text", "") for block in result.content).strip()}
+    return {"result": result.structured_content or {}}
