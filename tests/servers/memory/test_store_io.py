@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 
@@ -153,3 +154,25 @@ async def test_a_full_text_lookup_walks_the_index_not_every_memory_of_the_agent(
         for sql, params in asked:
             plan = conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
             assert str(plan[0][3]).startswith("SCAN memories_fts"), (sql, plan)
+
+
+async def test_hybrid_recall_searches_its_keyword_and_vector_sides_at_the_same_time(
+    store: MemoryStore,
+) -> None:
+    """The keyword side waits until the query is embedded: one side after the other, it never would be."""
+    shed = (await store.add(new("Ana keeps the ladder in the shed"), vector(1))).memory.id
+    embedded = anyio.Event()
+    held_by = store.held_by
+
+    async def held_by_once_embedded(matches: Sequence[str], at_most: int) -> list[int]:
+        await embedded.wait()
+        return await held_by(matches, at_most)
+
+    async def embed(_: str) -> np.ndarray:
+        embedded.set()
+        return vector(1)
+
+    store.held_by = held_by_once_embedded  # type: ignore[method-assign]
+    with anyio.fail_after(5):
+        recalled = await Recaller(store, embed).recall("nexo", "ladder", mode="hybrid", limit=1)
+    assert ([m.id for m in recalled.memories], recalled.mode) == ([shed], "hybrid")
