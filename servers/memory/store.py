@@ -206,7 +206,9 @@ class MemoryStore:
         if not memory_ids:
             return {}
         rows = await self.db.fetchall(
-            f"SELECT {COLUMNS} FROM memories WHERE agent = ? AND id IN ({_placeholders(len(memory_ids))})",
+            # By primary key, the agent checked on each row (`+agent`): through the agent index
+            # instead, SQLite walked all of the agent's entries (150 ms at a million memories).
+            f"SELECT {COLUMNS} FROM memories WHERE +agent = ? AND id IN ({_placeholders(len(memory_ids))})",
             (agent, *memory_ids),
         )
         return {memory.id: memory for memory in map(Memory.from_row, rows)}
