@@ -17,7 +17,9 @@ informative words left out; it scores when the target is among the ten recalled.
 - vector recall against exact search (brute force over the float32 vectors), with the share of the
   exact top ten it returns;
 - hybrid recall against vector recall (what the keyword side adds);
-- the same questions after a consolidation pass archived all but 5,000 memories.
+- the same questions after a consolidation pass archived all but 5,000 memories;
+- the process's PSS after the questions against the same process before it opened the store: what
+  the open store holds (the vector codes, SQLite's page cache and whatever it maps).
 
 The database is cached under ~/.cache/nexo-bench/ (or $XDG_CACHE_HOME/nexo-bench/), keyed by size
 and schema; a run resets what it changed (archiving) before it ends.
@@ -42,6 +44,7 @@ from pathlib import Path
 import anyio
 import numpy as np
 
+from bench.memory_server import pss_mb
 from bench.stats import Result, table
 from bench.support import progress
 from servers.memory.consolidate import Policy, consolidate
@@ -63,6 +66,8 @@ VERSION = 1
 BUCKETS = 1 << 16
 WORKING_SET = 5_000
 TARGET_P50_MS = 25.0
+TARGET_PSS_MB = 300.0
+"""What the open store (vector codes, SQLite's cache and maps) may add to the process."""
 MIN_SENTENCES = 10_000
 _CHUNK = 5_000
 _SOURCES = (Path("/usr/share/doc"), Path("/usr/share/man"))
@@ -330,6 +335,7 @@ async def run(rows: int, n_questions: int) -> list[Result]:
     asked = questions([text_of(pool, row) for row in chosen], n_questions)
     path = await cached_database(pool, chosen, embedder)
     results: list[Result] = []
+    pss_before = pss_mb(os.getpid())
     async with Database.open(path, MIGRATIONS, load_vec=True) as db:
         index = VectorIndex(db, DIM)
         started = time.perf_counter()
@@ -342,6 +348,7 @@ async def run(rows: int, n_questions: int) -> list[Result]:
         recaller = Recaller(store, embedder.embed_one)
         await _ask(recaller, asked[:20])  # warm the page cache
         before = await _ask(recaller, asked)
+        pss_after = pss_mb(os.getpid())
         old_latency, old_found = await _old_keyword(store, asked)
         exact_latency, agreement = await _exact(index, embedder, asked)
         try:
@@ -396,6 +403,17 @@ async def run(rows: int, n_questions: int) -> list[Result]:
         ),
         latency("hybrid", "vector recall alone", before.latency["vector"], TARGET_P50_MS),
     ]
+    if pss_before is not None and pss_after is not None:
+        results.append(
+            Result(
+                f"memory recall process PSS after the questions, {label}",
+                "MB",
+                "the same process before opening the store",
+                [pss_after],
+                [pss_before],
+                TARGET_PSS_MB + pss_before,
+            )
+        )
     for mode in MODES:
         results.append(
             Result(

@@ -33,6 +33,8 @@ import sqlite3
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 
+import anyio
+
 from servers.memory.embeddings import EmbeddingError
 from servers.memory.errors import MemoryRefused
 from servers.memory.keyword import CANDIDATE_CAP, PROBE, KeywordQuery, keyword_query
@@ -84,6 +86,12 @@ def fuse(neighbours: Mapping[int, float], strong: Collection[int], lookup: int |
 
 
 @dataclass(frozen=True, slots=True)
+class _VectorSide:
+    vector: Vector | None
+    neighbours: list[tuple[int, float]]
+
+
+@dataclass(frozen=True, slots=True)
 class Recalled:
     memories: list[Memory]
     mode: RecallMode
@@ -109,32 +117,27 @@ class Recaller:
     async def recall(
         self, agent: str, query: str, *, mode: RecallMode, limit: int, touch: bool = True
     ) -> Recalled:
-        candidates = max(limit * 3, MIN_CANDIDATES)
         keywords: KeywordQuery | None = None
         hits: list[tuple[int, float]] = []
-        if mode != "vector":
+        searched: _VectorSide | None = None
+
+        async def keyword_side() -> None:
+            nonlocal keywords, hits
             keywords = await keyword_query(
                 query, self._store.held_by, probe=self._keyword_probe, cap=self._keyword_cap
             )
-        if keywords is not None:
-            hits = await self._keyword_hits(agent, keywords, candidates)
-        used: RecallMode = mode
-        vector: Vector | None = None
-        neighbours: list[tuple[int, float]] = []
-        if mode != "keyword":
-            try:
-                vector = await self._embed_query(query)
-                neighbours = await self._store.neighbours(agent, vector, max(limit * 2, MIN_NEIGHBOURS))
-            except (EmbeddingError, VectorDimensionError, sqlite3.Error, _Blocked) as exc:
-                if mode == "vector":
-                    raise MemoryRefused(
-                        f"vector recall is unavailable right now ({exc}); "
-                        "call memory_recall again with mode='keyword' or mode='hybrid'"
-                    ) from exc
-                logger.warning(
-                    "vector search failed for agent %s (%s); recall degraded to keyword search", agent, exc
-                )
-                used, vector = "keyword", None
+            if keywords is not None:
+                hits = await self._keyword_hits(agent, keywords, max(limit * 3, MIN_CANDIDATES))
+
+        if mode == "keyword":
+            await keyword_side()
+        elif mode == "vector":
+            searched = await self._vector_side(agent, query, mode, limit)
+        else:
+            searched = await self._both(agent, query, limit, keyword_side)
+        used: RecallMode = mode if searched is None or searched.vector is not None else "keyword"
+        vector = None if searched is None else searched.vector
+        neighbours = [] if searched is None else searched.neighbours
         if vector is None:
             ranked = [memory_id for memory_id, _ in hits][:limit]
         elif keywords is None or not hits:
@@ -149,8 +152,56 @@ class Recaller:
         found = await self._store.by_ids(agent, ranked)
         memories = [found[memory_id] for memory_id in ranked if memory_id in found]
         if touch:
-            await self._store.touch([memory.id for memory in memories])
+            self._store.touch([memory.id for memory in memories])
         return Recalled(memories, used)
+
+    async def _both(
+        self, agent: str, query: str, limit: int, keyword_side: Callable[[], Awaitable[None]]
+    ) -> _VectorSide:
+        """The vector side of a hybrid recall, searched while the keyword side runs.
+
+        Independent until fused: the vector side's code scan runs on a worker thread while the
+        keyword side's statements run on the database's. A keyword side's failure is raised as
+        itself, not inside an exception group.
+        """
+        searched = _VectorSide(None, [])
+        failure: Exception | None = None
+
+        async def vector_side() -> None:
+            nonlocal searched
+            searched = await self._vector_side(agent, query, "hybrid", limit)
+
+        async def keyword_side_kept() -> None:
+            nonlocal failure
+            try:
+                await keyword_side()
+            except Exception as exc:  # noqa: BLE001 -- re-raised below with its own type
+                failure = exc
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(vector_side)
+            tg.start_soon(keyword_side_kept)
+        if failure is not None:
+            raise failure
+        return searched
+
+    async def _vector_side(self, agent: str, query: str, mode: RecallMode, limit: int) -> _VectorSide:
+        """The query's vector and nearest memories; no vector when a hybrid recall must degrade."""
+        try:
+            vector = await self._embed_query(query)
+            return _VectorSide(
+                vector, await self._store.neighbours(agent, vector, max(limit * 2, MIN_NEIGHBOURS))
+            )
+        except (EmbeddingError, VectorDimensionError, sqlite3.Error, _Blocked) as exc:
+            if mode == "vector":
+                raise MemoryRefused(
+                    f"vector recall is unavailable right now ({exc}); "
+                    "call memory_recall again with mode='keyword' or mode='hybrid'"
+                ) from exc
+            logger.warning(
+                "vector search failed for agent %s (%s); recall degraded to keyword search", agent, exc
+            )
+            return _VectorSide(None, [])
 
     async def _keyword_hits(self, agent: str, keywords: KeywordQuery, k: int) -> list[tuple[int, float]]:
         """BM25 hits, best first; for a question of common terms only, those holding all of them first."""

@@ -66,6 +66,9 @@ class MemorySettings(BaseSettings):
     """Entries kept per session; the oldest are trimmed."""
     session_idle_gc_days: float = Field(30.0, gt=0)
     consolidation: ConsolidationSettings = Field(default_factory=ConsolidationSettings)
+    access_flush_s: float = Field(5.0, gt=0, le=3600)
+    """Recalls note access counts in memory; they are written every this many seconds and at
+    shutdown (a crash loses at most this window of them)."""
     memory_md_budget_bytes: int = Field(16 * 1024, ge=256)
     """Largest MEMORY.md per agent; edits that would pass it are refused."""
     allow_model_mismatch: bool = False

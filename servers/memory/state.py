@@ -9,6 +9,7 @@ transport.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -108,14 +109,33 @@ async def open_service(
                 load = getattr(active, "load", None)
                 if owned and load is not None and idle_s == 0:
                     await load()  # kept loaded for good: load it before the first request waits for it
+                tg.start_soon(_flush_access_every, service.store, settings.access_flush_s)
                 try:
                     yield service
                 finally:
                     tg.cancel_scope.cancel()
+                    with anyio.CancelScope(shield=True):
+                        await _flush_access_at_exit(service.store)
         finally:
             if owned:
                 with anyio.CancelScope(shield=True):
                     await active.aclose()
+
+
+async def _flush_access_every(store: MemoryStore, interval_s: float) -> None:
+    while True:
+        await anyio.sleep(interval_s)
+        try:
+            await store.flush_access()
+        except sqlite3.Error as exc:
+            logger.warning("access counts of recalled memories not written yet (%s); retrying", exc)
+
+
+async def _flush_access_at_exit(store: MemoryStore) -> None:
+    try:
+        await store.flush_access()
+    except sqlite3.Error as exc:
+        logger.warning("access counts of %d recalled memories lost at shutdown: %s", len(store.access), exc)
 
 
 async def _unload_when_idle(release: Callable[[float], Awaitable[bool]], idle_s: float) -> None:

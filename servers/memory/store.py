@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import suppress
 from typing import Any
 
+from servers.memory.access import AccessLog
+from servers.memory.memory_rows import COLUMNS, INSERT, ids_of, insert_row, rows_by_id
 from servers.memory.models import Counts, Memory, NewMemory, Stored, Vector, content_hash
 from servers.memory.vectors import VectorIndex
-from shared.db import Database, Migration, StorageFull, Transaction
+from shared.db import Database, Migration, Transaction
 
 MEMORY_MIGRATIONS: tuple[Migration, ...] = (
     Migration.sql(
@@ -60,11 +61,6 @@ MEMORY_MIGRATIONS: tuple[Migration, ...] = (
     ),
 )
 
-_COLUMNS = (
-    "id, agent, content, tags, kind, provenance, importance, created_at, last_accessed_at, "
-    "access_count, archived, promoted_at"
-)
-
 
 def _placeholders(n: int) -> str:
     return ",".join("?" * n)
@@ -77,12 +73,13 @@ class MemoryStore:
         self.db = db
         self.index = index
         self._clock = clock
+        self.access = AccessLog(db, clock)
 
     # -- writes --------------------------------------------------------------------------------
 
     async def find_content(self, agent: str, content: str) -> Memory | None:
         row = await self.db.fetchone(
-            f"SELECT {_COLUMNS} FROM memories WHERE agent = ? AND content_sha256 = ?",
+            f"SELECT {COLUMNS} FROM memories WHERE agent = ? AND content_sha256 = ?",
             (agent, content_hash(content)),
         )
         return None if row is None else Memory.from_row(row)
@@ -95,7 +92,7 @@ class MemoryStore:
     async def _refresh(
         self, tx: Transaction, memory_id: int, tags: Iterable[str], importance: float
     ) -> Memory:
-        row = await tx.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+        row = await tx.fetchone(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,))
         if row is None:
             raise LookupError(f"memory {memory_id} vanished during a refresh")
         old = Memory.from_row(row)
@@ -105,7 +102,7 @@ class MemoryStore:
             "importance = max(importance, ?), tags = ? WHERE id = ?",
             (self._clock(), importance, json.dumps(merged, ensure_ascii=False), memory_id),
         )
-        fresh = await tx.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+        fresh = await tx.fetchone(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,))
         assert fresh is not None
         return Memory.from_row(fresh)
 
@@ -115,9 +112,38 @@ class MemoryStore:
             return await self._add(tx, new, vector)
 
     async def add_many(self, batch: Sequence[tuple[NewMemory, Vector]]) -> list[Stored]:
-        """Like :meth:`add` for a batch, all in one transaction (one fsync)."""
+        """Like :meth:`add` for a batch, all in one transaction (one fsync) and a few statements.
+
+        The twins already stored are looked up in one query, the new memories inserted with one
+        statement (their full-text entries by the trigger) and read back with another, and their
+        vectors written with one more; only twins are refreshed one by one. Content repeated
+        within the batch is stored once and refreshed by its repeats, as consecutive :meth:`add`
+        calls would.
+        """
+        if not batch:
+            return []
+        keys = [(new.agent, content_hash(new.content)) for new, _ in batch]
         async with self.db.transaction() as tx:
-            return [await self._add(tx, new, vector) for new, vector in batch]
+            stored_ids = await ids_of(tx, keys)
+            first = {key: position for position, key in reversed(list(enumerate(keys)))}
+            fresh = [p for key, p in first.items() if key not in stored_ids]
+            fresh.sort()
+            now = self._clock()
+            await tx.executemany(INSERT, [insert_row(batch[p][0], keys[p][1], now) for p in fresh])
+            inserted = await ids_of(tx, [keys[p] for p in fresh])
+            await self.index.add_many(tx, [(inserted[keys[p]], keys[p][0], batch[p][1]) for p in fresh])
+            rows = await rows_by_id(tx, list(inserted.values()))
+            results: list[Stored] = []
+            for position, (new, _) in enumerate(batch):
+                key = keys[position]
+                if first[key] == position and key in inserted:
+                    results.append(Stored(rows[inserted[key]], created=True))
+                else:
+                    memory_id = stored_ids.get(key, inserted.get(key))
+                    assert memory_id is not None
+                    refreshed = await self._refresh(tx, memory_id, new.tags, new.importance)
+                    results.append(Stored(refreshed, created=False))
+            return results
 
     async def _add(self, tx: Transaction, new: NewMemory, vector: Vector) -> Stored:
         digest = content_hash(new.content)
@@ -127,52 +153,31 @@ class MemoryStore:
         )
         if twin is not None:
             return Stored(await self._refresh(tx, int(twin[0]), new.tags, new.importance), created=False)
-        now = self._clock()
-        created_at = now if new.created_at is None else new.created_at
-        memory_id = await tx.insert(
-            "INSERT INTO memories (agent, content, content_sha256, tags, kind, provenance, importance, "
-            "created_at, last_accessed_at, access_count, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                new.agent,
-                new.content,
-                digest,
-                json.dumps(list(new.tags), ensure_ascii=False),
-                new.kind,
-                new.provenance,
-                new.importance,
-                created_at,
-                created_at if new.last_accessed_at is None else new.last_accessed_at,
-                new.access_count,
-                int(new.archived),
-            ),
-        )
+        memory_id = await tx.insert(INSERT, insert_row(new, digest, self._clock()))
         await self.index.add(tx, memory_id, new.agent, vector)
-        row = await tx.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+        row = await tx.fetchone(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,))
         assert row is not None
         return Stored(Memory.from_row(row), created=True)
 
     async def forget(self, memory_id: int) -> Memory | None:
         """Delete a memory, its FTS entry and its vector together; None if there was none."""
         async with self.db.transaction() as tx:
-            row = await tx.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+            row = await tx.fetchone(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,))
             if row is None:
                 return None
             await self.index.remove(tx, memory_id)
             await tx.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         return Memory.from_row(row)
 
-    async def touch(self, memory_ids: Sequence[int]) -> None:
+    def touch(self, memory_ids: Sequence[int]) -> None:
         """Record that these memories were recalled now, which brings an archived one back into the
-        working set (skipped while the disk is full: a recall still answers, only its access count
-        is not kept)."""
-        if not memory_ids:
-            return
-        with suppress(StorageFull):
-            await self.db.execute(
-                f"UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1, archived = 0 "
-                f"WHERE id IN ({_placeholders(len(memory_ids))})",
-                (self._clock(), *memory_ids),
-            )
+        working set. Noted in memory and written by :meth:`flush_access` (``servers.memory.access``):
+        a recall never writes."""
+        self.access.note(memory_ids)
+
+    async def flush_access(self) -> int:
+        """Write the accesses noted by :meth:`touch` (one transaction); how many memories it updated."""
+        return await self.access.flush()
 
     async def set_archived(self, memory_ids: Sequence[int], archived: bool) -> None:
         """Archive (or bring back) these memories; any number of them, in one statement.
@@ -193,7 +198,7 @@ class MemoryStore:
     # -- reads ---------------------------------------------------------------------------------
 
     async def get(self, memory_id: int) -> Memory | None:
-        row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+        row = await self.db.fetchone(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,))
         return None if row is None else Memory.from_row(row)
 
     async def by_ids(self, agent: str, memory_ids: Sequence[int]) -> dict[int, Memory]:
@@ -201,7 +206,9 @@ class MemoryStore:
         if not memory_ids:
             return {}
         rows = await self.db.fetchall(
-            f"SELECT {_COLUMNS} FROM memories WHERE agent = ? AND id IN ({_placeholders(len(memory_ids))})",
+            # By primary key, the agent checked on each row (`+agent`): through the agent index
+            # instead, SQLite walked all of the agent's entries (150 ms at a million memories).
+            f"SELECT {COLUMNS} FROM memories WHERE +agent = ? AND id IN ({_placeholders(len(memory_ids))})",
             (agent, *memory_ids),
         )
         return {memory.id: memory for memory in map(Memory.from_row, rows)}
@@ -216,9 +223,10 @@ class MemoryStore:
         include_archived: bool = True,
     ) -> list[Memory]:
         """Memories in id order after ``after_id``; every agent's when ``agent`` is None."""
+        await self.flush_access()
         where, params = _page_filter(agent, kind, after_id, include_archived)
         rows = await self.db.fetchall(
-            f"SELECT {_COLUMNS} FROM memories {where} ORDER BY id LIMIT ?", [*params, limit]
+            f"SELECT {COLUMNS} FROM memories {where} ORDER BY id LIMIT ?", [*params, limit]
         )
         return [Memory.from_row(row) for row in rows]
 
@@ -226,14 +234,16 @@ class MemoryStore:
         self, *, agent: str | None, kind: str | None = None, after_id: int = 0, include_archived: bool = True
     ) -> int:
         """How many memories :meth:`page` would walk through from ``after_id`` to the end."""
+        await self.flush_access()
         where, params = _page_filter(agent, kind, after_id, include_archived)
         row = await self.db.fetchone(f"SELECT COUNT(*) FROM memories {where}", params)
         return int(row[0]) if row is not None else 0
 
     async def active(self, agent: str) -> list[Memory]:
         """Every memory of the agent that is not archived (consolidation scores them all)."""
+        await self.flush_access()
         rows = await self.db.fetchall(
-            f"SELECT {_COLUMNS} FROM memories WHERE agent = ? AND archived = 0 ORDER BY id", (agent,)
+            f"SELECT {COLUMNS} FROM memories WHERE agent = ? AND archived = 0 ORDER BY id", (agent,)
         )
         return [Memory.from_row(row) for row in rows]
 
@@ -256,7 +266,7 @@ class MemoryStore:
             floor = int(row[0]) if row is not None else floor
         rows = await self.db.fetchall(
             "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
-            "JOIN memories AS m ON m.id = memories_fts.rowid "
+            "CROSS JOIN memories AS m ON m.id = memories_fts.rowid "
             "WHERE memories_fts MATCH ? AND memories_fts.rowid >= ? AND m.agent = ? "
             "ORDER BY score DESC LIMIT ?",
             (match, floor, agent, k),
@@ -266,7 +276,9 @@ class MemoryStore:
     async def holders(self, agent: str, match: str, k: int) -> list[int]:
         """Up to ``k`` of the agent's memories matching ``match``, unranked (no BM25 is computed)."""
         rows = await self.db.fetchall(
-            "SELECT m.id FROM memories_fts JOIN memories AS m ON m.id = memories_fts.rowid "
+            # CROSS JOIN keeps the full-text index the outer loop: without it SQLite 3.40 walks
+            # every memory of the agent and evaluates the MATCH once per memory (seconds at 1M).
+            "SELECT m.id FROM memories_fts CROSS JOIN memories AS m ON m.id = memories_fts.rowid "
             "WHERE memories_fts MATCH ? AND m.agent = ? LIMIT ?",
             (match, agent, k),
         )

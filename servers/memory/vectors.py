@@ -220,9 +220,11 @@ class VectorIndex:
     async def _rerank(
         self, agent: str, query: np.ndarray, candidates: np.ndarray, k: int
     ) -> tuple[list[tuple[int, float]], list[int]]:
+        # By primary key, the agent checked on each row found (`+agent`): searched through the
+        # (agent, memory_id) index instead, 400 ids took 100 ms at a million vectors, not 3 ms.
         rows = await self.db.fetchall(
             "SELECT memory_id, embedding FROM memory_vectors "
-            "WHERE memory_id IN (SELECT value FROM json_each(?)) AND agent = ?",
+            "WHERE memory_id IN (SELECT value FROM json_each(?)) AND +agent = ?",
             (ids_json(candidates), agent),
         )
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
