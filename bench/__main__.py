@@ -34,7 +34,6 @@ from bench import (
     recall_quality,
     recall_scale,
     server_restart,
-    telegram_overhead,
     tool_call,
     turn_overhead,
 )
@@ -51,7 +50,6 @@ def _tool_call(quick: bool) -> list[Result]:
 MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "tool_call": (_tool_call, "tool call"),
     "turn_overhead": (turn_overhead.measure, "turn overhead"),
-    "telegram_overhead": (telegram_overhead.measure, "turn overhead through Telegram"),
     "cold_start": (cold_start.measure, "cold start"),
     "one_shot": (one_shot.measure, "one-shot commands"),
     "mcp_server_start": (mcp_server_start.measure, "nexo mcp-server start"),

@@ -7,7 +7,8 @@ turn from the ``say`` frame to the ``reply`` frame. The scripted model answers a
 of turn wait on it once, so the ratio of the medians is the platform's own overhead.
 
 A platform plugs in as a :class:`Platform`: its server entry, its channel options, and how to time
-one turn against its stand-in (see :func:`whatsapp`).
+one turn against its stand-in (see :func:`whatsapp` and :func:`telegram`). Each platform gets a
+mesh of its own and one row, with its console baseline from that same mesh.
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ from bench.turn_overhead import Console
 from orchestrator.cli.chat import console_socket
 from shared.protocol.console_wire import Hello, encode
 from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram_api import TOKEN as TELEGRAM_TOKEN
+from tests.fakes.telegram_api import FakeTelegram
 from tests.fakes.whatsapp_api import APP_SECRET, PHONE_NUMBER_ID, TOKEN, FakeWhatsApp, serve
 from tests.mesh.harness import free_port, python_server, running, write_config
 
+UNLIMITED = {"rate_per_minute": None}
+"""Channel options that lift the inbound rate limit, so a hundred quick turns are all answered."""
 RELATIVE_TARGET = 1.5
 WARMUP_TURNS = 3
 REPLY_TIMEOUT_S = 60.0
@@ -87,12 +92,38 @@ async def whatsapp(http: httpx2.AsyncClient) -> AsyncIterator[Platform]:
                     "NEXO_WHATSAPP_PORT": str(port),
                 },
             ),
-            channel_options={"pairing": {"allow_from": [contact]}},
+            channel_options={**UNLIMITED, "pairing": {"allow_from": [contact]}},
             turn=turn,
         )
 
 
-PLATFORMS: dict[str, PlatformFactory] = {"whatsapp": whatsapp}
+@asynccontextmanager
+async def telegram(_: httpx2.AsyncClient) -> AsyncIterator[Platform]:
+    fake = FakeTelegram()
+    user = 5559001
+
+    async def turn(text: str) -> float:
+        answered = len(fake.sent_to(user))
+        start = time.perf_counter()
+        fake.inject(fake.message(user, text))  # handed over at the channel's next long poll
+        with anyio.fail_after(REPLY_TIMEOUT_S):
+            while len(fake.sent_to(user)) <= answered:
+                await fake.sent_count(len(fake.sent) + 1, timeout=REPLY_TIMEOUT_S)
+        return time.perf_counter() - start
+
+    async with fake.serve() as api_url:
+        yield Platform(
+            name="telegram",
+            server=python_server(
+                "channel_servers.telegram",
+                env={"NEXO_TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN, "NEXO_TELEGRAM_API_BASE_URL": api_url},
+            ),
+            channel_options={**UNLIMITED, "pairing": {"platform": "telegram", "allow_from": [str(user)]}},
+            turn=turn,
+        )
+
+
+PLATFORMS: dict[str, PlatformFactory] = {"whatsapp": whatsapp, "telegram": telegram}
 
 
 async def _run(
@@ -107,7 +138,7 @@ async def _run(
             llm_base_url=model.openai_base_url,
             servers={**servers, platform.name: platform.server},
             agent={"channels": ["console", platform.name]},
-            extra={"channel_options": {platform.name: platform.channel_options}},
+            extra={"channel_options": {"console": UNLIMITED, platform.name: platform.channel_options}},
         )
         mesh = running(config, timeout=READY_TIMEOUT_S * 2)
         try:

@@ -274,7 +274,14 @@ def setup(config: NexoConfig, facts: SetupFacts) -> list[Finding]:
         )
     for name, error in sorted(facts.unreachable.items()):
         found.append(
-            Finding("error", "reachable", name, f"could not be reached: {error}", "see `nexo status`")
+            Finding(
+                "error",
+                "reachable",
+                name,
+                f"could not be reached: {error}",
+                f"correct servers.{name} as the message says, then run `nexo setup doctor` again "
+                "(`nexo status` shows a running nexo's view)",
+            )
         )
     server = config.pairing.server
     if server in config.servers and facts.paired is None and server not in facts.unreachable:

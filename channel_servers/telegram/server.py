@@ -31,6 +31,8 @@ logger = logging.getLogger("nexo.telegram")
 
 MAX_UPLOAD = 50 * 1024 * 1024
 """What the Bot API takes from a bot (it hands out files of at most 20 MB)."""
+TOPICS_KEPT = 1000
+"""Recent forum-topic messages remembered, so a reply quoting one stops that topic's typing."""
 
 
 class Telegram:
@@ -52,6 +54,8 @@ class Telegram:
         self._approvals: Approvals | None = None
         self.webhook_app: Starlette | None = None
         """The webhook endpoint, once it serves (mode webhook)."""
+        self._topic_of: dict[tuple[str, str], str] = {}
+        """(chat, message id) -> ``<chat>:<topic>`` for recent messages in forum topics."""
 
     async def receive(self, channel: Channel) -> None:
         token = self.settings.bot_token.get_secret_value()
@@ -107,18 +111,36 @@ class Telegram:
             received = await self.channel.inbound(content, event.meta, event.dedupe_key)
             if received.new:
                 # What waited for this chat (or its topic) goes out first, then typing shows.
-                for chat_id in {event.chat_id, event.meta.get("thread_id", event.chat_id)}:
+                where = event.meta.get("thread_id", event.chat_id)
+                for chat_id in {event.chat_id, where}:
                     await self.channel.flush(chat_id)
-                self.channel.typing_started(event.chat_id)
+                if where != event.chat_id:
+                    self._remember_topic(event.chat_id, event.meta["message_id"], where)
+                self.channel.typing_started(where)  # in a topic, "typing..." shows in that topic
+
+    def _remember_topic(self, chat_id: str, message_id: str, topic: str) -> None:
+        self._topic_of[(chat_id, message_id)] = topic
+        if len(self._topic_of) > TOPICS_KEPT:
+            del self._topic_of[next(iter(self._topic_of))]
+
+    def _answered_in_topic(self, chat_id: str, reply_to: str | None) -> None:
+        """A reply sent to the plain chat goes into the topic of the message it quotes (Telegram
+        places it there): the typing shown in that topic stops as well."""
+        typing = self.channel.typing if self.channel is not None else None
+        topic = self._topic_of.get((chat_id, reply_to)) if reply_to is not None else None
+        if typing is not None and topic is not None:
+            typing.stop(topic)
 
     async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:
         assert self._sender is not None, "send before the channel started"
+        self._answered_in_topic(chat_id, reply_to)
         return await self._sender.send(chat_id, text, reply_to)
 
     async def send_file(
         self, chat_id: str, path: Path, caption: str | None, reply_to: str | None, mime: str
     ) -> str:
         assert self._sender is not None, "send_file before the channel started"
+        self._answered_in_topic(chat_id, reply_to)
         return await self._sender.send_file(chat_id, path, caption, reply_to, mime)
 
     async def typing(self, chat_id: str) -> None:

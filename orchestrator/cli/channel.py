@@ -115,7 +115,9 @@ async def _probe_each(config: Any) -> dict[str, dict[str, Any]]:
 
     found: dict[str, dict[str, Any]] = {}
     for name, server in config.servers.items():
-        connection = ServerConnection(name, server, config.supervision, base_env=child_env(config))
+        connection = ServerConnection(
+            name, server, config.supervision, base_env=child_env(config), keep_stderr=True
+        )
         found[name] = await connection.describe_once()
     return found
 
@@ -189,7 +191,14 @@ def _doctor(
         for name, info in probe.items()
     }
     results = [
-        evaluate(config, agent, server, caps.get(server), probe.get(server, {}).get("server_name"))
+        evaluate(
+            config,
+            agent,
+            server,
+            caps.get(server),
+            probe.get(server, {}).get("server_name"),
+            _start_error(probe.get(server, {})),
+        )
         for agent in agents
         for server in channel_servers(config, caps)
     ]
@@ -227,10 +236,15 @@ def _doctor(
         if not results:
             print("no channel servers in the config", file=sys.stderr)
     skipped = [r for r in results if r.verdict == "skip"]
-    if any(finding.level == "error" for finding in plugins):
+    if any(finding.level == "error" for finding in plugins) or any(r.verdict == "fail" for r in results):
         return EXIT_FAIL
     warned = any(finding.level == "warning" for finding in plugins)
     return EXIT_WARN if skipped or refused or warned or not results else EXIT_OK
+
+
+def _start_error(info: dict[str, Any]) -> str | None:
+    """Why the server failed to start or connect (its own last line on stderr when it said one)."""
+    return str(info["error"]) if info.get("failed") and info.get("error") else None
 
 
 def _test(args: argparse.Namespace, config: Any) -> int:

@@ -133,7 +133,7 @@ async def _gather_started(
 
     names = sorted(channels | workspaces | ({config.pairing.server} & set(config.servers)))
     servers = {name: config.servers[name] for name in names if name in config.servers}
-    async with Mesh(servers, config.supervision, base_env=child_env(config)) as mesh:
+    async with Mesh(servers, config.supervision, base_env=child_env(config), keep_stderr=True) as mesh:
         for name in names:
             connection = mesh.get(name)
             if connection is None:

@@ -18,7 +18,7 @@ from typing import Literal
 from orchestrator.config import AgentConfig, NexoConfig
 
 CHANNEL_CAPABILITIES = ("nexo/channel", "claude/channel")
-Verdict = Literal["register", "skip", "not_bound"]
+Verdict = Literal["register", "skip", "not_bound", "fail"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,14 +27,14 @@ class GateResult:
     agent: str
     verdict: Verdict
     kind: str = ""
-    """For a skip: capability, disabled, binding, plugin_source or not_approved."""
+    """For a skip: capability, disabled, binding, plugin_source or not_approved; for a fail: start."""
     reason: str = ""
     fix: str = ""
 
     def line(self) -> str:
         if self.verdict == "register":
             return f"{self.server:<12} WOULD REGISTER for {self.agent}"
-        label = "NOT BOUND" if self.verdict == "not_bound" else f"SKIP {self.kind}"
+        label = {"not_bound": "NOT BOUND", "fail": f"FAIL {self.kind}"}.get(self.verdict, f"SKIP {self.kind}")
         return f"{self.server:<12} {label} for {self.agent}: {self.reason}. Fix: {self.fix}"
 
 
@@ -44,12 +44,24 @@ def evaluate(
     server: str,
     capabilities: tuple[str, ...] | None,
     reported_name: str | None,
+    start_error: str | None = None,
 ) -> GateResult:
-    """``capabilities``/``reported_name`` come from the live connection (None: not connected yet)."""
+    """``capabilities``/``reported_name`` come from the live connection (None: not connected yet);
+    ``start_error`` is why the server failed to start, when it did (the doctor's probe)."""
 
     def skip(kind: str, reason: str, fix: str) -> GateResult:
         return GateResult(server, agent.id, "skip", kind, reason, fix)
 
+    if capabilities is None and start_error is not None:
+        return GateResult(
+            server,
+            agent.id,
+            "fail",
+            "start",
+            f"the server failed to start or connect: {start_error.rstrip('.')}",
+            f"correct servers.{server} (its env or command) as the message says, then run "
+            "`nexo channel doctor` again",
+        )
     if capabilities is None:
         return skip(
             "capability",

@@ -20,6 +20,7 @@ from orchestrator.mesh.breaker import Breaker
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig, SupervisionConfig
 from orchestrator.mesh.forkserver import ForkServer
 from orchestrator.mesh.http_refusal import refusal
+from orchestrator.mesh.stderr_tail import StderrTail
 from orchestrator.mesh.transport import http_client_for, open_transport
 
 logger = logging.getLogger("nexo.mesh")
@@ -112,8 +113,11 @@ class ServerConnection:
         on_notification: NotificationHandler | None = None,
         clock: Callable[[], float] = time.monotonic,
         fork_server: ForkServer | None = None,
+        keep_stderr: bool = False,
     ) -> None:
         self.name = name
+        self.stderr_tail = StderrTail() if keep_stderr else None
+        """The last line a stdio server wrote on stderr (``keep_stderr``), for reports of a failed start."""
         self._fork_server = fork_server
         self.config = config
         self._supervision = supervision
@@ -162,6 +166,8 @@ class ServerConnection:
         """Connect and list tools, with every resource on ``stack``."""
         http = None
         self._refused = None
+        if self.stderr_tail is not None:
+            self.stderr_tail.forget()
         if isinstance(self.config, HttpServerConfig):
             http = await stack.enter_async_context(http_client_for(self.config))
             http.event_hooks = {"response": [self._status_watch(self.config, self._closed)]}
@@ -175,6 +181,7 @@ class ServerConnection:
                 base_env=self._base_env,
                 http_client=http,
                 fork_server=self._fork_server,
+                stderr_tail=self.stderr_tail,
             ),
             mode=self.config.protocol,
             extensions=extensions,
@@ -210,6 +217,12 @@ class ServerConnection:
         """The reason an HTTP status gave, else the exception."""
         return self._refused or describe_error(exc)
 
+    def _start_failure(self, exc: BaseException) -> str:
+        """Why a server never got ready: its own last line on stderr when it said one (kept with
+        ``keep_stderr``), else :meth:`_failure`."""
+        said = self.stderr_tail.last_line if self.stderr_tail is not None else None
+        return self._refused or said or describe_error(exc)
+
     async def probe(self) -> str | None:
         """Connect once and disconnect: None when it worked, else why not (for --check-config)."""
         self._closed = anyio.Event()
@@ -217,7 +230,7 @@ class ServerConnection:
             async with AsyncExitStack() as stack:
                 await self._open(stack)
         except Exception as exc:  # noqa: BLE001 -- reported to the operator, who fixes the config
-            return self._failure(exc)
+            return self._start_failure(exc)
         return None
 
     async def describe_once(self) -> dict[str, Any]:
@@ -237,12 +250,22 @@ class ServerConnection:
                 finally:
                     self._client = None
         except Exception as exc:  # noqa: BLE001 -- reported to the operator, who fixes the config
-            return {"capabilities": None, "server_name": None, "error": self._failure(exc)}
+            return {
+                "capabilities": None,
+                "server_name": None,
+                "error": self._start_failure(exc),
+                "failed": True,
+            }
 
     def describe_live(self) -> dict[str, Any]:
         client = self._client
         if client is None:
-            return {"capabilities": None, "server_name": None, "error": self.last_error or self.state}
+            return {
+                "capabilities": None,
+                "server_name": None,
+                "error": self.last_error or self.state,
+                "failed": self.last_error is not None,
+            }
         info = client.server_info
         return {
             "capabilities": list(self.capability_names()),
@@ -271,7 +294,7 @@ class ServerConnection:
                     self._refused or "connection closed (the server exited or the network dropped)"
                 )
         except Exception as exc:  # noqa: BLE001 -- the supervisor is the boundary: any failure means reconnect
-            self.last_error = self._failure(exc)
+            self.last_error = self._failure(exc) if connected_at is not None else self._start_failure(exc)
         finally:
             self._client = None
             if self._ready.is_set():

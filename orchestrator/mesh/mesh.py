@@ -30,6 +30,7 @@ class Mesh:
         notifications: Mapping[str, type[BaseModel]] | None = None,
         on_notification: NotificationHandler | None = None,
         fork_server: bool = False,
+        keep_stderr: bool = False,
     ) -> None:
         sup = supervision or SupervisionConfig()
         forkable = sum(
@@ -49,6 +50,7 @@ class Mesh:
                 notifications=notifications,
                 on_notification=on_notification,
                 fork_server=self.fork_server,
+                keep_stderr=keep_stderr,
             )
             for name, config in servers.items()
         }

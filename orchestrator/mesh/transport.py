@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import httpx2
@@ -20,6 +20,7 @@ from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig
 from orchestrator.mesh.forked import forked_stdio
 from orchestrator.mesh.forkserver import ForkRequest, ForkServer, built_in_module
 from orchestrator.mesh.http_reuse import ConnectionKeepingTransport
+from orchestrator.mesh.stderr_tail import StderrTail, teed_stderr
 
 TransportStreams = tuple[Any, Any]
 
@@ -69,7 +70,7 @@ async def _watched(inner: Any, closed: anyio.Event) -> AsyncIterator[TransportSt
 
 @asynccontextmanager
 async def _forked_or_spawned(
-    config: StdioServerConfig, module: str, env: dict[str, str], fork_server: ForkServer
+    config: StdioServerConfig, module: str, env: dict[str, str], fork_server: ForkServer, errlog: TextIO
 ) -> AsyncIterator[TransportStreams]:
     """A child of the fork server when it can make one, else the SDK's own spawn."""
     stdin_read, stdin_write = os.pipe()
@@ -78,7 +79,7 @@ async def _forked_or_spawned(
         module, config.args[2:], get_default_environment() | env, config.cwd or str(Path.cwd())
     )
     try:
-        process = await fork_server.fork(request, (stdin_read, stdout_write, sys.stderr.fileno()))
+        process = await fork_server.fork(request, (stdin_read, stdout_write, errlog.fileno()))
     except BaseException:
         os.close(stdin_write)
         os.close(stdout_read)
@@ -90,11 +91,32 @@ async def _forked_or_spawned(
         os.close(stdin_write)
         os.close(stdout_read)
         params = StdioServerParameters(command=config.command, args=config.args, env=env, cwd=config.cwd)
-        async with stdio_client(params, errlog=sys.stderr) as streams:
+        async with stdio_client(params, errlog=errlog) as streams:
             yield streams
         return
     async with forked_stdio(process, stdin_write, stdout_read) as streams:
         yield streams
+
+
+@asynccontextmanager
+async def _stdio(
+    config: StdioServerConfig,
+    env: dict[str, str],
+    fork_server: ForkServer | None,
+    stderr_tail: StderrTail | None,
+) -> AsyncIterator[TransportStreams]:
+    """The child's stderr is ours, or teed into ``stderr_tail`` when the caller keeps its last line."""
+    module = built_in_module(config) if fork_server is not None else None
+    async with AsyncExitStack() as stack:
+        errlog = (
+            sys.stderr if stderr_tail is None else await stack.enter_async_context(teed_stderr(stderr_tail))
+        )
+        if fork_server is not None and module is not None:
+            inner = _forked_or_spawned(config, module, env, fork_server, errlog)
+        else:
+            params = StdioServerParameters(command=config.command, args=config.args, env=env, cwd=config.cwd)
+            inner = stdio_client(params, errlog=errlog)
+        yield await stack.enter_async_context(inner)
 
 
 def open_transport(
@@ -104,14 +126,11 @@ def open_transport(
     base_env: Mapping[str, str],
     http_client: httpx2.AsyncClient | None = None,
     fork_server: ForkServer | None = None,
+    stderr_tail: StderrTail | None = None,
 ) -> Any:
     if isinstance(config, StdioServerConfig):
         env = child_environment(config, base_env)
-        module = built_in_module(config) if fork_server is not None else None
-        if fork_server is not None and module is not None:
-            return _watched(_forked_or_spawned(config, module, env, fork_server), closed)
-        params = StdioServerParameters(command=config.command, args=config.args, env=env, cwd=config.cwd)
-        return _watched(stdio_client(params, errlog=sys.stderr), closed)
+        return _watched(_stdio(config, env, fork_server, stderr_tail), closed)
     return _watched(streamable_http_client(config.url, http_client=http_client), closed)
 
 

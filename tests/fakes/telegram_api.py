@@ -17,7 +17,8 @@ Documented behaviours it covers:
   is too long``), ``reply_parameters``, ``message_thread_id``, ``reply_markup.inline_keyboard``
   with ``callback_data`` of 1-64 bytes (``400 Bad Request: BUTTON_DATA_INVALID``); a reply to a
   message in a forum topic is posted in that topic.
-- ``editMessageText``, ``editMessageReplyMarkup``, ``answerCallbackQuery``, ``sendChatAction``.
+- ``editMessageText``, ``editMessageReplyMarkup``, ``answerCallbackQuery``, ``sendChatAction`` (a
+  ``message_thread_id`` outside a forum is ``400 Bad Request: message thread not found``).
 - ``getFile`` and the file download; ``sendDocument`` / ``sendPhoto`` as multipart uploads (captions
   of at most 1024 characters after parsing).
 - A chat that blocked the bot is ``403 Forbidden: bot was blocked by the user``; an unknown chat
@@ -389,7 +390,9 @@ class FakeTelegram(UpdateBuilder):
         return True
 
     async def _send_chat_action(self, params: dict[str, Any]) -> bool:
-        self._target(params)
+        chat_id = self._target(params)
+        if params.get("message_thread_id") is not None and not self.chats[chat_id].get("is_forum"):
+            raise ApiFailure(400, "Bad Request: message thread not found")
         return True
 
     async def _get_file(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -166,7 +166,10 @@ def test_channel_doctor_shows_why_a_bot_with_a_wrong_token_cannot_start(tmp_path
         "channel_servers.telegram: Telegram refused the bot token (Unauthorized): set "
         "NEXO_TELEGRAM_BOT_TOKEN to the token @BotFather gave (/token), then restart"
     )
-    assert channel.returncode != 0
+    assert channel.returncode == 1
     assert line in channel.stderr.splitlines()
-    assert "telegram     SKIP" in channel.stdout
+    assert (
+        f"telegram     FAIL start for nexo: the server failed to start or connect: {line}. Fix: "
+        in channel.stdout
+    )
     assert WRONG_TOKEN.split(":")[1] not in channel.stdout + channel.stderr

@@ -159,7 +159,14 @@ async def test_channel_doctor_shows_why_a_rejected_token_stops_the_server(tmp_pa
                 lambda: nexo("channel", "doctor", "--config", str(config), "--json")
             )
     (result,) = json.loads(doctor.stdout)["results"]
-    assert (result["server"], result["verdict"]) == ("whatsapp", "skip"), doctor.stdout
-    assert "WhatsApp refused the access token or phone number id (WhatsApp error 190" in doctor.stderr
-    assert "set a valid NEXO_WHATSAPP_ACCESS_TOKEN" in doctor.stderr
+    assert (doctor.returncode, result["server"], result["verdict"], result["kind"]) == (
+        1,
+        "whatsapp",
+        "fail",
+        "start",
+    )
+    for shown in (doctor.stderr, result["reason"]):
+        assert "WhatsApp refused the access token or phone number id (WhatsApp error 190" in shown
+        assert "set a valid NEXO_WHATSAPP_ACCESS_TOKEN" in shown
+    assert result["fix"].startswith("correct servers.whatsapp (its env or command) as the message says")
     assert TOKEN not in doctor.stderr + doctor.stdout

@@ -559,7 +559,8 @@ def test_json_holds_every_finding_and_the_counts(config_of: ConfigOf) -> None:
                 "check": "reachable",
                 "subject": "spare",
                 "detail": "could not be reached: down",
-                "fix": "see `nexo status`",
+                "fix": "correct servers.spare as the message says, then run `nexo setup doctor` again "
+                "(`nexo status` shows a running nexo's view)",
             },
             {
                 "level": "warning",

@@ -87,3 +87,15 @@ def test_lines_name_the_problem_and_the_fix() -> None:
 def test_channel_servers_are_the_bound_ones_and_those_declaring_the_capability() -> None:
     config = _config()
     assert channel_servers(config, {"other": ("claude/channel",), "tools": ()}) == ["chat", "other"]
+
+
+def test_a_server_that_failed_to_start_fails_its_row_with_its_own_reason() -> None:
+    config = _config()
+    result = evaluate(config, config.agents[0], "chat", None, None, "token refused: set CHAT_TOKEN.")
+    assert (result.verdict, result.kind) == ("fail", "start")
+    assert result.line() == (
+        "chat         FAIL start for a: the server failed to start or connect: token refused: set "
+        "CHAT_TOKEN. Fix: correct servers.chat (its env or command) as the message says, then run "
+        "`nexo channel doctor` again"
+    )
+    assert _verdict(config, caps=None) == ("skip", "capability")

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx2
 import pytest
 
+from channel_servers.telegram.api import ApiError, BotApi
 from tests.channel_servers.telegram.support import pull, telegram_channel
-from tests.fakes.telegram_api import FakeTelegram
+from tests.fakes.telegram_api import TOKEN, FakeTelegram
 
 pytestmark = pytest.mark.anyio
 
 ANA = 5550001
+GROUP = -1001234567890
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 
 
@@ -55,6 +58,48 @@ async def test_typing_shows_from_a_message_until_the_answer_goes_out(tmp_path: P
         still = typing.showing
     assert shown == {"chat_id": str(ANA), "action": "typing"}
     assert still == frozenset()
+
+
+async def test_typing_in_a_forum_topic_shows_in_that_topic_until_its_answer_goes_out(tmp_path: Path) -> None:
+    fake = FakeTelegram()
+    fake.chat(GROUP, "supergroup", is_forum=True)
+    async with telegram_channel(tmp_path, fake) as running:
+        fake.inject(fake.message(ANA, "in topic 9", chat_id=GROUP, thread_id=9))
+        fake.inject(fake.message(ANA, "in topic 7", chat_id=GROUP, thread_id=7))
+        _, in_seven = await pull(running.client, count=2)
+        shown = await fake.called("sendChatAction", 2)
+        assert running.telegram.channel is not None
+        typing = running.telegram.channel.typing
+        assert typing is not None
+        both = typing.showing
+        # The thread id, as the instructions ask: topic 9's indicator stops, topic 7's goes on.
+        await running.client.call_tool("send_message", {"text": "nine", "chat_id": f"{GROUP}:9"})
+        after_nine = typing.showing
+        # The plain chat quoting a message of topic 7: Telegram posts it in topic 7, which stops too.
+        reply = {"text": "seven", "chat_id": str(GROUP), "reply_to": in_seven.payload["meta"]["message_id"]}
+        await running.client.call_tool("send_message", reply)
+        after_seven = typing.showing
+    assert sorted(
+        (call["chat_id"], call["action"], int(call["message_thread_id"])) for call in shown[:2]
+    ) == [
+        (str(GROUP), "typing", 7),
+        (str(GROUP), "typing", 9),
+    ]
+    assert both == frozenset({f"{GROUP}:9", f"{GROUP}:7"})
+    assert after_nine == frozenset({f"{GROUP}:7"})
+    assert after_seven == frozenset()
+    assert [(sent.thread_id, sent.text) for sent in fake.sent_to(GROUP)] == [(9, "nine"), (7, "seven")]
+
+
+async def test_the_stand_in_refuses_a_chat_action_in_a_topic_of_a_chat_that_is_no_forum() -> None:
+    fake = FakeTelegram()
+    fake.chat(GROUP, "supergroup")
+    async with fake.serve() as url, httpx2.AsyncClient() as http:
+        api = BotApi(http, url, TOKEN)
+        with pytest.raises(ApiError) as refused:
+            await api.call("sendChatAction", {"chat_id": GROUP, "action": "typing", "message_thread_id": 9})
+        assert await api.call("sendChatAction", {"chat_id": GROUP, "action": "typing"}) is True
+    assert (refused.value.code, refused.value.description) == (400, "Bad Request: message thread not found")
 
 
 async def test_photos_voice_notes_and_documents_are_saved_into_the_workspace(tmp_path: Path) -> None:
