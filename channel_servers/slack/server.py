@@ -1,0 +1,113 @@
+"""The Slack channel: an app over Socket Mode and the Web API, built on the channel kit.
+
+``receive`` checks the bot token (``auth.test``) and the app-level token, then receives events over
+Socket Mode, each stored before its envelope is acknowledged. ``send`` splits replies, renders them
+as mrkdwn and posts them in the chat's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+import httpx2
+from mcp.server import MCPServer
+
+from channel_servers.slack import socket_mode
+from channel_servers.slack.api import ApiError, NetworkError, RateLimited, Sleep, WebApi
+from channel_servers.slack.events import parse
+from channel_servers.slack.outbound import Sender
+from channel_servers.slack.settings import BOT_TOKEN_VARIABLE, NAME, SlackSettings, load_settings
+from shared import hosting
+from shared.channelkit import Channel, EventLogFull, channel_main, define_channel
+
+logger = logging.getLogger("nexo.slack")
+
+
+class Slack:
+    """The platform side of the channel; ``sleep`` lets tests record backoffs instead of waiting."""
+
+    def __init__(self, settings: SlackSettings, *, sleep: Sleep | None = None) -> None:
+        self.settings = settings
+        self.bot_user_id = ""
+        self._sleep: Sleep = sleep or anyio.sleep
+        self.channel: Channel | None = None
+        self._sender: Sender | None = None
+
+    async def receive(self, channel: Channel) -> None:
+        self.channel = channel
+        app_token = self.settings.app_token.get_secret_value() if self.settings.app_token else ""
+        async with httpx2.AsyncClient() as http:
+            api = WebApi(
+                http,
+                self.settings.api_base_url,
+                self.settings.bot_token.get_secret_value(),
+                max_retries=self.settings.max_retries,
+                max_retry_wait_s=self.settings.max_retry_wait_s,
+                sleep=self._sleep,
+            )
+            self.bot_user_id = await self._introduce(api)
+            self._sender = Sender(api)
+            await socket_mode.run(api, app_token, self._handle, channel.ready, self._sleep)
+
+    async def _introduce(self, api: WebApi) -> str:
+        """``auth.test``: a wrong or revoked token fails the start with one line naming the setting."""
+        try:
+            me = await api.call("auth.test")
+        except ApiError as exc:
+            raise hosting.HostingError(
+                f"Slack refused the bot token ({exc.error}): set {BOT_TOKEN_VARIABLE} to the Bot User "
+                "OAuth Token (xoxb-) of your app, then restart `nexo run`"
+            ) from None
+        except (NetworkError, RateLimited) as exc:
+            raise hosting.HostingError(
+                f"cannot reach the Slack Web API at {self.settings.api_base_url}: {exc}; check the "
+                "network or NEXO_SLACK_API_BASE_URL"
+            ) from None
+        return str(me["user_id"])
+
+    async def _handle(self, kind: str, payload: dict[str, Any]) -> bool:
+        """One envelope; ``True`` once what it carries is stored (or needs no storing)."""
+        assert self.channel is not None
+        if kind != "events_api":
+            return True
+        event = payload.get("event")
+        if not isinstance(event, dict):
+            return True
+        message = parse(event, bot_user_id=self.bot_user_id, edits=self.settings.edits)
+        if message is None:
+            return True
+        try:
+            received = await self.channel.inbound(message.text, message.meta, message.dedupe_key)
+        except EventLogFull:
+            logger.warning("slack: the inbox is full; Slack will deliver the event again")
+            return False
+        if received.new:
+            await self.channel.flush(message.chat_id)
+        return True
+
+    async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:
+        assert self._sender is not None, "send before the channel started"
+        return await self._sender.send(chat_id, text, reply_to)
+
+
+def build_server(settings: SlackSettings, slack: Slack | None = None) -> MCPServer[Any]:
+    slack = slack or Slack(settings)
+    return define_channel(
+        NAME,
+        settings=settings,
+        receive=slack.receive,
+        send=slack.send,
+        wait_until_ready=True,
+        instructions=(
+            f'Slack messages arrive as <channel source="{NAME}" chat_id="..." user_id="..." ...>. '
+            "Answer with the send_message tool, passing the chat_id from the tag (in a channel it "
+            "names the thread, <channel>:<thread_ts>, so the answer goes into the thread); Markdown "
+            "is formatted for Slack and long answers are split."
+        ),
+    )
+
+
+def main() -> int:
+    return channel_main(f"channel_servers.{NAME}", lambda: build_server(load_settings()))
