@@ -1,7 +1,8 @@
 """The Slack channel: an app over Socket Mode and the Web API, built on the channel kit.
 
 ``receive`` checks the bot token (``auth.test``) and the app-level token, then receives events over
-Socket Mode, each stored before its envelope is acknowledged. ``send`` splits replies, renders them
+Socket Mode (each stored before its envelope is acknowledged) or the Events API (each request
+verified, then stored before Slack gets its ``200``). ``send`` splits replies, renders them
 as mrkdwn and posts them in the chat's thread.
 """
 
@@ -13,14 +14,16 @@ from typing import Any
 import anyio
 import httpx2
 from mcp.server import MCPServer
+from starlette.applications import Starlette
 
 from channel_servers.slack import socket_mode
 from channel_servers.slack.api import ApiError, NetworkError, RateLimited, Sleep, WebApi
 from channel_servers.slack.events import parse
+from channel_servers.slack.events_api import EVENTS_PATH, events_app
 from channel_servers.slack.outbound import Sender
 from channel_servers.slack.settings import BOT_TOKEN_VARIABLE, NAME, SlackSettings, load_settings
 from shared import hosting
-from shared.channelkit import Channel, EventLogFull, channel_main, define_channel
+from shared.channelkit import Channel, EventLogFull, channel_main, define_channel, serve_asgi
 
 logger = logging.getLogger("nexo.slack")
 
@@ -34,6 +37,9 @@ class Slack:
         self._sleep: Sleep = sleep or anyio.sleep
         self.channel: Channel | None = None
         self._sender: Sender | None = None
+        self.events_app: Starlette | None = None
+        """Mode ``events``: the endpoint Slack posts to, once it serves."""
+        self.events_url = ""
 
     async def receive(self, channel: Channel) -> None:
         self.channel = channel
@@ -49,7 +55,26 @@ class Slack:
             )
             self.bot_user_id = await self._introduce(api)
             self._sender = Sender(api)
-            await socket_mode.run(api, app_token, self._handle, channel.ready, self._sleep)
+            if self.settings.mode == "events":
+                await self._serve_events(channel)
+            else:
+                await socket_mode.run(api, app_token, self._handle, channel.ready, self._sleep)
+
+    async def _serve_events(self, channel: Channel) -> None:
+        assert self.settings.signing_secret is not None
+        self.events_app = events_app(self.settings.signing_secret.get_secret_value().encode(), self._handle)
+
+        async def listening(host: str, port: int) -> None:
+            self.events_url = f"http://{host}:{port}{EVENTS_PATH}"
+            channel.ready()
+
+        await serve_asgi(
+            self.events_app,
+            self.settings.events_host,
+            self.settings.events_port,
+            on_ready=listening,
+            setting="NEXO_SLACK_EVENTS_PORT",
+        )
 
     async def _introduce(self, api: WebApi) -> str:
         """``auth.test``: a wrong or revoked token fails the start with one line naming the setting."""

@@ -21,8 +21,14 @@ class SlackSettings(ChannelSettings):
     """The Bot User OAuth Token (``xoxb-``); in the config ``${file:PATH}`` or ``${VAR}``. Never logged."""
     app_token: SecretStr | None = None
     """The app-level token (``xapp-``, scope ``connections:write``) that opens Socket Mode connections."""
-    mode: Literal["socket"] = "socket"
-    """``socket``: Slack's Socket Mode, no public URL needed."""
+    mode: Literal["socket", "events"] = "socket"
+    """``socket``: Slack's Socket Mode, no public URL needed; ``events``: the Events API over HTTP."""
+    signing_secret: SecretStr | None = None
+    """Mode ``events``: the app's Signing Secret (Basic Information), which signs every request."""
+    events_host: str = "127.0.0.1"
+    events_port: int = Field(8794, ge=0, le=65535)
+    """Mode ``events``: where ``POST /slack/events`` listens (a reverse proxy with TLS forwards the
+    app's Request URL here)."""
     api_base_url: str = "https://slack.com/api"
     """The Web API; GovSlack uses ``https://slack-gov.com/api``."""
     edits: Literal["ignore", "as_message"] = "ignore"
@@ -51,6 +57,13 @@ class SlackSettings(ChannelSettings):
 
     @model_validator(mode="after")
     def _mode_complete(self) -> Self:
+        if self.mode == "events":
+            if not (self.signing_secret and self.signing_secret.get_secret_value()):
+                raise ValueError(
+                    "mode events needs NEXO_SLACK_SIGNING_SECRET: the Signing Secret from your app's "
+                    "Basic Information page"
+                )
+            return self
         token = self.app_token.get_secret_value() if self.app_token else ""
         if not token.startswith("xapp-"):
             raise ValueError(

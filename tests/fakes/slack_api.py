@@ -12,6 +12,10 @@ Web API (``POST <base>/<method>``, JSON or form body, ``Authorization: Bearer <t
 - Rate limits: :meth:`FakeSlack.limit` makes the next calls of one method answer ``429`` with
   ``Retry-After`` and ``{"ok": false, "error": "ratelimited"}``.
 
+Events API: :meth:`FakeSlack.signed` signs a payload as Slack does (``X-Slack-Signature: v0=...``
+over ``v0:{X-Slack-Request-Timestamp}:{body}`` with the signing secret) and :meth:`FakeSlack.deliver`
+posts it to the channel's Request URL, retries carrying ``X-Slack-Retry-Num``.
+
 Socket Mode (``/socket/<ticket>``): ``hello`` on connect, then one ``events_api`` envelope per
 injected event; an envelope stays unacknowledged until the client sends ``{"envelope_id": ...}``
 and is sent again on the next connection. :meth:`FakeSlack.refresh` (or ``drop_after``, in the
@@ -21,8 +25,11 @@ middle of a burst) sends
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import itertools
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,6 +37,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import anyio
+import httpx2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -40,6 +48,7 @@ from shared import hosting
 
 BOT_TOKEN = "xoxb-1111-2222-fakeBotTokenForTests"
 APP_TOKEN = "xapp-1-A111-3333-fakeAppTokenForTests"
+SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_USER = "UBOT0001"
 BOT_ID = "BBOT0001"
 TEAM = "T0000001"
@@ -151,6 +160,54 @@ class FakeSlack:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
+
+    # The Events API
+
+    def event_callback(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``event`` wrapped as Slack posts it to the Request URL, with a new ``event_id``."""
+        number = next(self._ids)
+        return {
+            "token": "verification",
+            "team_id": TEAM,
+            "api_app_id": "A111",
+            "type": "event_callback",
+            "event_id": f"Ev{number:08d}",
+            "event_time": 1_700_000_000 + number,
+            "event": event,
+        }
+
+    @staticmethod
+    def signed(
+        payload: Any, *, now: float | None = None, secret: str = SIGNING_SECRET
+    ) -> tuple[bytes, dict[str, str]]:
+        """The body and headers Slack sends for ``payload`` (JSON-encoded)."""
+        return FakeSlack.signed_bytes(json.dumps(payload).encode(), now=now, secret=secret)
+
+    @staticmethod
+    def signed_bytes(
+        body: bytes, *, now: float | None = None, secret: str = SIGNING_SECRET
+    ) -> tuple[bytes, dict[str, str]]:
+        """``body`` with Slack's headers: ``X-Slack-Signature`` over ``v0:{timestamp}:{body}``."""
+        stamp = str(int(time.time() if now is None else now))
+        digest = hmac.new(secret.encode(), b"v0:" + stamp.encode() + b":" + body, hashlib.sha256).hexdigest()
+        headers = {
+            "content-type": "application/json",
+            "x-slack-request-timestamp": stamp,
+            "x-slack-signature": f"v0={digest}",
+        }
+        return body, headers
+
+    async def deliver(self, url: str, payload: dict[str, Any], *, times: int = 1) -> list[int]:
+        """POST ``payload`` ``times`` times like Slack: the first attempt, then retries that carry
+        ``X-Slack-Retry-Num`` and ``X-Slack-Retry-Reason``, each signed afresh; the statuses."""
+        statuses = []
+        async with httpx2.AsyncClient(timeout=10) as http:
+            for attempt in range(times):
+                body, headers = self.signed(payload)
+                if attempt:
+                    headers |= {"x-slack-retry-num": str(attempt), "x-slack-retry-reason": "http_timeout"}
+                statuses.append((await http.post(url, content=body, headers=headers)).status_code)
+        return statuses
 
     # The Web API
 
