@@ -6,6 +6,8 @@ constant time, and the timestamp must be within 5 minutes of now (a captured req
 replayed later). Then the URL verification challenge is answered, or the event handed over and
 ``200`` sent only once it is stored. Slack retries an event it got no ``200`` for (with
 ``X-Slack-Retry-Num``) under the same ``event_id``; the message's dedupe key stores it once.
+Button presses (``block_actions``) arrive at the interactivity URL as a form field ``payload``,
+signed the same way and checked the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -27,6 +30,7 @@ logger = logging.getLogger("nexo.slack")
 
 WINDOW_S = 300
 EVENTS_PATH = "/slack/events"
+INTERACTIVITY_PATH = "/slack/interactivity"
 Handler = Callable[[str, dict[str, Any]], Awaitable[bool]]
 """``("events_api", payload)``; ``False`` when it could not be stored (Slack retries after a 503)."""
 Clock = Callable[[], float]
@@ -77,4 +81,25 @@ def events_app(secret: bytes, handle: Handler, clock: Clock = time.time) -> Star
             return PlainTextResponse("busy, retry later", status_code=503)
         return Response(status_code=200)
 
-    return Starlette(routes=[Route(EVENTS_PATH, events, methods=["POST"])])
+    async def interactivity(request: Request) -> Response:
+        body = await request.body()
+        headers = {key.lower(): value for key, value in request.headers.items()}
+        if not verified(secret, headers, body, clock()):
+            return PlainTextResponse("invalid signature", status_code=401)
+        try:
+            form = parse_qs(body.decode(), strict_parsing=True)
+            payload = json.loads(form["payload"][0])
+        except (ValueError, UnicodeDecodeError, KeyError):
+            return PlainTextResponse("not an interactivity payload", status_code=400)
+        if not isinstance(payload, dict):
+            return PlainTextResponse("not an interactivity payload", status_code=400)
+        if not await handle("interactive", payload):
+            return PlainTextResponse("busy, retry later", status_code=503)
+        return Response(status_code=200)
+
+    return Starlette(
+        routes=[
+            Route(EVENTS_PATH, events, methods=["POST"]),
+            Route(INTERACTIVITY_PATH, interactivity, methods=["POST"]),
+        ]
+    )

@@ -18,12 +18,15 @@ from starlette.applications import Starlette
 
 from channel_servers.slack import socket_mode
 from channel_servers.slack.api import ApiError, NetworkError, RateLimited, Sleep, WebApi
+from channel_servers.slack.approvals import Approvals, parse_press
 from channel_servers.slack.events import parse
 from channel_servers.slack.events_api import EVENTS_PATH, events_app
 from channel_servers.slack.outbound import Sender
 from channel_servers.slack.settings import BOT_TOKEN_VARIABLE, NAME, SlackSettings, load_settings
 from shared import hosting
 from shared.channelkit import Channel, EventLogFull, channel_main, define_channel, serve_asgi
+from shared.channelkit.prompts import PromptClosed
+from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.slack")
 
@@ -37,6 +40,7 @@ class Slack:
         self._sleep: Sleep = sleep or anyio.sleep
         self.channel: Channel | None = None
         self._sender: Sender | None = None
+        self._approvals: Approvals | None = None
         self.events_app: Starlette | None = None
         """Mode ``events``: the endpoint Slack posts to, once it serves."""
         self.events_url = ""
@@ -55,6 +59,7 @@ class Slack:
             )
             self.bot_user_id = await self._introduce(api)
             self._sender = Sender(api)
+            self._approvals = Approvals(self._sender, channel, self.settings.approval_channel_ids)
             if self.settings.mode == "events":
                 await self._serve_events(channel)
             else:
@@ -95,6 +100,14 @@ class Slack:
     async def _handle(self, kind: str, payload: dict[str, Any]) -> bool:
         """One envelope; ``True`` once what it carries is stored (or needs no storing)."""
         assert self.channel is not None
+        if kind == "interactive":
+            press = parse_press(payload)
+            if press is not None and self._approvals is not None:
+                try:
+                    await self._approvals.pressed(press)
+                except EventLogFull:
+                    return False
+            return True
         if kind != "events_api":
             return True
         event = payload.get("event")
@@ -116,6 +129,14 @@ class Slack:
         assert self._sender is not None, "send before the channel started"
         return await self._sender.send(chat_id, text, reply_to)
 
+    async def prompt(self, params: PermissionRequestParams) -> int:
+        assert self._approvals is not None, "prompt before the channel started"
+        return await self._approvals.show(params)
+
+    async def closed(self, closed: PromptClosed) -> None:
+        if self._approvals is not None:
+            await self._approvals.closed(closed)
+
 
 def build_server(settings: SlackSettings, slack: Slack | None = None) -> MCPServer[Any]:
     slack = slack or Slack(settings)
@@ -124,6 +145,8 @@ def build_server(settings: SlackSettings, slack: Slack | None = None) -> MCPServ
         settings=settings,
         receive=slack.receive,
         send=slack.send,
+        prompt=slack.prompt,
+        closed=slack.closed,
         wait_until_ready=True,
         instructions=(
             f'Slack messages arrive as <channel source="{NAME}" chat_id="..." user_id="..." ...>. '

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal, Self
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -33,6 +34,9 @@ class SlackSettings(ChannelSettings):
     """The Web API; GovSlack uses ``https://slack-gov.com/api``."""
     edits: Literal["ignore", "as_message"] = "ignore"
     """An edited message is ignored, or answered as a new message. Deleted messages are always ignored."""
+    approval_channel_ids: list[str] = Field(default_factory=list)
+    """Where permission prompts appear with Approve / Deny buttons: the operator's DM channel with the
+    app (``D...``) or a private channel (``C...``/``G...``)."""
     max_retries: int = Field(4, ge=0, le=10)
     """Attempts after a 429 or a refused connection before a message waits in the outbox."""
     max_retry_wait_s: float = Field(60.0, ge=0, le=600)
@@ -46,6 +50,17 @@ class SlackSettings(ChannelSettings):
                 "is not a bot token (it starts with xoxb-): copy the Bot User OAuth Token from your "
                 "app's OAuth & Permissions page"
             )
+        return value
+
+    @field_validator("approval_channel_ids")
+    @classmethod
+    def _channel_ids(cls, value: list[str]) -> list[str]:
+        for channel_id in value:
+            if not re.fullmatch(r"[CDG][A-Z0-9]{2,}", channel_id):
+                raise ValueError(
+                    f"{channel_id!r} is not a Slack channel id: open the DM with the app, then "
+                    "View conversation details and copy the Channel ID (D...)"
+                )
         return value
 
     @field_validator("api_base_url")

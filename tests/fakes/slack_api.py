@@ -131,6 +131,40 @@ class FakeSlack:
         self._wake()
         return event_id
 
+    def press(self, user: str, posted: Posted, action_id: str, *, name: str = "") -> dict[str, Any]:
+        """A ``block_actions`` payload: ``user`` pressed the button ``action_id`` of message ``posted``."""
+        button = next(
+            element
+            for block in posted.params.get("blocks", [])
+            if block.get("type") == "actions"
+            for element in block["elements"]
+            if element["action_id"] == action_id
+        )
+        number = next(self._ids)
+        return {
+            "type": "block_actions",
+            "user": {
+                "id": user,
+                "username": name or user.lower(),
+                "name": name or user.lower(),
+                "team_id": TEAM,
+            },
+            "api_app_id": "A111",
+            "trigger_id": f"{number}.{TEAM}.trigger",
+            "channel": {"id": posted.params["channel"]},
+            "container": {"type": "message", "message_ts": posted.ts, "channel_id": posted.params["channel"]},
+            "message": {"ts": posted.ts, "text": posted.params.get("text", "")},
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "block_id": "b",
+                    "value": button["value"],
+                    "action_ts": f"1700002000.{number:06d}",
+                }
+            ],
+        }
+
     def limit(self, method: str, *retry_after_s: int) -> None:
         """The next ``len(retry_after_s)`` calls of ``method`` answer 429 with these ``Retry-After``."""
         self._limits.setdefault(method, []).extend(retry_after_s)
