@@ -83,16 +83,31 @@ class WebApi:
         self._max_retries, self._max_wait, self._sleep = max_retries, max_retry_wait_s, sleep
         self._blocked_until: dict[str, float] = {}
 
+    @property
+    def http(self) -> httpx2.AsyncClient:
+        return self._http
+
+    def authorization(self) -> dict[str, str]:
+        """The bot token header, for file downloads from Slack's own hosts only."""
+        return {"Authorization": f"Bearer {self._token}"}
+
     async def call(
-        self, method: str, params: Mapping[str, Any] | None = None, *, token: str | None = None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        token: str | None = None,
+        form: bool = False,
     ) -> Any:
-        """``method`` with ``params`` as JSON; retries 429 (per method) and refused connections."""
+        """``method`` with ``params`` as JSON (or a form, for the methods that take only forms);
+        retries 429 (per method) and refused connections."""
         for attempt in range(self._max_retries + 1):
             await self._wait_for(method)
             try:
+                body: dict[str, Any] = {"data": dict(params or {})} if form else {"json": dict(params or {})}
                 response = await self._http.post(
                     f"{self._base}/{method}",
-                    json=dict(params or {}),
+                    **body,
                     headers={"Authorization": f"Bearer {token or self._token}"},
                     timeout=30.0,
                 )
@@ -116,10 +131,10 @@ class WebApi:
                 continue
             if response.status_code >= 500:
                 raise NetworkError(f"Slack answered HTTP {response.status_code} for {method}", sent=True)
-            body: dict[str, Any] = response.json()
-            if not body.get("ok"):
-                raise ApiError(method, str(body.get("error", "unknown_error")))
-            return body
+            answer: dict[str, Any] = response.json()
+            if not answer.get("ok"):
+                raise ApiError(method, str(answer.get("error", "unknown_error")))
+            return answer
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _wait_for(self, method: str) -> None:

@@ -59,12 +59,16 @@ class Sender:
                 ids.append(str(posted["ts"]))
         return ",".join(ids)
 
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
+    async def call_form(self, method: str, params: dict[str, Any]) -> Any:
+        """``call`` for the methods that take only a form body (the file upload ones)."""
+        return await self.call(method, params, form=True)
+
+    async def call(self, method: str, params: dict[str, Any], *, form: bool = False) -> Any:
         try:
-            return await self.api.call(method, params)
+            return await self.api.call(method, params, form=form)
         except ApiError as exc:
             if exc.permanent:
-                self._tell_operator(exc, str(params.get("channel", "")))
+                self._tell_operator(exc, str(params.get("channel") or params.get("channel_id") or ""))
                 raise SendFailed(f"Slack refused {method}: {exc.error}") from None
             raise
         except RateLimited as exc:

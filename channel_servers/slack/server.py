@@ -9,6 +9,7 @@ as mrkdwn and posts them in the chat's thread.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,6 +22,7 @@ from channel_servers.slack.api import ApiError, NetworkError, RateLimited, Sleep
 from channel_servers.slack.approvals import Approvals, parse_press
 from channel_servers.slack.events import parse
 from channel_servers.slack.events_api import EVENTS_PATH, events_app
+from channel_servers.slack.files import send_file, with_files
 from channel_servers.slack.outbound import Sender
 from channel_servers.slack.settings import BOT_TOKEN_VARIABLE, NAME, SlackSettings, load_settings
 from shared import hosting
@@ -29,6 +31,9 @@ from shared.channelkit.prompts import PromptClosed
 from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.slack")
+
+MAX_UPLOAD = 1024 * 1024 * 1024
+"""Slack's limit for one uploaded file (1 GB); the ``max_file_bytes`` setting usually caps lower."""
 
 
 class Slack:
@@ -116,8 +121,12 @@ class Slack:
         message = parse(event, bot_user_id=self.bot_user_id, edits=self.settings.edits)
         if message is None:
             return True
+        content = message.text
+        if message.files and not await self.channel.stored(message.dedupe_key):
+            assert self._sender is not None
+            content = await with_files(self._sender.api, self.settings.api_base_url, self.channel, message)
         try:
-            received = await self.channel.inbound(message.text, message.meta, message.dedupe_key)
+            received = await self.channel.inbound(content, message.meta, message.dedupe_key)
         except EventLogFull:
             logger.warning("slack: the inbox is full; Slack will deliver the event again")
             return False
@@ -128,6 +137,12 @@ class Slack:
     async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:
         assert self._sender is not None, "send before the channel started"
         return await self._sender.send(chat_id, text, reply_to)
+
+    async def send_file(
+        self, chat_id: str, path: Path, caption: str | None, reply_to: str | None, mime: str
+    ) -> str:
+        assert self._sender is not None, "send_file before the channel started"
+        return await send_file(self._sender, chat_id, path, caption)
 
     async def prompt(self, params: PermissionRequestParams) -> int:
         assert self._approvals is not None, "prompt before the channel started"
@@ -147,6 +162,8 @@ def build_server(settings: SlackSettings, slack: Slack | None = None) -> MCPServ
         send=slack.send,
         prompt=slack.prompt,
         closed=slack.closed,
+        send_file=slack.send_file,
+        max_file_bytes=MAX_UPLOAD,
         wait_until_ready=True,
         instructions=(
             f'Slack messages arrive as <channel source="{NAME}" chat_id="..." user_id="..." ...>. '

@@ -9,6 +9,9 @@ Web API (``POST <base>/<method>``, JSON or form body, ``Authorization: Bearer <t
   ``not_allowed_token_type``): a one-time ``wss://``-style URL for Socket Mode.
 - ``chat.postMessage`` (``channel``, ``text``, ``thread_ts``, ``blocks``): ``channel_not_found``,
   ``not_in_channel``, ``no_text``, ``msg_too_long`` past 40,000 characters; ``chat.update``.
+- ``files.getUploadURLExternal`` (form: ``filename``, ``length``), the upload URL it returns, and
+  ``files.completeUploadExternal`` (``files``, ``channel_id``, ``thread_ts``, ``initial_comment``);
+  downloads of ``url_private_download`` that need the bot token (without it: the sign-in page).
 - Rate limits: :meth:`FakeSlack.limit` makes the next calls of one method answer ``429`` with
   ``Retry-After`` and ``{"ok": false, "error": "ratelimited"}``.
 
@@ -91,6 +94,11 @@ class FakeSlack:
     _changed: anyio.Event = field(default_factory=anyio.Event)
     _tickets: set[str] = field(default_factory=set)
     _socket: WebSocket | None = None
+    files: dict[str, tuple[str, bytes, str]] = field(default_factory=dict)
+    """Files by id: (name, content, MIME type); shared ones too, once their upload completes."""
+    uploads: dict[str, bytes] = field(default_factory=dict)
+    downloads: list[str] = field(default_factory=list)
+    _uploading: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     @asynccontextmanager
     async def serve(self) -> AsyncIterator[str]:
@@ -98,6 +106,8 @@ class FakeSlack:
         app = Starlette(
             routes=[
                 Route("/api/{method}", self._method, methods=["POST", "GET"]),
+                Route("/files-pri/{file_id}/{name}", self._download, methods=["GET"]),
+                Route("/upload/{file_id}", self._upload, methods=["POST"]),
                 WebSocketRoute("/socket/{ticket}", self._socket_mode),
             ]
         )
@@ -163,6 +173,19 @@ class FakeSlack:
                     "action_ts": f"1700002000.{number:06d}",
                 }
             ],
+        }
+
+    def add_file(self, name: str, content: bytes, mime: str) -> dict[str, Any]:
+        """A file a person shared: the ``files[]`` entry of its message event."""
+        file_id = f"F{next(self._ids):08d}"
+        self.files[file_id] = (name, content, mime)
+        return {
+            "id": file_id,
+            "name": name,
+            "mimetype": mime,
+            "size": len(content),
+            "url_private": f"{self.base_url.removesuffix('/api')}/files-pri/{TEAM}-{file_id}/{name}",
+            "url_private_download": f"{self.base_url.removesuffix('/api')}/files-pri/{TEAM}-{file_id}/{name}",
         }
 
     def limit(self, method: str, *retry_after_s: int) -> None:
@@ -278,6 +301,10 @@ class FakeSlack:
             return _ok(user_id=BOT_USER, bot_id=BOT_ID, team_id=TEAM, user="nexo", team="Test")
         if method in ("chat.postMessage", "chat.update"):
             return self._post(method, params)
+        if method == "files.getUploadURLExternal":
+            return self._upload_url(params)
+        if method == "files.completeUploadExternal":
+            return self._complete(params)
         return _error("unknown_method")
 
     def _post(self, method: str, params: dict[str, Any]) -> Response:
@@ -295,6 +322,55 @@ class FakeSlack:
         self.posted.append(Posted(method, params, ts))
         self._wake()
         return _ok(channel=channel, ts=ts, message={"text": text, "ts": ts})
+
+    # Files
+
+    async def _download(self, request: Request) -> Response:
+        if request.headers.get("authorization") != f"Bearer {self.bot_token}":
+            # Slack answers a download without the token with its sign-in page, not the file.
+            return Response("<html>sign in</html>", media_type="text/html")
+        file_id = request.path_params["file_id"].removeprefix(f"{TEAM}-")
+        if file_id not in self.files:
+            return Response(status_code=404)
+        _, content, mime = self.files[file_id]
+        self.downloads.append(file_id)
+        return Response(content, media_type=mime)
+
+    def _upload_url(self, params: dict[str, Any]) -> Response:
+        name, length = str(params.get("filename", "")), str(params.get("length", ""))
+        if not name or not length.isdigit():
+            return _error("invalid_arguments")
+        file_id = f"F{next(self._ids):08d}"
+        self._uploading[file_id] = (name, int(length))
+        return _ok(upload_url=f"{self.base_url.removesuffix('/api')}/upload/{file_id}", file_id=file_id)
+
+    async def _upload(self, request: Request) -> Response:
+        file_id = request.path_params["file_id"]
+        if file_id not in self._uploading:
+            return Response(status_code=404)
+        self.uploads[file_id] = await request.body()
+        return Response("OK - " + str(len(self.uploads[file_id])), media_type="text/plain")
+
+    def _complete(self, params: dict[str, Any]) -> Response:
+        try:
+            files = json.loads(str(params.get("files", "")))
+        except ValueError:
+            return _error("invalid_arguments")
+        channel = str(params.get("channel_id", ""))
+        if channel in self.outside:
+            return _error("not_in_channel")
+        if channel not in self.channels:
+            return _error("channel_not_found")
+        for item in files:
+            name, length = self._uploading.get(item.get("id"), ("", -1))
+            if len(self.uploads.get(item.get("id"), b"")) != length:
+                return _error("file_upload_size_mismatch" if length >= 0 else "file_not_found")
+            self.files[item["id"]] = (name, self.uploads[item["id"]], "application/octet-stream")
+        self.posted.append(
+            Posted("files.completeUploadExternal", params, f"1700001000.{next(self._ids):06d}")
+        )
+        self._wake()
+        return _ok(files=[{"id": item["id"]} for item in files])
 
     # Socket Mode
 
