@@ -1,10 +1,13 @@
 """Slack events as messages for the agent: which ones are answered, where the answer goes, and the
 key that stores each once.
 
-A DM is one chat (its channel id); a message in a thread of a DM is its own chat. In a channel the
-bot answers mentions, always in the thread: the chat is ``<channel>:<thread_ts>`` (the thread's root
-``ts``), and that id is also the session key (``thread_id``), so a thread keeps its session across
-restarts. Messages from bots (any ``bot_id``, the ``bot_message`` subtype, or this bot's own user)
+The chat is the Slack channel id (a DM's ``D...``, a channel's ``C...``). In a channel the bot answers
+mentions, always in the thread: ``thread_id`` is ``<channel>:<thread_ts>`` (the thread's root
+``ts``), which is the message's session key, so a thread keeps its session across restarts. A DM
+is one session, and a thread inside it another. ``chat_type`` (``im``, ``channel``, ``group``,
+``mpim``) tells nexo's pairing whether it is a direct chat or a group.
+
+Messages from bots (any ``bot_id``, the ``bot_message`` subtype, or this bot's own user)
 are never answered, so two bots cannot answer each other forever.
 """
 
@@ -22,6 +25,10 @@ _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 @dataclass(frozen=True)
 class Message:
     chat_id: str
+    """The Slack channel id: where the answer goes, and the group that pairing admits."""
+    ts: str
+    root: str | None
+    """The ``ts`` of the thread the answer goes into; ``None`` for a DM outside a thread."""
     text: str
     meta: dict[str, str]
     dedupe_key: str
@@ -56,16 +63,26 @@ def parse(event: dict[str, Any], *, bot_user_id: str, edits: Edits) -> Message |
         return None
     thread = event.get("thread_ts")
     root = thread if isinstance(thread, str) else (None if direct else ts)
-    chat_id = f"{channel}:{root}" if root else channel
-    meta = {"chat_id": chat_id, "message_id": ts, "user_id": user, "channel_id": channel}
+    meta = {
+        "chat_id": channel,
+        "message_id": ts,
+        "user_id": user,
+        "chat_type": "im" if direct else str(event.get("channel_type") or _kind_of(channel)),
+    }
     if root:
-        meta["thread_id"] = chat_id
+        meta["thread_id"] = f"{channel}:{root}"
+    if mentioned and not direct:
+        meta["mentioned"] = "true"
     if edited:
         meta["edited"] = "true"
     edit_ts = str((event.get("edited") or {}).get("ts", "")) if edited else ""
     dedupe_key = f"{channel}:{ts}" + (f":edit:{edit_ts}" if edit_ts else "")
     files = tuple(item for item in event.get("files") or () if isinstance(item, dict))
-    return Message(chat_id, _without_own_mention(text, bot_user_id), meta, dedupe_key, files)
+    return Message(channel, ts, root, _without_own_mention(text, bot_user_id), meta, dedupe_key, files)
+
+
+def _kind_of(channel: str) -> str:
+    return "group" if channel.startswith("G") else "channel"
 
 
 def _without_own_mention(text: str, bot_user_id: str) -> str:
@@ -73,7 +90,7 @@ def _without_own_mention(text: str, bot_user_id: str) -> str:
 
 
 def split_chat_id(chat_id: str) -> tuple[str, str | None]:
-    """``C123`` or ``C123:1700000000.000100`` as the channel and the thread to reply in."""
+    """``C123``, or ``C123:1700000000.000100`` naming a thread, as the channel and the thread."""
     channel, _, thread = chat_id.partition(":")
     if not re.fullmatch(r"[CDG][A-Z0-9]{2,}", channel) or (
         thread and not re.fullmatch(r"[0-9]+\.[0-9]+", thread)

@@ -23,7 +23,7 @@ import anyio
 import httpx2
 
 from channel_servers.slack.api import NetworkError, WebApi
-from channel_servers.slack.events import Message, split_chat_id
+from channel_servers.slack.events import Message
 from channel_servers.slack.outbound import Sender
 from shared.channelkit import Channel, SendFailed, Unreachable
 from shared.channelkit.media import Attachment, TooLarge, message_content
@@ -85,12 +85,11 @@ async def _download(
     return await channel.save_inbound_file(chat_id, name, chunks(), mime=mime)
 
 
-async def send_file(sender: Sender, chat_id: str, path: Path, caption: str | None) -> str:
+async def send_file(
+    sender: Sender, chat_id: str, path: Path, caption: str | None, reply_to: str | None
+) -> str:
     """Upload a workspace file into the chat (its thread, if any); the platform id is Slack's file id."""
-    try:
-        channel_id, thread = split_chat_id(chat_id)
-    except ValueError as exc:
-        raise SendFailed(str(exc)) from None
+    channel_id, thread = await sender.target(chat_id, reply_to)
     content = await anyio.Path(path).read_bytes()
     upload = await sender.call_form(
         "files.getUploadURLExternal", {"filename": path.name, "length": len(content)}

@@ -1,5 +1,5 @@
 """Sending to Slack: a reply split into parts of at most 4,000 characters (Slack's advice for one
-message), each rendered as mrkdwn and posted in the chat's thread, errors mapped to the kit's
+message), each rendered as mrkdwn and posted in the thread of the message answered, errors mapped to the kit's
 outcomes. A permanent failure that concerns the whole app or channel (a revoked token, the bot
 removed from a channel) is also logged once as an error for the operator.
 """
@@ -13,6 +13,7 @@ import anyio
 
 from channel_servers.slack.api import REVOKED, ApiError, NetworkError, RateLimited, WebApi
 from channel_servers.slack.events import split_chat_id
+from channel_servers.slack.threads import Threads
 from shared.channelkit import SendFailed, Unreachable
 from shared.channelkit.text import split_markdown, to_slack_mrkdwn
 
@@ -33,14 +34,15 @@ _REVOKED_FIX = (
 class Sender:
     """Posts one chat's parts in order (a lock per Slack channel)."""
 
-    def __init__(self, api: WebApi) -> None:
+    def __init__(self, api: WebApi, threads: Threads) -> None:
         self.api = api
+        self._threads = threads
         self._locks: dict[str, anyio.Lock] = {}
         self._told: set[tuple[str, str]] = set()
 
     async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:
         """Deliver ``text`` (Markdown); the platform id lists each part's ``ts``."""
-        channel, thread = _target(chat_id)
+        channel, thread = await self.target(chat_id, reply_to)
         ids: list[str] = []
         async with self._locks.setdefault(channel, anyio.Lock()):
             for part in split_markdown(text, MAX_MESSAGE):
@@ -58,6 +60,17 @@ class Sender:
                     raise
                 ids.append(str(posted["ts"]))
         return ",".join(ids)
+
+    async def target(self, chat_id: str, reply_to: str | None) -> tuple[str, str | None]:
+        """The channel, and the thread to post in: the one ``chat_id`` names, else the thread of the
+        message answered (``reply_to``), else none."""
+        try:
+            channel, thread = split_chat_id(chat_id)
+        except ValueError as exc:
+            raise SendFailed(str(exc)) from None
+        if thread is None and reply_to:
+            thread = await self._threads.root(channel, reply_to)
+        return channel, thread
 
     async def call_form(self, method: str, params: dict[str, Any]) -> Any:
         """``call`` for the methods that take only a form body (the file upload ones)."""
@@ -85,10 +98,3 @@ class Sender:
         self._told.add((exc.error, scope))
         fix = _REVOKED_FIX if exc.error in REVOKED else _FIXES.get(exc.error, "see docs/channels/slack.md")
         logger.error("slack: %s (channel %s): %s", exc.error, channel or "-", fix)
-
-
-def _target(chat_id: str) -> tuple[str, str | None]:
-    try:
-        return split_chat_id(chat_id)
-    except ValueError as exc:
-        raise SendFailed(str(exc)) from None

@@ -25,6 +25,7 @@ from channel_servers.slack.events_api import EVENTS_PATH, events_app
 from channel_servers.slack.files import send_file, with_files
 from channel_servers.slack.outbound import Sender
 from channel_servers.slack.settings import BOT_TOKEN_VARIABLE, NAME, SlackSettings, load_settings
+from channel_servers.slack.threads import Threads
 from shared import hosting
 from shared.channelkit import Channel, EventLogFull, channel_main, define_channel, serve_asgi
 from shared.channelkit.prompts import PromptClosed
@@ -46,6 +47,7 @@ class Slack:
         self.channel: Channel | None = None
         self._sender: Sender | None = None
         self._approvals: Approvals | None = None
+        self._threads: Threads | None = None
         self.events_app: Starlette | None = None
         """Mode ``events``: the endpoint Slack posts to, once it serves."""
         self.events_url = ""
@@ -63,7 +65,9 @@ class Slack:
                 sleep=self._sleep,
             )
             self.bot_user_id = await self._introduce(api)
-            self._sender = Sender(api)
+            self._threads = Threads(channel.db)
+            await self._threads.open()
+            self._sender = Sender(api, self._threads)
             self._approvals = Approvals(self._sender, channel, self.settings.approval_channel_ids)
             if self.settings.mode == "events":
                 await self._serve_events(channel)
@@ -121,6 +125,9 @@ class Slack:
         message = parse(event, bot_user_id=self.bot_user_id, edits=self.settings.edits)
         if message is None:
             return True
+        if message.root is not None:
+            assert self._threads is not None
+            await self._threads.remember(message.chat_id, message.ts, message.root)
         content = message.text
         if message.files and not await self.channel.stored(message.dedupe_key):
             assert self._sender is not None
@@ -142,7 +149,7 @@ class Slack:
         self, chat_id: str, path: Path, caption: str | None, reply_to: str | None, mime: str
     ) -> str:
         assert self._sender is not None, "send_file before the channel started"
-        return await send_file(self._sender, chat_id, path, caption)
+        return await send_file(self._sender, chat_id, path, caption, reply_to)
 
     async def prompt(self, params: PermissionRequestParams) -> int:
         assert self._approvals is not None, "prompt before the channel started"
@@ -167,9 +174,9 @@ def build_server(settings: SlackSettings, slack: Slack | None = None) -> MCPServ
         wait_until_ready=True,
         instructions=(
             f'Slack messages arrive as <channel source="{NAME}" chat_id="..." user_id="..." ...>. '
-            "Answer with the send_message tool, passing the chat_id from the tag (in a channel it "
-            "names the thread, <channel>:<thread_ts>, so the answer goes into the thread); Markdown "
-            "is formatted for Slack and long answers are split."
+            "Answer with the send_message tool, passing the chat_id and, as reply_to, the message_id "
+            "from the tag: the answer goes into the message's thread. Markdown is formatted for Slack "
+            "and long answers are split."
         ),
     )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from channel_servers.slack.outbound import MAX_MESSAGE
-from tests.channel_servers.slack.support import DM, GENERAL, slack_channel
+from tests.channel_servers.slack.support import DM, GENERAL, mention, pull, slack_channel
 from tests.fakes.slack_api import FakeSlack
 
 pytestmark = pytest.mark.anyio
@@ -116,3 +116,29 @@ async def test_a_chat_id_that_is_not_slacks_is_refused_with_the_fix(tmp_path: Pa
     assert result.is_error
     assert "is not a Slack chat" in str(result.content)
     assert running.fake.posted == []
+
+
+async def test_an_answer_goes_into_the_thread_of_the_message_it_answers_even_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    fake = FakeSlack()
+    async with slack_channel(tmp_path, fake) as running:
+        fake.inject(mention("first", "1700000000.000200"))
+        fake.inject(mention("second", "1700000000.000300", thread_ts="1700000000.000200"))
+        events = await pull(running.client, count=2)
+    # A new process on the same state directory: the thread is remembered on disk.
+    async with slack_channel(tmp_path, fake) as running:
+        for event in events:
+            meta = event.payload["meta"]
+            await running.client.call_tool(
+                "send_message", {"text": "ok", "chat_id": meta["chat_id"], "reply_to": meta["message_id"]}
+            )
+        await running.client.call_tool(
+            "send_message", {"text": "dm", "chat_id": DM, "reply_to": "1700000000.000999"}
+        )
+    assert [event.payload["meta"]["thread_id"] for event in events] == [THREAD, THREAD]
+    assert [(p.params["channel"], p.params.get("thread_ts")) for p in fake.posted] == [
+        (GENERAL, "1700000000.000200"),
+        (GENERAL, "1700000000.000200"),
+        (DM, None),
+    ]

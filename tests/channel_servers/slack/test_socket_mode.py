@@ -26,7 +26,7 @@ async def test_a_dm_is_stored_once_and_acknowledged_only_after(tmp_path: Path) -
             f"{DM}:1700000000.000100",
             {
                 "content": "hello",
-                "meta": {"chat_id": DM, "message_id": "1700000000.000100", "user_id": ANA, "channel_id": DM},
+                "meta": {"chat_id": DM, "message_id": "1700000000.000100", "user_id": ANA, "chat_type": "im"},
             },
         )
     ]
@@ -58,21 +58,23 @@ async def test_a_mention_in_a_channel_is_a_thread_and_its_session(tmp_path: Path
         (
             "summarise this",
             {
-                "chat_id": thread,
+                "chat_id": GENERAL,
                 "message_id": "1700000000.000200",
                 "user_id": ANA,
-                "channel_id": GENERAL,
+                "chat_type": "channel",
                 "thread_id": thread,
+                "mentioned": "true",
             },
         ),
         (
             "and this",
             {
-                "chat_id": thread,
+                "chat_id": GENERAL,
                 "message_id": "1700000000.000300",
                 "user_id": ANA,
-                "channel_id": GENERAL,
+                "chat_type": "channel",
                 "thread_id": thread,
+                "mentioned": "true",
             },
         ),
     ]
