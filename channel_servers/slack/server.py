@@ -24,7 +24,13 @@ from channel_servers.slack.events import parse
 from channel_servers.slack.events_api import EVENTS_PATH, events_app
 from channel_servers.slack.files import send_file, with_files
 from channel_servers.slack.outbound import Sender
-from channel_servers.slack.settings import BOT_TOKEN_VARIABLE, NAME, SlackSettings, load_settings
+from channel_servers.slack.settings import (
+    APP_TOKEN_VARIABLE,
+    BOT_TOKEN_VARIABLE,
+    NAME,
+    SlackSettings,
+    load_settings,
+)
 from channel_servers.slack.threads import Threads
 from shared import hosting
 from shared.channelkit import Channel, EventLogFull, channel_main, define_channel, serve_asgi
@@ -72,7 +78,13 @@ class Slack:
             if self.settings.mode == "events":
                 await self._serve_events(channel)
             else:
-                await socket_mode.run(api, app_token, self._handle, channel.ready, self._sleep)
+                try:
+                    await socket_mode.run(api, app_token, self._handle, channel.ready, self._sleep)
+                except ApiError as exc:
+                    raise hosting.HostingError(
+                        f"Slack refused the app-level token ({exc.error}): set {APP_TOKEN_VARIABLE} to an "
+                        "app-level token (xapp-) with the scope connections:write, then restart `nexo run`"
+                    ) from None
 
     async def _serve_events(self, channel: Channel) -> None:
         assert self.settings.signing_secret is not None
