@@ -63,12 +63,20 @@ def parse_press(payload: dict[str, Any]) -> Press | None:
     )
 
 
+SECTION_LIMIT = 3000
+"""Slack refuses a section block whose text is longer (``invalid_blocks``)."""
+
+
+def _literal(text: str) -> str:
+    """Shown as written inside a code block: escaped, and unable to close the block."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("```", "'''")
+
+
 def prompt_blocks(params: PermissionRequestParams) -> list[dict[str, Any]]:
-    text = (
-        f"*Approve {to_slack_mrkdwn(params.tool_name)}?*\n{to_slack_mrkdwn(params.description)}\n"
-        f"```\n{to_slack_mrkdwn(params.input_preview)[:2500]}\n```\n"
-        f"Press a button, or reply `yes {params.request_id}` / `no {params.request_id}`."
-    )
+    head = f"*Approve {_literal(params.tool_name)}?*\n{to_slack_mrkdwn(params.description)[:600]}\n"
+    tail = f"Press a button, or reply `yes {params.request_id}` / `no {params.request_id}`."
+    room = SECTION_LIMIT - len(head) - len(tail) - len("```\n\n```\n")
+    text = f"{head}```\n{_literal(params.input_preview)[:room]}\n```\n{tail}"
     return [
         {"type": "section", "text": {"type": "mrkdwn", "text": text}},
         {

@@ -10,6 +10,7 @@ import httpx2
 import pytest
 from anyio import fail_after
 
+from channel_servers.slack.approvals import SECTION_LIMIT, prompt_blocks
 from channel_servers.slack.events_api import INTERACTIVITY_PATH
 from shared.channelkit.server import (
     PermissionClosedCall,
@@ -19,6 +20,7 @@ from shared.channelkit.server import (
     PermissionRequestAccepted,
     PermissionRequestCall,
 )
+from shared.protocol.channel import PermissionRequestParams
 from tests.channel_servers.slack.support import ANA, BEN, DM, Running, pull, slack_channel
 from tests.fakes.slack_api import SIGNING_SECRET, FakeSlack
 
@@ -124,3 +126,18 @@ async def test_without_approval_channels_a_prompt_reaches_nobody(tmp_path: Path)
     async with slack_channel(tmp_path) as running:
         assert await ask(running) == 0
     assert running.fake.posted == []
+
+
+def test_a_long_or_hostile_prompt_stays_one_valid_section() -> None:
+    prompt = PermissionRequestParams(
+        request_id="kmpqr",
+        tool_name="workspace__write_file",
+        description="**bold** " * 200,
+        input_preview='{"text": "``` <!channel> **not bold**"}' + "x" * 5000,
+    )
+    [section, _] = prompt_blocks(prompt)
+    text = section["text"]["text"]
+    assert len(text) <= SECTION_LIMIT
+    assert text.count("```") == 2
+    assert "&lt;!channel&gt; **not bold**" in text
+    assert text.endswith("`yes kmpqr` / `no kmpqr`.")
