@@ -279,6 +279,12 @@ class Channel:
             day=day,
         )
 
+    async def stored(self, dedupe_key: str) -> bool:
+        """Whether a message with this dedupe key is stored already (a redelivery): download its
+        files only the first time."""
+        row = await self.db.fetchone("SELECT 1 FROM events WHERE dedupe_key = ?", (dedupe_key,))
+        return row is not None
+
     def typing_started(self, chat_id: str) -> None:
         """A message arrived in ``chat_id``: show typing there until the reply goes out (with ``typing=``)."""
         if self.typing is not None:

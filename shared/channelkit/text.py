@@ -1,7 +1,8 @@
 """A model's Markdown reply made fit for a platform: split to its length limit, rendered to its markup.
 
 Pure functions, no I/O. Every platform sends the parts of ``split_markdown(reply, limit)`` in order,
-each rendered with the function for its markup (``to_telegram_html``, ``to_whatsapp``), and falls back
+each rendered with the function for its markup (``to_telegram_html``, ``to_whatsapp``,
+``to_slack_mrkdwn``), and falls back
 to ``to_plain`` when the platform rejects the formatting.
 """
 
@@ -26,7 +27,7 @@ from shared.channelkit.markdown import (
     parse_blocks,
 )
 
-__all__ = ["split_markdown", "to_plain", "to_telegram_html", "to_whatsapp"]
+__all__ = ["split_markdown", "to_plain", "to_slack_mrkdwn", "to_telegram_html", "to_whatsapp"]
 
 TELEGRAM_LINK_SCHEMES: Final = ("http://", "https://", "tg://", "mailto:")
 
@@ -340,3 +341,46 @@ def to_plain(md: str) -> str:
         return "\n".join(f"> {text}" for text in lines)
 
     return _render(parse_blocks(md), _plain_inline, line, fenced, quote)
+
+
+_SLACK_MARKS: Final[dict[InlineStyle, str]] = {"bold": "*", "italic": "_", "strike": "~"}
+SLACK_LINK_SCHEMES: Final = ("http://", "https://", "mailto:")
+
+
+def _escape_slack(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _slack_inline(nodes: Sequence[Inline]) -> str:
+    out: list[str] = []
+    for node in nodes:
+        if isinstance(node, Text):
+            out.append(_escape_slack(node.text))
+        elif isinstance(node, Code):
+            out.append(f"`{_escape_slack(node.code)}`")
+        elif isinstance(node, Styled):
+            mark = _SLACK_MARKS[node.style]
+            out.append(f"{mark}{_slack_inline(node.children)}{mark}")
+        elif node.url.lower().startswith(SLACK_LINK_SCHEMES) and not any(c in node.url for c in "<>|"):
+            label = _slack_inline(node.children).replace("|", "¦")
+            out.append(f"<{_escape_slack(node.url)}|{label}>")
+        else:
+            out.append(_escape_slack(node.source))
+    return "".join(out)
+
+
+def to_slack_mrkdwn(md: str) -> str:
+    """Markdown to Slack's mrkdwn: *bold*, _italic_, ~strike~, `code`, ```block```, <url|text>, > quote.
+
+    ``&``, ``<`` and ``>`` are escaped, so a message cannot mention ``<!channel>`` or a user."""
+
+    def line(block: Line, body: str) -> str:
+        return f"*{body}*" if block.kind == "heading" and body else _list_line(block, body, "•")
+
+    def fenced(block: Fenced) -> str:
+        return f"```\n{_escape_slack(block.code)}\n```"
+
+    def quote(lines: list[str]) -> str:
+        return "\n".join(f"> {text}" for text in lines)
+
+    return _render(parse_blocks(md), _slack_inline, line, fenced, quote)

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from shared.channelkit.text import split_markdown, to_plain, to_telegram_html, to_whatsapp
+from shared.channelkit.text import split_markdown, to_plain, to_slack_mrkdwn, to_telegram_html, to_whatsapp
 
 TELEGRAM_TAGS = {"b", "i", "s", "u", "code", "pre", "a", "blockquote"}
 FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
@@ -217,6 +217,17 @@ def test_whatsapp_markup() -> None:
     assert to_whatsapp(md) == ("*Plan*\n*b* _i_ ~s~ `x` docs (https://x.org)\n- item\n> note\n```\ncode\n```")
 
 
+def test_slack_mrkdwn_escapes_control_characters_so_no_reply_mentions_everyone() -> None:
+    md = (
+        "## Plan\n**b** *i* ~~s~~ `a<b` [docs](https://x.org) [js](javascript:x) <!channel> & <@U1>\n"
+        "* item\n> note\n```py\nif a < b:\n```"
+    )
+    assert to_slack_mrkdwn(md) == (
+        "*Plan*\n*b* _i_ ~s~ `a&lt;b` <https://x.org|docs> [js](javascript:x) &lt;!channel&gt; &amp; "
+        "&lt;@U1&gt;\n• item\n> note\n```\nif a &lt; b:\n```"
+    )
+
+
 def test_plain_text_drops_markers_and_spells_links_out() -> None:
     md = "# Plan\n**b** _i_ ~~s~~ `x` [docs](https://x.org) <https://y>\n+ item\n```\ncode\n```"
     assert to_plain(md) == "Plan\nb i s x docs (https://x.org) <https://y>\n- item\ncode"
@@ -225,6 +236,6 @@ def test_plain_text_drops_markers_and_spells_links_out() -> None:
 def test_renderers_never_lose_words() -> None:
     for reply in generated_replies(60, seed=5):
         words = set(re.findall(r"[a-z]{4,}", _strip_fence_lines(reply).replace("javascript", "")))
-        for rendered in (to_plain(reply), to_whatsapp(reply)):
+        for rendered in (to_plain(reply), to_whatsapp(reply), to_slack_mrkdwn(reply)):
             missing = {word for word in words if word not in rendered}
             assert not missing, (reply, missing)
