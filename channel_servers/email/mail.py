@@ -13,7 +13,23 @@ from html.parser import HTMLParser
 
 _MESSAGE_ID = re.compile(r"<([^<>\s]+)>")
 _BULK = {"bulk", "junk", "list", "auto_reply"}
-_BLOCKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "pre", "table"}
+_BLOCKS = {
+    "p",
+    "div",
+    "br",
+    "ul",
+    "ol",
+    "tr",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "blockquote",
+    "pre",
+    "table",
+}
 _HIDDEN = {"script", "style", "head", "title"}
 
 
@@ -97,7 +113,7 @@ class _Text(HTMLParser):
         elif tag in _BLOCKS:
             self.parts.append("\n")
         if tag == "li":
-            self.parts.append("- ")
+            self.parts.append("\n- ")
         if tag == "a":
             self._href.append(dict(attrs).get("href"))
 
