@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -154,16 +155,22 @@ def test_a_reply_is_threaded_plain_text_and_quotes_nothing(tmp_path: Path) -> No
 
 
 def test_settings_fail_closed_with_the_variable_to_set(tmp_path: Path) -> None:
-    common = {"state_dir": tmp_path, "address": "agent@example.org", "password": "pw"}
+    def settings(**changes: Any) -> EmailSettings:
+        values: dict[str, Any] = {
+            "state_dir": tmp_path,
+            "address": "agent@example.org",
+            "password": "pw",
+            "imap_host": "imap.example.org",
+            "smtp_host": "smtp.example.org",
+        }
+        return EmailSettings.model_validate({**values, **changes})
+
     with pytest.raises(ValidationError, match="NEXO_EMAIL_TRUSTED_AUTHSERV_ID is not set"):
-        EmailSettings(**common, imap_host="imap.example.org", smtp_host="smtp.example.org")
+        settings()
     with pytest.raises(ValidationError, match="NEXO_EMAIL_IMAP_SECURITY to tls"):
-        EmailSettings(
-            **common,
-            imap_host="imap.example.org",
-            smtp_host="smtp.example.org",
-            authentication="off",
-            imap_security="none",
-        )
+        settings(authentication="off", imap_security="none")
+    with pytest.raises(ValidationError, match="NEXO_EMAIL_SMTP_SECURITY to tls"):
+        settings(authentication="off", smtp_security="none")
     with pytest.raises(ValidationError, match="is not an email address"):
-        EmailSettings(**{**common, "address": "agent"}, imap_host="i", smtp_host="s", authentication="off")
+        settings(address="agent", authentication="off")
+    assert settings(trusted_authserv_id="mx.example.org").login == "agent@example.org"
