@@ -42,10 +42,18 @@ def _checked(response: aioimaplib.Response, command: str) -> aioimaplib.Response
 
 
 class Inbox:
-    def __init__(self, settings: EmailSettings, store: MailStore, handle: Handle) -> None:
+    def __init__(
+        self,
+        settings: EmailSettings,
+        store: MailStore,
+        handle: Handle,
+        after_round: Callable[[], Awaitable[object]],
+    ) -> None:
         self.settings = settings
         self.store = store
         self.handle = handle
+        self.after_round = after_round
+        """Runs after each look at the folder: replies queued while SMTP was down go out then."""
         self.uidvalidity = 0
 
     async def _connect(self) -> aioimaplib.IMAP4:
@@ -107,6 +115,7 @@ class Inbox:
         idle = client.has_capability("IDLE")
         while True:
             await self.read_new(client)
+            await self.after_round()
             if idle:
                 waiting = await client.idle_start(
                     timeout=min(IDLE_RENEW_S, self.settings.poll_interval_s * 30)

@@ -34,7 +34,7 @@ class Email:
         self.channel = channel
         self.store = MailStore(channel.db)
         await self.store.create()
-        await Inbox(self.settings, self.store, self.handle).run(channel.ready)
+        await Inbox(self.settings, self.store, self.handle, channel.flush_all).run(channel.ready)
 
     def _refusal(self, mail: Mail) -> str | None:
         reason = not_for_an_answer(mail, self.settings.address)

@@ -56,7 +56,7 @@ async def deliver(settings: EmailSettings, message: EmailMessage) -> None:
             tls_context=context,
             timeout=60,
         )
-    except (aiosmtplib.SMTPConnectError, aiosmtplib.SMTPServerDisconnected, ConnectionRefusedError) as exc:
+    except (aiosmtplib.SMTPConnectError, aiosmtplib.SMTPConnectTimeoutError, ConnectionRefusedError) as exc:
         raise Unreachable(f"cannot reach the SMTP server {settings.smtp_host}: {exc}") from exc
     except aiosmtplib.SMTPAuthenticationError as exc:
         raise Unreachable(

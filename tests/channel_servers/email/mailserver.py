@@ -18,6 +18,7 @@ import smtplib
 import socket
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -186,6 +187,15 @@ class ReceivingMta:
     dovecot: Dovecot
     signed: set[str] = field(default_factory=set)
     """Envelope senders whose mail passes DMARC here for their own domain (it signs their mail)."""
+    delivered: list[tuple[str, bytes]] = field(default_factory=list)
+    """(recipient, mail) in the order they were delivered."""
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def wait_delivered(self, count: int, timeout: float) -> int:
+        """Until at least ``count`` mails were delivered (or ``timeout``); returns how many were."""
+        with self._changed:
+            self._changed.wait_for(lambda: len(self.delivered) >= count, timeout=timeout)
+            return len(self.delivered)
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802
         raw = envelope.original_content or b""
@@ -206,6 +216,9 @@ class ReceivingMta:
         stamped = f"Authentication-Results: {AUTHSERV_ID}; {verdict}\r\n".encode() + message.as_bytes()
         for recipient in envelope.rcpt_tos:
             self.dovecot.deliver(stamped, recipient.partition("@")[0], envelope.mail_from or "")
+            with self._changed:
+                self.delivered.append((recipient, stamped))
+                self._changed.notify_all()
         return "250 delivered"
 
 

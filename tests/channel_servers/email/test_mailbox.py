@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.channel_servers.email.mailserver import Dovecot, ReceivingMta
+from tests.channel_servers.email.mailserver import Dovecot, ReceivingMta, free_port
 from tests.channel_servers.email.support import email_channel, mail, pull, settings_for, submit
 
 pytestmark = pytest.mark.anyio
@@ -195,3 +195,30 @@ async def test_mail_arriving_while_idle_is_read_at_once(
         )
         events = await pull(client, 1, timeout_s=10)
     assert [event.payload["content"] for event in events] == ["Subject: Hi\n\nnow"]
+
+
+async def test_a_reply_queued_while_smtp_is_down_goes_out_at_the_next_look_at_the_inbox(
+    tmp_path: Path, dovecot: Dovecot, mta: tuple[ReceivingMta, int]
+) -> None:
+    _, port = mta
+    to = "agent5@nexo.test"
+    submit(
+        port, mail("ana@example.org", to, "down@example.org", "Hi", "one"), mail_from="ana@example.org", to=to
+    )
+    settings = settings_for(tmp_path, dovecot, free_port(), "agent5")  # nothing listens there
+    async with email_channel(settings) as client:
+        await pull(client, 1)
+        arguments = {"text": "late answer", "chat_id": "down@example.org", "idempotency_key": "late"}
+        queued = await client.call_tool("send_message", arguments)
+        settings.smtp_port = port
+        before = len(dovecot.messages("ana"))
+        other = mail("ana@example.org", to, "other@example.org", "Other", "two")
+        await anyio.to_thread.run_sync(lambda: submit(port, other, mail_from="ana@example.org", to=to))
+        await pull(client, 2)
+        with anyio.fail_after(10):
+            while len(dovecot.messages("ana")) == before:
+                await anyio.to_thread.run_sync(lambda: mta[0].wait_delivered(len(mta[0].delivered) + 1, 10))
+    assert queued.structured_content is not None
+    assert queued.structured_content["status"] == "queued"
+    late = dovecot.messages("ana")[-1]
+    assert (late["In-Reply-To"], late.get_content().strip()) == ("<down@example.org>", "late answer")
