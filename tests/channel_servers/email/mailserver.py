@@ -10,6 +10,7 @@ its own on top, and delivers over Dovecot's LMTP socket.
 from __future__ import annotations
 
 import email.policy
+import grp
 import imaplib
 import os
 import pwd
@@ -60,7 +61,7 @@ disable_plaintext_auth = no
 auth_mechanisms = plain login
 default_login_user = {login_user}
 default_internal_user = {me}
-default_internal_group = {pwd.getpwuid(os.getuid()).pw_name if not as_root else "root"}
+default_internal_group = {grp.getgrgid(os.getgid()).gr_name}
 first_valid_uid = 1
 mail_location = maildir:{root}/mail/%n
 mail_uid = {mail_uid}
