@@ -13,6 +13,7 @@ from typing import Any
 
 from mcp.server import MCPServer
 
+from channel_servers.email.approvals import answer_in, show
 from channel_servers.email.authentication import authenticated
 from channel_servers.email.imap import Inbox
 from channel_servers.email.mail import Mail, body_text, not_for_an_answer, parse
@@ -20,6 +21,7 @@ from channel_servers.email.settings import NAME, EmailSettings, load_settings
 from channel_servers.email.smtp import compose, deliver
 from channel_servers.email.store import MailStore, Parent
 from shared.channelkit import Channel, SendFailed, channel_main, define_channel
+from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.email")
 
@@ -59,9 +61,11 @@ class Email:
             mail.thread,
             received_at=await self._next_order(),
         )
-        content = body_text(mail)
-        if mail.subject:
-            content = f"Subject: {mail.subject}\n\n{content}"
+        text = body_text(mail)
+        # Only an approver's first line may read as "yes <id>": other mail starts with its subject.
+        content = (
+            answer_in(text, mail.sender, self.settings) or f"Subject: {mail.subject or '(none)'}\n\n{text}"
+        )
         meta = {
             "chat_id": mail.thread,
             "message_id": mail.message_id,
@@ -76,6 +80,9 @@ class Email:
         assert self.store is not None
         row = await self.store.db.fetchone("SELECT COALESCE(MAX(received_at), 0) + 1 FROM email_messages")
         return int(row[0]) if row else 1
+
+    async def prompt(self, params: PermissionRequestParams) -> int:
+        return await show(self.settings, params)
 
     async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:
         assert self.store is not None, "send before the channel started"
@@ -96,6 +103,7 @@ def build_server(settings: EmailSettings, mail: Email | None = None) -> MCPServe
         settings=settings,
         receive=mail.receive,
         send=mail.send,
+        prompt=mail.prompt,
         wait_until_ready=True,
         instructions=(
             f'Email arrives as <channel source="{NAME}" chat_id="..." message_id="..." user_id="...">: '

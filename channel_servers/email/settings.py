@@ -41,6 +41,8 @@ class EmailSettings(ChannelSettings):
     write to)."""
     trusted_authserv_id: str | None = None
     """The authserv-id your receiving server writes in Authentication-Results (e.g. ``mx.google.com``)."""
+    approvers: list[str] = Field(default_factory=list)
+    """Addresses that get permission prompts by mail and may answer ``yes <id>`` / ``no <id>``."""
     reconnect_s: float = Field(5.0, gt=0, le=600)
     """How long to wait before reconnecting after the IMAP connection failed."""
 
@@ -53,6 +55,11 @@ class EmailSettings(ChannelSettings):
                 f"{value!r} is not an email address: give the agent's own, like agent@example.org"
             )
         return value.strip().lower()
+
+    @field_validator("approvers")
+    @classmethod
+    def _approvers(cls, value: list[str]) -> list[str]:
+        return [cls._address(address) for address in value]
 
     @model_validator(mode="after")
     def _safe(self) -> Self:
