@@ -14,13 +14,14 @@ from typing import Any
 from mcp.server import MCPServer
 
 from channel_servers.email.approvals import answer_in, show
+from channel_servers.email.attachments import save_attachments
 from channel_servers.email.authentication import authenticated
 from channel_servers.email.imap import Inbox
 from channel_servers.email.mail import Mail, body_text, not_for_an_answer, parse
 from channel_servers.email.settings import NAME, EmailSettings, load_settings
 from channel_servers.email.smtp import compose, deliver
 from channel_servers.email.store import MailStore, Parent
-from shared.channelkit import Channel, SendFailed, channel_main, define_channel
+from shared.channelkit import Channel, SendFailed, channel_main, define_channel, message_content
 from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.email")
@@ -62,17 +63,21 @@ class Email:
             received_at=await self._next_order(),
         )
         text = body_text(mail)
+        dedupe_key = f"message-id:{mail.message_id}"
+        files: list[str] = []
+        if not await self.channel.seen(dedupe_key):
+            saved, notes = await save_attachments(self.channel, mail.thread, mail.message)
+            files = [message_content(None, saved, notes)] if saved or notes else []
         # Only an approver's first line may read as "yes <id>": other mail starts with its subject.
-        content = (
-            answer_in(text, mail.sender, self.settings) or f"Subject: {mail.subject or '(none)'}\n\n{text}"
-        )
+        parts = [f"Subject: {mail.subject or '(none)'}", text, *files]
+        content = answer_in(text, mail.sender, self.settings) or "\n\n".join(part for part in parts if part)
         meta = {
             "chat_id": mail.thread,
             "message_id": mail.message_id,
             "user_id": mail.sender,
             "user": mail.sender_name or mail.sender,
         }
-        received = await self.channel.inbound(content, meta, f"message-id:{mail.message_id}")
+        received = await self.channel.inbound(content, meta, dedupe_key)
         if received.new:
             await self.channel.flush(mail.thread)
 

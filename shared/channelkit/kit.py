@@ -251,6 +251,11 @@ class Channel:
         """Deliver the queued messages of a chat that is reachable again, oldest first; returns how many."""
         return await self.delivery.flush(chat_id)
 
+    async def seen(self, dedupe_key: str) -> bool:
+        """Whether a message with this dedupe key is stored already (a redelivery): save its files once."""
+        row = await self.db.fetchone("SELECT 1 FROM events WHERE dedupe_key = ?", (dedupe_key,))
+        return row is not None
+
     async def flush_all(self) -> int:
         """Deliver what waits for every chat, for platforms with no per-chat sign of life (email, where
         the mail server, not a chat, was down, and a queued reply's thread may never write again)."""
