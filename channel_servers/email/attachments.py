@@ -19,8 +19,6 @@ async def save_attachments(
     saved: list[Attachment] = []
     notes: list[str] = []
     for part in message.iter_attachments():
-        if not isinstance(part, EmailMessage):
-            continue
         payload = part.get_payload(decode=True)
         if not isinstance(payload, bytes):
             continue

@@ -36,7 +36,8 @@ async def test_attachments_are_saved_under_the_cap_and_the_rest_noted(
     assert lines[:3] == ["Subject: Files", "", "See attached."]
     [reference] = [line for line in lines if line.startswith("[attachment: ")]
     relative = reference.removeprefix("[attachment: ").split(" (")[0]
-    assert relative.startswith("inbox/email/") and relative.endswith("/people.csv")
+    assert relative.startswith("inbox/email/")
+    assert relative.endswith("/people.csv")
     assert (tmp_path / "workspace" / relative).read_bytes() == b"id,name\n1,Ana\n"
     assert lines[-1] == "[attachment not saved: big.png (image/png) is larger than 1000 bytes]"
     assert sorted(path.name for path in (tmp_path / "workspace").rglob("*") if path.is_file()) == [
