@@ -10,13 +10,13 @@ AGENTS = [f"agent{n}" for n in range(8)]
 SIGNED = {"ana@example.org", "eve@lists.example.org"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def dovecot() -> Iterator[Dovecot]:
     with running_dovecot([*AGENTS, "ana", "bob"]) as server:
         yield server
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def mta(dovecot: Dovecot) -> Iterator[tuple[ReceivingMta, int]]:
     receiving = ReceivingMta(dovecot, signed=set(SIGNED))
     with running_mta(receiving) as port:

@@ -9,6 +9,7 @@ its own on top, and delivers over Dovecot's LMTP socket.
 
 from __future__ import annotations
 
+import asyncio
 import email.policy
 import grp
 import imaplib
@@ -216,7 +217,10 @@ class ReceivingMta:
             verdict = f"dkim=none; dmarc=fail header.from={domain}"
         stamped = f"Authentication-Results: {AUTHSERV_ID}; {verdict}\r\n".encode() + message.as_bytes()
         for recipient in envelope.rcpt_tos:
-            self.dovecot.deliver(stamped, recipient.partition("@")[0], envelope.mail_from or "")
+            # In a worker thread, as a real MTA queues: one slow delivery does not hold up other sessions.
+            await asyncio.to_thread(
+                self.dovecot.deliver, stamped, recipient.partition("@")[0], envelope.mail_from or ""
+            )
             with self._changed:
                 self.delivered.append((recipient, stamped))
                 self._changed.notify_all()

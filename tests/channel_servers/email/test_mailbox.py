@@ -72,7 +72,7 @@ async def test_a_mail_is_answered_once_in_its_thread(
     assert first.structured_content["status"] == "sent"
     assert again.structured_content is not None
     assert again.structured_content["status"] == "duplicate"
-    replies = dovecot.messages("ana")
+    replies = [reply for reply in dovecot.messages("ana") if "second@example.org" in str(reply["References"])]
     assert len(replies) == 1
     reply = replies[0]
     assert reply["Subject"] == "Re: Lunch"
