@@ -65,18 +65,23 @@ class Inbox:
             )
         else:
             client = aioimaplib.IMAP4(settings.imap_host, settings.imap_port)
-        await client.wait_hello_from_server()
-        login = await client.login(settings.login, settings.password.get_secret_value())
-        if login.result != "OK":
-            raise hosting.HostingError(
-                f"the IMAP server {settings.imap_host} refused the login of {settings.login}: check "
-                "NEXO_EMAIL_USERNAME and NEXO_EMAIL_PASSWORD (many providers need an app password)"
-            )
-        selected = _checked(await client.select(settings.folder), f"SELECT {settings.folder}")
-        for line in selected.lines:
-            found = _UIDVALIDITY.search(bytes(line))
-            if found:
-                self.uidvalidity = int(found.group(1))
+        try:
+            await client.wait_hello_from_server()
+            login = await client.login(settings.login, settings.password.get_secret_value())
+            if login.result != "OK":
+                raise hosting.HostingError(
+                    f"the IMAP server {settings.imap_host} refused the login of {settings.login}: check "
+                    "NEXO_EMAIL_USERNAME and NEXO_EMAIL_PASSWORD (many providers need an app password)"
+                )
+            selected = _checked(await client.select(settings.folder), f"SELECT {settings.folder}")
+            for line in selected.lines:
+                found = _UIDVALIDITY.search(bytes(line))
+                if found:
+                    self.uidvalidity = int(found.group(1))
+        except BaseException:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await _quietly_logout(client)
+            raise
         return client
 
     async def run(self, ready: Callable[[], None]) -> None:

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from pydantic import SecretStr
 
+from channel_servers.email.imap import Inbox
+from channel_servers.email.store import MailStore
+from shared.db import Database
+from shared.hosting import HostingError
 from tests.channel_servers.email.mailserver import Dovecot, ReceivingMta, free_port
 from tests.channel_servers.email.support import email_channel, mail, pull, settings_for, submit
 
@@ -222,3 +227,27 @@ async def test_a_reply_queued_while_smtp_is_down_goes_out_at_the_next_look_at_th
     assert queued.structured_content["status"] == "queued"
     late = dovecot.messages("ana")[-1]
     assert (late["In-Reply-To"], late.get_content().strip()) == ("<down@example.org>", "late answer")
+
+
+async def test_a_wrong_password_fails_the_start_naming_the_variable_and_never_the_password(
+    tmp_path: Path, dovecot: Dovecot, mta: tuple[ReceivingMta, int]
+) -> None:
+    wrong = "wrong-password-4711"
+    settings = settings_for(tmp_path, dovecot, mta[1], "agent0").model_copy(
+        update={"password": SecretStr(wrong)}
+    )
+    async with Database.open(tmp_path / "email.db") as db:
+        inbox = Inbox(settings, MailStore(db), handle=_never, after_round=_never_round)
+        with pytest.raises(HostingError) as caught:
+            await inbox.run(ready=lambda: None)
+    assert "NEXO_EMAIL_PASSWORD" in str(caught.value)
+    assert wrong not in str(caught.value)
+    assert wrong not in repr(settings)
+
+
+async def _never(raw: bytes) -> None:
+    raise AssertionError("no mail is read without a login")
+
+
+async def _never_round() -> None:
+    raise AssertionError("no round without a login")
