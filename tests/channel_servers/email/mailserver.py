@@ -60,6 +60,7 @@ log_path = {root}/dovecot.log
 ssl = no
 disable_plaintext_auth = no
 auth_mechanisms = plain login
+auth_failure_delay = 0
 default_login_user = {login_user}
 default_internal_user = {me}
 default_internal_group = {grp.getgrgid(os.getgid()).gr_name}
