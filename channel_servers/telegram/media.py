@@ -21,12 +21,6 @@ from shared.channelkit.media import Attachment, TooLarge, message_content
 logger = logging.getLogger("nexo.telegram")
 
 
-async def seen_before(channel: Channel, dedupe_key: str) -> bool:
-    """Whether this message is stored already (a redelivery): its files were saved the first time."""
-    row = await channel.db.fetchone("SELECT 1 FROM events WHERE dedupe_key = ?", (dedupe_key,))
-    return row is not None
-
-
 async def with_files(api: BotApi, channel: Channel, message: Message) -> str:
     """The message's content: its caption, then a reference (or a note) per attached file."""
     attachments: list[Attachment] = []

@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 
 from channel_servers.telegram.api import ApiError, BotApi, NetworkError, Sleep, Unauthorized, scrubbing
 from channel_servers.telegram.approvals import Approvals
-from channel_servers.telegram.media import seen_before, with_files
+from channel_servers.telegram.media import with_files
 from channel_servers.telegram.outbound import Sender
 from channel_servers.telegram.receive import poll, serve_webhook, webhook_app
 from channel_servers.telegram.settings import NAME, TOKEN_VARIABLE, TelegramSettings, load_settings
@@ -105,7 +105,7 @@ class Telegram:
             await self._approvals.pressed(event)
         elif isinstance(event, Message):
             content = event.content
-            if event.media and not await seen_before(self.channel, event.dedupe_key):
+            if event.media and not await self.channel.stored(event.dedupe_key):
                 assert self._sender is not None
                 content = await with_files(self._sender.api, self.channel, event)
             received = await self.channel.inbound(content, event.meta, event.dedupe_key)

@@ -251,6 +251,14 @@ class Channel:
         """Deliver the queued messages of a chat that is reachable again, oldest first; returns how many."""
         return await self.delivery.flush(chat_id)
 
+    async def flush_all(self) -> int:
+        """Deliver what waits for every chat, for platforms with no per-chat sign of life (email, where
+        the mail server, not a chat, was down, and a queued reply's thread may never write again)."""
+        sent = 0
+        for chat_id in await self.outbox.chats_waiting():
+            sent += await self.flush(chat_id)
+        return sent
+
     async def save_inbound_file(
         self,
         chat_id: str,

@@ -162,6 +162,13 @@ class Outbox:
         )
         return [_entry(r) for r in rows]
 
+    async def chats_waiting(self) -> list[str]:
+        """Chats with queued messages, the one waiting longest first."""
+        rows = await self._db.fetchall(
+            "SELECT chat_id FROM outbox WHERE status = 'pending' GROUP BY chat_id ORDER BY MIN(id)"
+        )
+        return [str(row[0]) for row in rows]
+
     async def recover(self) -> list[OutboxEntry]:
         """After a restart: sends that were in flight are now of unknown outcome."""
         rows = await self._db.fetchall(f"SELECT {_COLUMNS} FROM outbox WHERE status = 'sending' ORDER BY id")

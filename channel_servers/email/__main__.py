@@ -1,0 +1,5 @@
+import sys
+
+from channel_servers.email.server import main
+
+sys.exit(main())

@@ -1,0 +1,151 @@
+"""Email delivery under crashes: 200 mails to the agent while the orchestrator is SIGKILLed 5 times.
+
+Real Dovecot and a real SMTP server: each mail is stored once and answered exactly once in its
+thread (or, when a kill landed while its answer was in flight, recorded as ``uncertain`` and sent
+at most once), and none is lost.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import re
+import signal
+import smtplib
+from collections import Counter
+from contextlib import ExitStack
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from tests.channel_servers.email.mailserver import (
+    AUTHSERV_ID,
+    PASSWORD,
+    ReceivingMta,
+    running_dovecot,
+    running_mta,
+)
+from tests.fakes.llm import FakeLLM
+from tests.mesh.chaos_support import answer, echo_model, message_ids, question, read_events, read_outbox
+from tests.mesh.harness import child_pids, python_server, running, write_config
+from tests.mesh.test_telegram_delivery import _wait_exited
+
+pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
+
+MESSAGES = 200
+KILLS = 5
+USERS = tuple(f"user{n}" for n in range(10))
+ANSWER = re.compile(r"answer to (m\d{4})")
+
+
+def _answers(mta: ReceivingMta) -> list[tuple[str, str]]:
+    """(message id answered, In-Reply-To) of every mail the agent sent."""
+    found = []
+    for _, raw in list(mta.delivered):
+        message = email.message_from_bytes(raw, policy=email.policy.default)
+        if str(message["From"]) != "agent@nexo.test":
+            continue
+        text = message.get_body(preferencelist=("plain",))
+        matched = ANSWER.search(str(text.get_content()) if text is not None else "")
+        if matched:
+            found.append((matched.group(1), str(message["In-Reply-To"])))
+    return found
+
+
+@pytest.mark.timeout(600)
+async def test_every_mail_is_answered_once_across_five_sigkills(tmp_path: Path) -> None:
+    ids = message_ids(MESSAGES)
+    sender_of = {message_id: f"{USERS[n % len(USERS)]}@example.org" for n, message_id in enumerate(ids)}
+    state = tmp_path / "state"
+    with running_dovecot(["agent", *USERS]) as dovecot:
+        mta = ReceivingMta(dovecot, signed=set(sender_of.values()))
+        with running_mta(mta) as smtp_port, FakeLLM(default=echo_model) as llm:
+            with smtplib.SMTP("127.0.0.1", smtp_port) as smtp:
+                for message_id in ids:
+                    raw = (
+                        f"From: {sender_of[message_id]}\r\nTo: agent@nexo.test\r\n"
+                        f"Subject: question {message_id}\r\nMessage-ID: <{message_id}@example.org>\r\n\r\n"
+                        f"{question(message_id)}\r\n"
+                    )
+                    smtp.sendmail(sender_of[message_id], ["agent@nexo.test"], raw.encode())
+            config = write_config(
+                tmp_path / "agents.yaml",
+                state_dir=state,
+                llm_base_url=llm.openai_base_url,
+                servers={
+                    "email": python_server(
+                        "channel_servers.email",
+                        env={
+                            "NEXO_EMAIL_ADDRESS": "agent@nexo.test",
+                            "NEXO_EMAIL_USERNAME": "agent",
+                            "NEXO_EMAIL_PASSWORD": PASSWORD,
+                            "NEXO_EMAIL_IMAP_HOST": "127.0.0.1",
+                            "NEXO_EMAIL_IMAP_PORT": str(dovecot.imap_port),
+                            "NEXO_EMAIL_IMAP_SECURITY": "none",
+                            "NEXO_EMAIL_SMTP_HOST": "127.0.0.1",
+                            "NEXO_EMAIL_SMTP_PORT": str(smtp_port),
+                            "NEXO_EMAIL_SMTP_SECURITY": "none",
+                            "NEXO_EMAIL_TRUSTED_AUTHSERV_ID": AUTHSERV_ID,
+                        },
+                    )
+                },
+                agent={"channels": ["email"], "history_turns": 0},
+                extra={
+                    "channel_options": {
+                        "email": {
+                            "rate_per_minute": None,
+                            "pairing": {"platform": "email", "allow_from": sorted(set(sender_of.values()))},
+                        }
+                    }
+                },
+            )
+            base = len(mta.delivered)  # the questions themselves
+            database = state / "email" / "email.db"
+            for kill in range(KILLS + 1):
+                with ExitStack() as stack:
+                    orch = await anyio.to_thread.run_sync(stack.enter_context, running(config))
+                    if kill == KILLS:
+                        # Settling ends with deliveries or with replies found uncertain at the start:
+                        # look again after each delivery, and at least every second.
+                        with anyio.fail_after(180):
+                            while not _settled(ids, mta, database):
+                                await anyio.to_thread.run_sync(
+                                    mta.wait_delivered, len(mta.delivered) + 1, 1.0
+                                )
+                        break
+                    # Kill only after real progress: answers recorded as uncertain never arrive.
+                    target = max(len(mta.delivered), base) + MESSAGES // (KILLS + 2) // 2
+                    await anyio.to_thread.run_sync(mta.wait_delivered, target, 120)
+                    assert len(mta.delivered) >= target, f"answers stalled; log:\n{orch.log()[-3000:]}"
+                    children = child_pids(orch.process.pid, "channel_servers.email")
+                    orch.process.send_signal(signal.SIGKILL)
+                    await anyio.to_thread.run_sync(orch.process.wait)
+                    await _wait_exited(children)
+
+    keys = {f"message-id:{message_id}@example.org" for message_id in ids}
+    events = [event for event in read_events(database) if event.dedupe_key in keys]
+    outbox = {row.text: row.status for row in read_outbox(database) if ANSWER.fullmatch(row.text)}
+    answered = _answers(mta)
+    times = Counter(message_id for message_id, _ in answered)
+    summary = f"{MESSAGES} mails, {KILLS} kills: {Counter(outbox.values())}"
+    print(summary)
+    assert sorted(event.dedupe_key for event in events) == sorted(keys), summary
+    assert all(event.acked and not event.dead for event in events), summary
+    for message_id in ids:
+        status = outbox.get(answer(message_id))
+        assert status in ("sent", "uncertain"), (message_id, summary)
+        assert times[message_id] in ({1} if status == "sent" else {0, 1}), (message_id, summary)
+    assert all(reply_to == f"<{message_id}@example.org>" for message_id, reply_to in answered), summary
+
+
+def _settled(ids: list[str], mta: ReceivingMta, database: Path) -> bool:
+    """Every mail answered, or its answer recorded as uncertain (a kill landed mid-send)."""
+    if not database.exists():
+        return False
+    uncertain = {
+        row.text for row in read_outbox(database) if row.status == "uncertain" and ANSWER.fullmatch(row.text)
+    }
+    done = {message_id for message_id, _ in _answers(mta)}
+    return all(message_id in done or answer(message_id) in uncertain for message_id in ids)
