@@ -33,6 +33,9 @@ def _console_config(tmp_path: Path, llm_url: str, **options: Any) -> Path:
     )
 
 
+@pytest.mark.timeout(
+    300
+)  # several nexo commands, each a process start: near the default 120 s on a loaded machine
 async def test_a_malformed_event_becomes_a_dead_letter_the_operator_can_list_replay_and_purge(
     tmp_path: Path,
 ) -> None:

@@ -73,6 +73,9 @@ def test_capabilities_exits_0_when_nothing_is_armed_and_2_on_warnings(tmp_path: 
     assert plain.stdout.splitlines()[0].startswith("WARNING dangerous_mode")
 
 
+@pytest.mark.timeout(
+    300
+)  # six nexo processes, each importing the mesh: near the default 120 s on a loaded machine
 def test_setup_doctor_sees_seeded_pairings_and_the_channel_tools(tmp_path: Path) -> None:
     config = _config(tmp_path)
     code, document = _doctor(config, "setup", "doctor")

@@ -93,6 +93,8 @@ async def test_the_token_appears_in_no_log_line_even_when_requests_fail(
     fake.chat(ANA)
     fake.fail_next("sendMessage", 502, "Bad Gateway", times=1)
     caplog.set_level(logging.DEBUG)
+    # The HTTP client's own level too: a CLI test run earlier in this process may have set it to WARNING.
+    caplog.set_level(logging.DEBUG, logger="httpx2")
     async with telegram_channel(tmp_path, fake) as running:
         sent = await running.client.call_tool("send_message", {"text": "hi", "chat_id": str(ANA)})
     logged = "\n".join(record.getMessage() for record in caplog.records)
