@@ -8,6 +8,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import SettingsConfigDict
 
 from shared.channelkit import ChannelSettings
+from shared.channelkit.settings import describe_problems
 from shared.net import is_loopback
 
 NAME = "email"
@@ -93,11 +94,4 @@ def load_settings() -> EmailSettings:
     try:
         return EmailSettings()
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            where = "_".join(str(part) for part in error["loc"]).upper()
-            message = error["msg"].removeprefix("Value error, ")
-            if error["type"] == "missing":
-                message = "is not set"
-            problems.append(f"NEXO_EMAIL_{where}: {message}" if where else message)
-        raise SettingsError("; ".join(problems)) from None
+        raise SettingsError(describe_problems(exc, "NEXO_EMAIL_")) from None

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from channel_servers.slack.outbound import Sender
-from shared.channelkit import Channel, SendFailed, Unreachable
+from shared.channelkit import Channel
+from shared.channelkit.buttons import ButtonPrompts
 from shared.channelkit.prompts import PromptClosed
 from shared.channelkit.text import to_slack_mrkdwn
 from shared.protocol.channel import PermissionRequestParams
@@ -106,31 +107,27 @@ class Approvals:
     def __init__(self, sender: Sender, channel: Channel, chat_ids: list[str]) -> None:
         self._sender = sender
         self._channel = channel
-        self._chat_ids = chat_ids
-        self.shown: dict[str, list[tuple[str, str]]] = {}
-        """request id -> (channel id, ts) of each prompt message, to edit when it closes."""
+        self.prompts = ButtonPrompts(
+            chat_ids,
+            self._post,
+            self._update,
+            logger=logger,
+            unconfigured="set NEXO_SLACK_APPROVAL_CHANNEL_IDS to your DM channel with the app to "
+            "approve from Slack",
+        )
 
-    async def show(self, params: PermissionRequestParams) -> int:
-        """Post the prompt to every approval chat; how many showed it (0: none configured or reached)."""
-        if not self._chat_ids:
-            logger.warning(
-                "slack: permission prompt %s not shown: set NEXO_SLACK_APPROVAL_CHANNEL_IDS to your DM "
-                "channel with the app to approve from Slack",
-                params.request_id,
-            )
-        shown: list[tuple[str, str]] = []
-        for chat_id in self._chat_ids:
-            text = f"Approve {params.tool_name}? Reply yes {params.request_id} / no {params.request_id}"
-            try:
-                posted = await self._sender.call(
-                    "chat.postMessage", {"channel": chat_id, "text": text, "blocks": prompt_blocks(params)}
-                )
-            except (SendFailed, Unreachable) as exc:
-                logger.warning("slack: prompt %s not shown in %s: %s", params.request_id, chat_id, exc)
-                continue
-            shown.append((chat_id, str(posted["ts"])))
-        self.shown[params.request_id] = shown
-        return len(shown)
+    async def _post(self, chat_id: str, params: PermissionRequestParams) -> str:
+        text = f"Approve {params.tool_name}? Reply yes {params.request_id} / no {params.request_id}"
+        posted = await self._sender.call(
+            "chat.postMessage", {"channel": chat_id, "text": text, "blocks": prompt_blocks(params)}
+        )
+        return str(posted["ts"])
+
+    async def _update(self, chat_id: str, ts: str, closed: PromptClosed) -> None:
+        outcome = OUTCOMES.get(closed.outcome or "", "closed")
+        who = f" by {closed.decided_by}" if closed.decided_by else ""
+        text = f"Request `{closed.request_id}`: {to_slack_mrkdwn(outcome + who)}."
+        await self._sender.call("chat.update", {"channel": chat_id, "ts": ts, "text": text, "blocks": []})
 
     async def pressed(self, press: Press) -> None:
         """Store the press as the presser's answer, once."""
@@ -144,16 +141,3 @@ class Approvals:
         )
         if received.seq == 0:
             logger.info("slack: a press on request %s, which is not open here", press.request_id)
-
-    async def closed(self, closed: PromptClosed) -> None:
-        """Edit each prompt message to say how it ended (and who decided), without buttons."""
-        outcome = OUTCOMES.get(closed.outcome or "", "closed")
-        who = f" by {closed.decided_by}" if closed.decided_by else ""
-        text = f"Request `{closed.request_id}`: {to_slack_mrkdwn(outcome + who)}."
-        for chat_id, ts in self.shown.pop(closed.request_id, []):
-            try:
-                await self._sender.call(
-                    "chat.update", {"channel": chat_id, "ts": ts, "text": text, "blocks": []}
-                )
-            except (SendFailed, Unreachable) as exc:
-                logger.info("slack: prompt %s in %s not edited: %s", closed.request_id, chat_id, exc)

@@ -165,11 +165,11 @@ class Slack:
 
     async def prompt(self, params: PermissionRequestParams) -> int:
         assert self._approvals is not None, "prompt before the channel started"
-        return await self._approvals.show(params)
+        return await self._approvals.prompts.show(params)
 
     async def closed(self, closed: PromptClosed) -> None:
         if self._approvals is not None:
-            await self._approvals.closed(closed)
+            await self._approvals.prompts.closed(closed)
 
 
 def build_server(settings: SlackSettings, slack: Slack | None = None) -> MCPServer[Any]:

@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import SettingsConfigDict
 
 from shared.channelkit import ChannelSettings
+from shared.channelkit.settings import describe_problems
 
 NAME = "slack"
 BOT_TOKEN_VARIABLE = "NEXO_SLACK_BOT_TOKEN"  # noqa: S105 -- the variable, not its value
@@ -97,11 +98,4 @@ def load_settings() -> SlackSettings:
     try:
         return SlackSettings()
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            where = "_".join(str(part) for part in error["loc"]).upper()
-            message = error["msg"].removeprefix("Value error, ")
-            if error["type"] == "missing":
-                message = "is not set"
-            problems.append(f"NEXO_SLACK_{where}: {message}" if where else message)
-        raise SettingsError("; ".join(problems)) from None
+        raise SettingsError(describe_problems(exc, "NEXO_SLACK_")) from None

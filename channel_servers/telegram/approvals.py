@@ -15,6 +15,7 @@ from typing import Any
 from channel_servers.telegram.outbound import Sender
 from channel_servers.telegram.updates import Press, callback_data, parse_callback
 from shared.channelkit import Channel, SendFailed, Unreachable
+from shared.channelkit.buttons import ButtonPrompts
 from shared.channelkit.prompts import PromptClosed
 from shared.protocol.channel import PermissionRequestParams
 
@@ -47,38 +48,39 @@ class Approvals:
     def __init__(self, sender: Sender, channel: Channel, chat_ids: list[str]) -> None:
         self._sender = sender
         self._channel = channel
-        self._chat_ids = chat_ids
-        self.shown: dict[str, list[tuple[str, str]]] = {}
-        """request id -> (chat id, message id) of each prompt message, to edit when it closes."""
+        self.prompts = ButtonPrompts(
+            chat_ids,
+            self._post,
+            self._update,
+            logger=logger,
+            unconfigured="set NEXO_TELEGRAM_APPROVAL_CHAT_IDS to your chat id to approve from Telegram",
+        )
 
-    async def show(self, params: PermissionRequestParams) -> int:
-        """Send the prompt to every approval chat; how many showed it (0: none configured or reached)."""
-        if not self._chat_ids:
-            logger.warning(
-                "telegram: permission prompt %s not shown: set NEXO_TELEGRAM_APPROVAL_CHAT_IDS to your "
-                "chat id to approve from Telegram",
-                params.request_id,
-            )
-        shown: list[tuple[str, str]] = []
-        for chat_id in self._chat_ids:
-            try:
-                sent = await self._sender.call(
-                    "sendMessage",
-                    {
-                        "chat_id": chat_id,
-                        "text": prompt_html(params),
-                        "parse_mode": "HTML",
-                        "reply_markup": keyboard(params.request_id),
-                    },
-                )
-            except (SendFailed, Unreachable) as exc:
-                logger.warning(
-                    "telegram: prompt %s not shown in chat %s: %s", params.request_id, chat_id, exc
-                )
-                continue
-            shown.append((chat_id, str(sent["message_id"])))
-        self.shown[params.request_id] = shown
-        return len(shown)
+    async def _post(self, chat_id: str, params: PermissionRequestParams) -> str:
+        sent = await self._sender.call(
+            "sendMessage",
+            {
+                "chat_id": chat_id,
+                "text": prompt_html(params),
+                "parse_mode": "HTML",
+                "reply_markup": keyboard(params.request_id),
+            },
+        )
+        return str(sent["message_id"])
+
+    async def _update(self, chat_id: str, message_id: str, closed: PromptClosed) -> None:
+        outcome = OUTCOMES.get(closed.outcome or "", "closed")
+        who = f" by {closed.decided_by}" if closed.decided_by else ""
+        await self._sender.call(
+            "editMessageText",
+            {
+                "chat_id": chat_id,
+                "message_id": int(message_id),
+                "text": f"Request <code>{closed.request_id}</code>: {html.escape(outcome + who)}.",
+                "parse_mode": "HTML",
+                "reply_markup": {"inline_keyboard": []},
+            },
+        )
 
     async def pressed(self, press: Press) -> None:
         """Store the press as the presser's answer (once), then stop the button's spinner."""
@@ -105,23 +107,3 @@ class Approvals:
             await self._sender.call("answerCallbackQuery", params)
         except (SendFailed, Unreachable) as exc:
             logger.info("telegram: press %s not answered: %s", press.query_id, exc)
-
-    async def closed(self, closed: PromptClosed) -> None:
-        """Edit each prompt message to say how it ended (and who decided) and remove its buttons."""
-        request_id = closed.request_id
-        outcome = OUTCOMES.get(closed.outcome or "", "closed")
-        who = f" by {closed.decided_by}" if closed.decided_by else ""
-        for chat_id, message_id in self.shown.pop(request_id, []):
-            try:
-                await self._sender.call(
-                    "editMessageText",
-                    {
-                        "chat_id": chat_id,
-                        "message_id": int(message_id),
-                        "text": f"Request <code>{request_id}</code>: {html.escape(outcome + who)}.",
-                        "parse_mode": "HTML",
-                        "reply_markup": {"inline_keyboard": []},
-                    },
-                )
-            except (SendFailed, Unreachable) as exc:
-                logger.info("telegram: prompt %s in chat %s not edited: %s", request_id, chat_id, exc)

@@ -149,11 +149,11 @@ class Telegram:
 
     async def closed(self, closed: PromptClosed) -> None:
         if self._approvals is not None:
-            await self._approvals.closed(closed)
+            await self._approvals.prompts.closed(closed)
 
     async def prompt(self, params: PermissionRequestParams) -> int:
         assert self._approvals is not None, "prompt before the channel started"
-        return await self._approvals.show(params)
+        return await self._approvals.prompts.show(params)
 
 
 def build_server(settings: TelegramSettings, telegram: Telegram | None = None) -> MCPServer[Any]:

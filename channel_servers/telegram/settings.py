@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import SettingsConfigDict
 
 from shared.channelkit import ChannelSettings
+from shared.channelkit.settings import describe_problems
 from shared.net import is_loopback
 
 NAME = "telegram"
@@ -102,12 +103,8 @@ def load_settings() -> TelegramSettings:
     try:
         return TelegramSettings()
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            where = "_".join(str(part) for part in error["loc"]).upper()
-            variable = f"NEXO_TELEGRAM_{where}" if where else "NEXO_TELEGRAM_*"
-            message = error["msg"].removeprefix("Value error, ")
-            if error["type"] == "missing":
-                message = "is not set" + (" (the token from @BotFather)" if where == "BOT_TOKEN" else "")
-            problems.append(f"{variable}: {message}" if where else message)
-        raise SettingsError("; ".join(problems)) from None
+        raise SettingsError(
+            describe_problems(
+                exc, "NEXO_TELEGRAM_", when_missing={"BOT_TOKEN": " (the token from @BotFather)"}
+            )
+        ) from None

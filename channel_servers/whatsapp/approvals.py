@@ -17,6 +17,8 @@ from typing import Final, Literal
 from channel_servers.whatsapp.api import ApiError, ApiUnreachable, CloudApi
 from channel_servers.whatsapp.outbound import Sender
 from channel_servers.whatsapp.settings import WhatsAppSettings
+from shared.channelkit.buttons import ButtonPrompts
+from shared.channelkit.prompts import PromptClosed
 from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.whatsapp")
@@ -66,41 +68,38 @@ class Approvals:
         self._api = api
         self._sender = sender
         self._settings = settings
-        self._shown: dict[str, list[str]] = {}
+        self.prompts = ButtonPrompts(
+            settings.approval_numbers,
+            self._post,
+            self._update,
+            logger=logger,
+            unconfigured="set NEXO_WHATSAPP_APPROVAL_NUMBERS to your number to approve from WhatsApp",
+            failures=(ApiError, ApiUnreachable),
+        )
 
-    async def show(self, params: PermissionRequestParams) -> int:
-        """Send the prompt to every approval number that can receive it; how many did."""
-        request_id = params.request_id
-        buttons = [(f"nexo:allow:{request_id}", "Approve"), (f"nexo:deny:{request_id}", "Deny")]
-        for number in self._settings.approval_numbers:
-            try:
-                if await self._sender.inside_window(number):
-                    await self._api.buttons(number, prompt_text(params), buttons)
-                elif self._settings.notice_template is not None:
-                    await self._api.template(
-                        number,
-                        self._settings.notice_template,
-                        self._settings.notice_template_language,
-                        " ".join(prompt_text(params).split()),
-                    )
-                else:
-                    logger.warning(
-                        "approval number %s is outside the 24-hour window and no notice template is set: "
-                        "prompt %s not shown there",
-                        number,
-                        request_id,
-                    )
-                    continue
-            except (ApiError, ApiUnreachable) as exc:
-                logger.warning("could not show prompt %s to %s: %s", request_id, number, exc)
-                continue
-            self._shown.setdefault(request_id, []).append(number)
-        return len(self._shown.get(request_id, []))
+    async def _post(self, number: str, params: PermissionRequestParams) -> str | None:
+        """Buttons inside the number's 24-hour window, the notice template outside it."""
+        if await self._sender.inside_window(number):
+            buttons = [
+                (f"nexo:allow:{params.request_id}", "Approve"),
+                (f"nexo:deny:{params.request_id}", "Deny"),
+            ]
+            return await self._api.buttons(number, prompt_text(params), buttons)
+        if self._settings.notice_template is not None:
+            return await self._api.template(
+                number,
+                self._settings.notice_template,
+                self._settings.notice_template_language,
+                " ".join(prompt_text(params).split()),
+            )
+        logger.warning(
+            "approval number %s is outside the 24-hour window and no notice template is set: "
+            "prompt %s not shown there",
+            number,
+            params.request_id,
+        )
+        return None
 
-    async def settled(self, request_id: str, outcome: str, decided_by: str | None) -> None:
-        """Tell each number that saw the prompt how it ended (a sent message cannot be edited)."""
-        for number in self._shown.pop(request_id, []):
-            try:
-                await self._api.text(number, closed_text(request_id, outcome, decided_by))
-            except (ApiError, ApiUnreachable) as exc:
-                logger.info("could not tell %s that prompt %s closed: %s", number, request_id, exc)
+    async def _update(self, number: str, message_id: str, closed: PromptClosed) -> None:
+        """A sent message cannot be edited: a follow-up says how the prompt ended."""
+        await self._api.text(number, closed_text(closed.request_id, closed.outcome or "", closed.decided_by))

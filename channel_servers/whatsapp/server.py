@@ -135,11 +135,11 @@ class WhatsApp:
     async def prompt(self, params: PermissionRequestParams) -> int:
         if self._approvals is None:
             return 0
-        return await self._approvals.show(params)
+        return await self._approvals.prompts.show(params)
 
     async def closed(self, closed: PromptClosed) -> None:
         if self._approvals is not None:
-            await self._approvals.settled(closed.request_id, closed.outcome or "", closed.decided_by)
+            await self._approvals.prompts.closed(closed)
 
 
 def build_server(

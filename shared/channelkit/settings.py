@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
@@ -59,3 +60,21 @@ class ChannelSettings(BaseSettings):
 
     def workspace(self) -> Path:
         return (self.workspace_dir or self.state_dir / "workspace").expanduser()
+
+
+def describe_problems(
+    error: ValidationError, prefix: str, *, when_missing: Mapping[str, str] | None = None
+) -> str:
+    """One line naming each bad variable (``<prefix><KEY>: what is wrong``), for a start that fails.
+
+    ``when_missing`` adds a hint to "is not set" per key (``{"BOT_TOKEN": " (from @BotFather)"}``).
+    """
+    hints = when_missing or {}
+    problems = []
+    for item in error.errors():
+        where = "_".join(str(part) for part in item["loc"]).upper()
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "missing":
+            message = "is not set" + hints.get(where, "")
+        problems.append(f"{prefix}{where}: {message}" if where else message)
+    return "; ".join(problems)

@@ -12,21 +12,11 @@ import pytest
 from tests.http_server import http_server
 from tests.interop.inspector import INSPECTOR_VERSION, Inspector, cache_dir, install
 from tests.mesh.harness import REPO
+from tests.orchestrator.mcp_server_tiers import READ_TOOLS
 
 # The first run installs Node 22 and the Inspector with npm, which takes longer than a usual test.
 pytestmark = [pytest.mark.scenario, pytest.mark.timeout(900)]
-READ_TIER = [
-    "audit_search",
-    "audit_verify",
-    "channels_status",
-    "cron_list",
-    "goal_get",
-    "goal_turns",
-    "goals_list",
-    "memory_file",
-    "memory_recall",
-    "pairing_list",
-]
+READ_TIER = sorted(READ_TOOLS)
 
 
 @pytest.fixture(scope="module")

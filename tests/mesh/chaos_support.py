@@ -154,8 +154,9 @@ class Tally:
         return len(self.answered | self.uncertain)
 
 
-async def _wait_exited(pids: list[int], timeout: float) -> None:
-    """Block until every process in ``pids`` has exited, through pidfds (no polling)."""
+async def wait_exited(pids: list[int], timeout: float = 30.0) -> None:
+    """Block until every process in ``pids`` has exited, through pidfds (no polling): its ports are
+    free again."""
     fds: list[int] = []
     for pid in pids:
         try:
@@ -292,4 +293,4 @@ class ChaosDriver:
                 t.kills += 1
         if not killed:
             raise AssertionError("the console closed the chat without being killed; log:\n" + orch.log())
-        await _wait_exited(console, EXIT_TIMEOUT_S)
+        await wait_exited(console, EXIT_TIMEOUT_S)

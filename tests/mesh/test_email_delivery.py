@@ -28,9 +28,16 @@ from tests.channel_servers.email.mailserver import (
     running_mta,
 )
 from tests.fakes.llm import FakeLLM
-from tests.mesh.chaos_support import answer, echo_model, message_ids, question, read_events, read_outbox
+from tests.mesh.chaos_support import (
+    answer,
+    echo_model,
+    message_ids,
+    question,
+    read_events,
+    read_outbox,
+    wait_exited,
+)
 from tests.mesh.harness import child_pids, python_server, running, write_config
-from tests.mesh.test_telegram_delivery import _wait_exited
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 
@@ -122,7 +129,7 @@ async def test_every_mail_is_answered_once_across_five_sigkills(tmp_path: Path) 
                     children = child_pids(orch.process.pid, "channel_servers.email")
                     orch.process.send_signal(signal.SIGKILL)
                     await anyio.to_thread.run_sync(orch.process.wait)
-                    await _wait_exited(children)
+                    await wait_exited(children)
 
     keys = {f"message-id:{message_id}@example.org" for message_id in ids}
     events = [event for event in read_events(database) if event.dedupe_key in keys]

@@ -24,6 +24,7 @@ from tests.fakes.llm import CallTool, FakeLLM, Reply, ScriptItem
 from tests.mesh.console import next_frame
 from tests.mesh.console import operator as open_operator
 from tests.mesh.harness import REPO, base_env, nexo_argv, python_server, running, stop, write_config
+from tests.orchestrator.mcp_server_tiers import READ_TOOLS
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 WAIT_S = 60.0
@@ -123,18 +124,6 @@ async def test_the_act_tier_runs_a_goal_through_the_daemon_whose_approval_the_op
     assert f'"id": "{goal_id}"' in snapshot.contents[0].text  # type: ignore[union-attr]
 
 
-READ_TOOLS = {
-    "audit_search",
-    "audit_verify",
-    "channels_status",
-    "cron_list",
-    "goal_get",
-    "goal_turns",
-    "goals_list",
-    "memory_file",
-    "memory_recall",
-    "pairing_list",
-}
 MODEL_CLIENTS = ("orchestrator.llm.anthropic", "orchestrator.llm.openai_compat", "orchestrator.daemon")
 """What the read tier must not import: the model clients and the daemon that builds them."""
 

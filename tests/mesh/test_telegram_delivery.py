@@ -8,7 +8,6 @@ the polling offset never skips an update.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import signal
@@ -22,7 +21,15 @@ import pytest
 
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
-from tests.mesh.chaos_support import answer, echo_model, message_ids, question, read_events, read_outbox
+from tests.mesh.chaos_support import (
+    answer,
+    echo_model,
+    message_ids,
+    question,
+    read_events,
+    read_outbox,
+    wait_exited,
+)
 from tests.mesh.harness import child_pids, python_server, running, write_config
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
@@ -33,23 +40,6 @@ KILLS = 10
 USERS = tuple(range(5551001, 5551011))
 ANSWER = re.compile(r"answer to (m\d{4})")
 SENTINEL = re.compile(r"answer to s\d+")
-
-
-async def _wait_exited(pids: list[int], timeout: float = 30) -> None:
-    """Until every process in ``pids`` has exited, through pidfds (no polling)."""
-    fds: list[int] = []
-    for pid in pids:
-        try:
-            fds.append(os.pidfd_open(pid))
-        except ProcessLookupError:
-            continue
-    try:
-        with anyio.fail_after(timeout):
-            for fd in fds:
-                await anyio.wait_readable(fd)
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def answered(fake: FakeTelegram) -> list[str]:
@@ -110,7 +100,7 @@ async def test_every_update_is_answered_once_in_order_across_ten_sigkills(tmp_pa
                     children = child_pids(orch.process.pid, "channel_servers.telegram")
                     orch.process.send_signal(signal.SIGKILL)
                     await anyio.to_thread.run_sync(orch.process.wait)
-                    await _wait_exited(children)
+                    await wait_exited(children)
 
     database = state / "telegram" / "telegram.db"
     by_message = {f"msg:{chat_of[i]}:{n}": i for i, n in _message_numbers(ids, chat_of).items()}

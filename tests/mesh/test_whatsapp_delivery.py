@@ -27,7 +27,7 @@ import pytest
 
 from tests.fakes.llm import FakeLLM
 from tests.fakes.whatsapp_api import FakeWhatsApp, serve
-from tests.mesh.chaos_support import answer, echo_model, question
+from tests.mesh.chaos_support import answer, echo_model, question, wait_exited
 from tests.mesh.harness import Orchestrator, child_pids, free_port, running, write_config
 from tests.mesh.test_whatsapp import whatsapp_server
 
@@ -76,23 +76,6 @@ def settled(fake: FakeWhatsApp, state: Path) -> int:
 
 def reached(fake: FakeWhatsApp, *, state: Path, goal: int) -> bool:
     return settled(fake, state) >= goal
-
-
-async def exited(pids: list[int], timeout: float = 30.0) -> None:
-    """Until each process in ``pids`` is gone (pidfds, no polling): its webhook port is free again."""
-    fds = []
-    for pid in pids:
-        try:
-            fds.append(os.pidfd_open(pid))
-        except ProcessLookupError:
-            continue
-    try:
-        with anyio.fail_after(timeout):
-            for fd in fds:
-                await anyio.wait_readable(fd)
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 async def start(config: Path) -> tuple[Orchestrator, AbstractContextManager[Orchestrator]]:
@@ -152,7 +135,7 @@ async def test_500_whatsapp_messages_are_answered_once_in_order_across_ten_sigki
                     if epoch < KILLS:
                         os.kill(orch.process.pid, signal.SIGKILL)
                         # The orphaned channel sees its stdin close and exits, freeing the port.
-                        await exited(channel)
+                        await wait_exited(channel)
                 finally:
                     await anyio.to_thread.run_sync(partial(mesh.__exit__, None, None, None))
     took = time.monotonic() - began

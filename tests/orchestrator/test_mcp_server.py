@@ -13,31 +13,10 @@ from orchestrator.config import NexoConfig, load
 from orchestrator.control import control_path
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server
+from tests.orchestrator.mcp_server_tiers import ACT_TOOLS, ADMIN_TOOLS, READ_TOOLS
 
 pytestmark = pytest.mark.anyio
 WAIT_S = 60.0
-READ_TOOLS = {
-    "audit_search",
-    "audit_verify",
-    "channels_status",
-    "cron_list",
-    "goal_get",
-    "goal_turns",
-    "goals_list",
-    "memory_file",
-    "memory_recall",
-    "pairing_list",
-}
-ACT_TOOLS = {
-    "cron_delete",
-    "cron_pause",
-    "cron_resume",
-    "goal_cancel",
-    "goal_run",
-    "memory_forget",
-    "memory_remember",
-}
-ADMIN_TOOLS = {"pairing_approve", "pairing_revoke"}
 
 
 def _config(tmp_path: Path) -> NexoConfig:

@@ -16,34 +16,19 @@ from shared.channelkit.server import (
     PermissionClosedCall,
     PermissionClosedParams,
     PermissionClosedResult,
-    PermissionPrompt,
-    PermissionRequestAccepted,
-    PermissionRequestCall,
 )
 from shared.protocol.channel import PermissionRequestParams
-from tests.channel_servers.slack.support import ANA, BEN, DM, Running, pull, slack_channel
+from tests.channel_servers.slack.support import ANA, BEN, DM, slack_channel
+from tests.channel_servers.support import ask, pull
 from tests.fakes.slack_api import SIGNING_SECRET, FakeSlack
 
 pytestmark = pytest.mark.anyio
 
 
-async def ask(running: Running, request_id: str = "kmpqr") -> int:
-    prompt = PermissionPrompt(
-        request_id=request_id,
-        tool_name="workspace__write_file",
-        description="Write a file <notes.md> & more",
-        input_preview='{"path": "notes.md"}',
-    )
-    accepted = await running.client.session.send_request(
-        PermissionRequestCall(params=prompt), PermissionRequestAccepted
-    )
-    return accepted.delivered
-
-
 async def test_a_prompt_shows_buttons_and_each_press_is_its_pressers_answer(tmp_path: Path) -> None:
     fake = FakeSlack()
     async with slack_channel(tmp_path, fake, approval_channel_ids=[DM]) as running:
-        assert await ask(running) == 1
+        assert await ask(running.client) == 1
         prompt = fake.posted[0]
         fake.inject(fake.press(BEN, prompt, "nexo_allow", name="ben"), kind="interactive")
         fake.inject(fake.press(ANA, prompt, "nexo_deny", name="ana"), kind="interactive")
@@ -72,7 +57,7 @@ async def test_a_prompt_shows_buttons_and_each_press_is_its_pressers_answer(tmp_
 async def test_a_settled_prompt_loses_its_buttons_and_foreign_presses_are_not_stored(tmp_path: Path) -> None:
     fake = FakeSlack()
     async with slack_channel(tmp_path, fake, approval_channel_ids=[DM]) as running:
-        await ask(running)
+        await ask(running.client)
         prompt = fake.posted[0]
         await running.client.session.send_request(
             PermissionClosedCall(
@@ -108,7 +93,7 @@ async def test_a_press_over_the_interactivity_url_is_verified_like_events(tmp_pa
         "approval_channel_ids": [DM],
     }
     async with slack_channel(tmp_path, fake, **settings) as running:
-        await ask(running)
+        await ask(running.client)
         press = fake.press(ANA, fake.posted[0], "nexo_allow")
         body = urlencode({"payload": json.dumps(press)}).encode()
         url = running.slack.events_url.replace("/slack/events", INTERACTIVITY_PATH)
@@ -124,7 +109,7 @@ async def test_a_press_over_the_interactivity_url_is_verified_like_events(tmp_pa
 
 async def test_without_approval_channels_a_prompt_reaches_nobody(tmp_path: Path) -> None:
     async with slack_channel(tmp_path) as running:
-        assert await ask(running) == 0
+        assert await ask(running.client) == 0
     assert running.fake.posted == []
 
 

@@ -10,7 +10,8 @@ import httpx2
 import pytest
 from pydantic import ValidationError
 
-from tests.channel_servers.slack.support import DM, dm, mention, pull, settings_for, slack_channel
+from tests.channel_servers.slack.support import DM, dm, mention, settings_for, slack_channel
+from tests.channel_servers.support import pull
 from tests.fakes.slack_api import SIGNING_SECRET, FakeSlack
 
 pytestmark = pytest.mark.anyio

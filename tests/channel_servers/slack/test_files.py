@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from channel_servers.slack.files import slack_host
-from tests.channel_servers.slack.support import DM, GENERAL, dm, pull, slack_channel
+from tests.channel_servers.slack.support import DM, GENERAL, dm, slack_channel
+from tests.channel_servers.support import pull
 from tests.fakes.slack_api import FakeSlack
 
 pytestmark = pytest.mark.anyio

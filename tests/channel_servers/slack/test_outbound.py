@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from channel_servers.slack.outbound import MAX_MESSAGE
-from tests.channel_servers.slack.support import DM, GENERAL, mention, pull, slack_channel
+from tests.channel_servers.slack.support import DM, GENERAL, mention, slack_channel
+from tests.channel_servers.support import pull
 from tests.fakes.slack_api import FakeSlack
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.channel_servers.slack.support import ANA, DM, GENERAL, dm, mention, pull, slack_channel
+from tests.channel_servers.slack.support import ANA, DM, GENERAL, dm, mention, slack_channel
+from tests.channel_servers.support import pull
 from tests.fakes.slack_api import BOT_ID, BOT_USER, FakeSlack
 
 pytestmark = pytest.mark.anyio

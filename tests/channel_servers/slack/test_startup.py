@@ -4,16 +4,13 @@ never shown."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 from channel_servers.slack.settings import SettingsError, load_settings
+from tests.channel_servers.support import start_alone
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlack
-from tests.mesh.harness import REPO
 
 pytestmark = pytest.mark.anyio
 
@@ -45,21 +42,15 @@ async def test_a_wrong_token_fails_the_start_with_one_line_naming_the_variable(
 ) -> None:
     fake = FakeSlack()
     async with fake.serve() as base_url:
-        env = {key: value for key, value in os.environ.items() if not key.startswith("NEXO_")}
-        env |= {
-            "NEXO_STATE_DIR": str(tmp_path),
-            "NEXO_SLACK_BOT_TOKEN": bot,
-            "NEXO_SLACK_APP_TOKEN": app,
-            "NEXO_SLACK_API_BASE_URL": base_url,
-        }
-        with anyio.fail_after(60):
-            done = await anyio.run_process(
-                [sys.executable, "-m", "channel_servers.slack"],
-                env=env,
-                cwd=REPO,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
+        done = await start_alone(
+            "channel_servers.slack",
+            tmp_path,
+            {
+                "NEXO_SLACK_BOT_TOKEN": bot,
+                "NEXO_SLACK_APP_TOKEN": app,
+                "NEXO_SLACK_API_BASE_URL": base_url,
+            },
+        )
     stderr = done.stderr.decode()
     assert done.returncode == 1
     assert stderr.strip().splitlines() == [line]

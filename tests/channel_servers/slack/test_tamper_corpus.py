@@ -19,51 +19,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from starlette.types import ASGIApp, Message, Scope
+from starlette.types import ASGIApp
 
 from channel_servers.slack.events_api import EVENTS_PATH
-from tests.channel_servers.slack.support import dm, pull, slack_channel
+from tests.channel_servers.slack.support import dm, slack_channel
+from tests.channel_servers.support import pull
+from tests.channel_servers.tamper import alter_hex_digit, asgi_status, flip_bit
 from tests.fakes.slack_api import SIGNING_SECRET, FakeSlack
 
 pytestmark = pytest.mark.anyio
 
 SEEDS = 20
 TAMPERED = 10_000
-HEX = "0123456789abcdef"
 
 
 async def call(app: ASGIApp, body: bytes, headers: dict[str, str]) -> int:
-    """One POST through the ASGI interface, as uvicorn would hand it over; the response status."""
-    scope: Scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": EVENTS_PATH,
-        "raw_path": EVENTS_PATH.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8794),
-    }
-    sent = False
-    statuses: list[int] = []
-
-    async def receive() -> Message:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            statuses.append(int(message["status"]))
-
-    await app(scope, receive, send)
-    return statuses[0]
+    return await asgi_status(app, "POST", EVENTS_PATH, body, headers, server_port=8794)
 
 
 @dataclass(frozen=True)
@@ -91,18 +62,12 @@ def corpus(rng: random.Random, seeds: list[tuple[bytes, dict[str, str]]]) -> lis
 
     def altered() -> Tampered:
         body, headers = pick()
-        value = headers["x-slack-signature"]
-        index = rng.randrange(len("v0="), len(value))
-        headers["x-slack-signature"] = (
-            value[:index] + rng.choice(HEX.replace(value[index], "")) + value[index + 1 :]
-        )
+        headers["x-slack-signature"] = alter_hex_digit(rng, headers["x-slack-signature"], "v0=")
         return Tampered("altered signature", body, headers, 401)
 
     def flipped() -> Tampered:
         body, headers = pick()
-        index = rng.randrange(len(body))
-        body = body[:index] + bytes([body[index] ^ (1 << rng.randrange(8))]) + body[index + 1 :]
-        return Tampered("body flipped after signing", body, headers, 401)
+        return Tampered("body flipped after signing", flip_bit(rng, body), headers, 401)
 
     def moved() -> Tampered:
         body, headers = pick()

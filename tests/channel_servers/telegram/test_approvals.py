@@ -10,11 +10,9 @@ from shared.channelkit.server import (
     PermissionClosedCall,
     PermissionClosedParams,
     PermissionClosedResult,
-    PermissionPrompt,
-    PermissionRequestAccepted,
-    PermissionRequestCall,
 )
-from tests.channel_servers.telegram.support import Running, pull, telegram_channel
+from tests.channel_servers.support import ask, pull
+from tests.channel_servers.telegram.support import telegram_channel
 from tests.fakes.telegram_api import FakeTelegram
 
 pytestmark = pytest.mark.anyio
@@ -23,24 +21,11 @@ OPERATOR = 5550001
 STRANGER = 5550009
 
 
-async def ask(running: Running, request_id: str = "kmpqr") -> int:
-    prompt = PermissionPrompt(
-        request_id=request_id,
-        tool_name="workspace__write_file",
-        description="Write a file <notes.md> & more",
-        input_preview='{"path": "notes.md"}',
-    )
-    accepted = await running.client.session.send_request(
-        PermissionRequestCall(params=prompt), PermissionRequestAccepted
-    )
-    return accepted.delivered
-
-
 async def test_a_prompt_shows_buttons_and_each_press_is_its_pressers_answer(tmp_path: Path) -> None:
     fake = FakeTelegram()
     fake.chat(OPERATOR)
     async with telegram_channel(tmp_path, fake, approval_chat_ids=[str(OPERATOR)]) as running:
-        delivered = await ask(running)
+        delivered = await ask(running.client)
         [shown] = fake.sent_to(OPERATOR)
         fake.inject(fake.press(STRANGER, shown, "nexo:allow:kmpqr"))
         fake.inject(fake.press(OPERATOR, shown, "nexo:deny:kmpqr"), times=2)
@@ -85,7 +70,7 @@ async def test_a_press_on_a_closed_or_foreign_button_only_stops_the_spinner(tmp_
     fake = FakeTelegram()
     fake.chat(OPERATOR)
     async with telegram_channel(tmp_path, fake, approval_chat_ids=[str(OPERATOR)]) as running:
-        await ask(running)
+        await ask(running.client)
         [shown] = fake.sent_to(OPERATOR)
         fake.inject(fake.press(OPERATOR, shown, "nexo:allow:zzzzz"))
         fake.inject(fake.press(OPERATOR, shown, "other:thing"))
@@ -100,7 +85,7 @@ async def test_a_press_on_a_closed_or_foreign_button_only_stops_the_spinner(tmp_
 
 async def test_without_approval_chats_a_prompt_reaches_nobody(tmp_path: Path) -> None:
     async with telegram_channel(tmp_path) as running:
-        delivered = await ask(running)
+        delivered = await ask(running.client)
     assert delivered == 0
     assert running.fake.calls_of("sendMessage") == []
 
@@ -109,7 +94,7 @@ async def test_a_settled_prompt_is_edited_to_its_outcome_and_loses_its_buttons(t
     fake = FakeTelegram()
     fake.chat(OPERATOR)
     async with telegram_channel(tmp_path, fake, approval_chat_ids=[str(OPERATOR)]) as running:
-        await ask(running)
+        await ask(running.client)
         closed = await running.client.session.send_request(
             PermissionClosedCall(
                 params=PermissionClosedParams(

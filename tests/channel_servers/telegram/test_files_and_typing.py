@@ -8,7 +8,8 @@ import httpx2
 import pytest
 
 from channel_servers.telegram.api import ApiError, BotApi
-from tests.channel_servers.telegram.support import pull, telegram_channel
+from tests.channel_servers.support import pull
+from tests.channel_servers.telegram.support import telegram_channel
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from shared.protocol.events import AckParams, AckRequest, AckResult
-from tests.channel_servers.telegram.support import pull, telegram_channel
+from tests.channel_servers.support import pull
+from tests.channel_servers.telegram.support import telegram_channel
 from tests.fakes.telegram_api import BOT_USERNAME, FakeTelegram
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,8 @@ import pytest
 from mcp import Client
 
 from channel_servers.telegram.api import BotApi, NetworkError
-from tests.channel_servers.telegram.support import Waits, pull, telegram_channel
+from tests.channel_servers.support import Waits, pull
+from tests.channel_servers.telegram.support import telegram_channel
 from tests.fakes.telegram_api import MAX_TEXT, TOKEN, FakeTelegram
 from tests.mesh.harness import free_port
 

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 from channel_servers.telegram.settings import SettingsError, load_settings
+from tests.channel_servers.support import start_alone
 from tests.channel_servers.telegram.support import telegram_channel
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
-from tests.mesh.harness import REPO
 
 pytestmark = pytest.mark.anyio
 
@@ -26,20 +23,14 @@ WRONG_TOKEN = "654321:AAHwrongTokenWrongTokenWrongToken0"
 async def test_a_wrong_token_fails_the_start_with_one_line_naming_the_variable(tmp_path: Path) -> None:
     fake = FakeTelegram()
     async with fake.serve() as base_url:
-        env = {key: value for key, value in os.environ.items() if not key.startswith("NEXO_")}
-        env |= {
-            "NEXO_STATE_DIR": str(tmp_path),
-            "NEXO_TELEGRAM_BOT_TOKEN": WRONG_TOKEN,
-            "NEXO_TELEGRAM_API_BASE_URL": base_url,
-        }
-        with anyio.fail_after(60):
-            done = await anyio.run_process(
-                [sys.executable, "-m", "channel_servers.telegram"],
-                env=env,
-                cwd=REPO,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
+        done = await start_alone(
+            "channel_servers.telegram",
+            tmp_path,
+            {
+                "NEXO_TELEGRAM_BOT_TOKEN": WRONG_TOKEN,
+                "NEXO_TELEGRAM_API_BASE_URL": base_url,
+            },
+        )
     stderr = done.stderr.decode()
     assert done.returncode == 1
     assert stderr.strip().splitlines() == [

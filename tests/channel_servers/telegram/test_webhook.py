@@ -19,7 +19,8 @@ import pytest
 from starlette.types import ASGIApp, Message
 
 from channel_servers.telegram.receive import SECRET_HEADER, WEBHOOK_PATH
-from tests.channel_servers.telegram.support import pull, telegram_channel
+from tests.channel_servers.support import pull
+from tests.channel_servers.telegram.support import telegram_channel
 from tests.fakes.telegram_api import FakeTelegram
 
 pytestmark = pytest.mark.anyio

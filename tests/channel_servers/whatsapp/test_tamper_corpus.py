@@ -18,8 +18,9 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from starlette.types import ASGIApp, Message, Scope
+from starlette.types import ASGIApp
 
+from tests.channel_servers.tamper import alter_hex_digit, asgi_status, flip_bit
 from tests.channel_servers.whatsapp.conftest import VERIFY_TOKEN, running
 from tests.fakes.whatsapp_api import APP_SECRET, FakeWhatsApp, signature
 
@@ -27,43 +28,14 @@ pytestmark = pytest.mark.anyio
 
 SEEDS = 40
 TAMPERED = 10_000
-HEX = "0123456789abcdef"
 
 
 async def call(
     app: ASGIApp, method: str, body: bytes, headers: dict[str, str], params: dict[str, str]
 ) -> int:
-    """One request through the ASGI interface, as uvicorn would hand it over; the response status."""
-    scope: Scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": "/webhook",
-        "raw_path": b"/webhook",
-        "root_path": "",
-        "query_string": urlencode(params).encode(),
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8792),
-    }
-    sent = False
-    statuses: list[int] = []
-
-    async def receive() -> Message:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            statuses.append(int(message["status"]))
-
-    await app(scope, receive, send)
-    return statuses[0]
+    return await asgi_status(
+        app, method, "/webhook", body, headers, query_string=urlencode(params).encode(), server_port=8792
+    )
 
 
 @dataclass(frozen=True)
@@ -74,17 +46,6 @@ class Tampered:
     headers: dict[str, str]
     params: dict[str, str]
     expected: int
-
-
-def flip_bit(rng: random.Random, body: bytes) -> bytes:
-    index = rng.randrange(len(body))
-    return body[:index] + bytes([body[index] ^ (1 << rng.randrange(8))]) + body[index + 1 :]
-
-
-def alter(rng: random.Random, value: str) -> str:
-    # Only the hex digest is changed, to another digit: the prefix and the case are not the secret.
-    index = rng.randrange(len("sha256="), len(value))
-    return value[:index] + rng.choice([c for c in HEX if c != value[index]]) + value[index + 1 :]
 
 
 def corpus(rng: random.Random, fake: FakeWhatsApp, seeds: list[tuple[str, bytes]]) -> list[Tampered]:
@@ -108,7 +69,7 @@ def corpus(rng: random.Random, fake: FakeWhatsApp, seeds: list[tuple[str, bytes]
         return post(
             "altered signature",
             body,
-            {"x-hub-signature-256": alter(rng, headers["x-hub-signature-256"])},
+            {"x-hub-signature-256": alter_hex_digit(rng, headers["x-hub-signature-256"], "sha256=")},
             401,
         )
 
@@ -145,7 +106,7 @@ def corpus(rng: random.Random, fake: FakeWhatsApp, seeds: list[tuple[str, bytes]
                 VERIFY_TOKEN[:-1],
                 VERIFY_TOKEN + "x",
                 VERIFY_TOKEN.upper(),
-                alter(rng, "sha256=" + VERIFY_TOKEN),
+                alter_hex_digit(rng, "sha256=" + VERIFY_TOKEN, "sha256="),
             ]
         )
         params = {
