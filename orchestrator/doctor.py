@@ -14,7 +14,7 @@ from orchestrator.config import NexoConfig
 from orchestrator.intake.admission import platform_of
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig
 from shared.net import is_loopback
-from shared.protocol.pairing import InvalidSender, normalize_sender
+from shared.protocol.identities import InvalidSender, normalize_sender
 
 Level = Literal["error", "warning", "info"]
 EXIT_OK, EXIT_ERROR, EXIT_WARNING = 0, 1, 2
