@@ -12,9 +12,10 @@ from orchestrator.cli.common import load_config, print_json, setup_logging
 
 if TYPE_CHECKING:
     from orchestrator.config import NexoConfig
-    from orchestrator.doctor import Finding, SetupFacts
+    from orchestrator.doctor import Finding
     from orchestrator.mesh import ServerConnection
     from orchestrator.mesh.config import ServerConfig
+    from orchestrator.setup_doctor import SetupFacts
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
 REACH_TIMEOUT_S = 20.0
@@ -61,7 +62,7 @@ def command_doctor(args: argparse.Namespace) -> int:
 
 
 def command_setup_doctor(args: argparse.Namespace) -> int:
-    from orchestrator.doctor import setup
+    from orchestrator.setup_doctor import setup
     from orchestrator.storage import storage_findings
 
     setup_logging("WARNING")
@@ -95,7 +96,7 @@ async def gather(config: NexoConfig) -> SetupFacts:
     are started here, like `nexo audit` does."""
     from orchestrator.cli.check import running_status
     from orchestrator.control import ask, control_path
-    from orchestrator.doctor import SetupFacts
+    from orchestrator.setup_doctor import SetupFacts
 
     facts = SetupFacts()
     channels = {name for agent in config.agents for name in agent.channels}
@@ -127,8 +128,8 @@ async def _gather_started(
     a workspace server is asked whether it offers a shell (starting a second one is harmless)."""
     from orchestrator.child_env import child_env
     from orchestrator.cli.direct import ready
-    from orchestrator.doctor import PairedSender
     from orchestrator.mesh import Mesh
+    from orchestrator.setup_doctor import PairedSender
     from shared.protocol import pairing as p
 
     names = sorted(channels | workspaces | ({config.pairing.server} & set(config.servers)))

@@ -63,7 +63,7 @@ def command_pair(args: argparse.Namespace) -> int:
     if args.pair_command == "revoke" and ":" not in args.target:
         return fail(f"expected CHANNEL:SENDER, e.g. telegram:123456789; got {args.target!r}")
     if args.pair_command == "approve":
-        from shared.protocol.pairing import InvalidCode, normalize_code
+        from shared.protocol.identities import InvalidCode, normalize_code
 
         try:
             normalize_code(args.code)

@@ -32,6 +32,7 @@ from orchestrator.permissions.claude_relay import Relay
 from orchestrator.permissions.policy import Standing
 from shared.protocol.audit import EntryDraft, PairingBody
 from shared.protocol.channel import SOURCE_NAME_PATTERN, ChannelParams
+from shared.protocol.identities import InvalidSender, normalize_sender
 from shared.protocol.pairing import (
     ApproveParams,
     ApproveRequest,
@@ -39,9 +40,7 @@ from shared.protocol.pairing import (
     CheckParams,
     CheckRequest,
     CheckResult,
-    InvalidSender,
     Policy,
-    normalize_sender,
 )
 
 logger = logging.getLogger("nexo.pairing")

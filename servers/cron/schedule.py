@@ -22,21 +22,18 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta, tzinfo
-from datetime import timezone as dt_timezone
-from functools import lru_cache
 from itertools import islice, pairwise
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from servers.cron.cron_walk import GAP_SAMPLE, cron_fires, cron_nominal_interval, offset_changes
+
 MIN_GAP_S = 60.0
 """The shortest time allowed between two fires of one recurring schedule."""
 
 ScheduleKind = Literal["cron", "interval", "once"]
-
-GAP_SAMPLE = 50
-"""Fires examined, from the creation time, for the minimum gap and the nominal interval."""
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -53,10 +50,7 @@ _FORMS = (
 )
 _MAX_DURATION = timedelta(days=3650)
 _DST_MARGIN = timedelta(hours=3)
-_DST_STEP = timedelta(hours=6)
-_DST_HORIZON = timedelta(days=366)
 _DST_WINDOW_FIRES = 2000
-_EPSILON = timedelta(microseconds=1)
 
 _CRON_PREFIX = re.compile(r"cron(?:\s+(?P<body>.*))?", re.IGNORECASE | re.DOTALL)
 _EVERY_PREFIX = re.compile(r"every(?:\s+(?P<body>.*))?", re.IGNORECASE | re.DOTALL)
@@ -150,7 +144,7 @@ class Schedule:
         if self.kind == "interval":
             return self._every.total_seconds()
         if self.kind == "cron":
-            return _cron_nominal_interval(self._expr, self._zone, self.anchor)
+            return cron_nominal_interval(self._expr, self._zone, self.anchor)
         return None
 
     def _fires_after(self, after: datetime) -> Iterator[datetime]:
@@ -168,7 +162,7 @@ class Schedule:
                     fire += self._every
             except OverflowError:
                 return
-        yield from _cron_fires(self._expr, self._zone, after)
+        yield from cron_fires(self._expr, self._zone, after)
 
 
 def parse_schedule(text: str, *, timezone: str = "UTC", now: datetime) -> Schedule:
@@ -213,15 +207,15 @@ def parse_schedule(text: str, *, timezone: str = "UTC", now: datetime) -> Schedu
 def _parse_cron(body: str, timezone: str, created: datetime) -> Schedule:
     canonical, _ = _cron_parts(body)
     schedule = Schedule("cron", f"cron {canonical}", timezone, created)
-    fires = list(islice(_cron_fires(schedule._expr, schedule._zone, created), GAP_SAMPLE))
+    fires = list(islice(cron_fires(schedule._expr, schedule._zone, created), GAP_SAMPLE))
     if not fires:
         raise ScheduleError(
             f"cron expression {schedule._expr!r} never fires in the next 50 years; "
             "check the day-of-month and month fields, e.g. '0 9 1 * *'"
         )
     _require_min_gap(schedule, fires)
-    for start, end in _offset_changes(schedule._zone, created):
-        window = islice(_cron_fires(schedule._expr, schedule._zone, start - _DST_MARGIN), _DST_WINDOW_FIRES)
+    for start, end in offset_changes(schedule._zone, created):
+        window = islice(cron_fires(schedule._expr, schedule._zone, start - _DST_MARGIN), _DST_WINDOW_FIRES)
         _require_min_gap(schedule, _until(window, end + _DST_MARGIN))
     return schedule
 
@@ -276,84 +270,6 @@ def _cron_parts(body: str) -> tuple[str, str]:
     return expr, expr
 
 
-def _cron_fires(expr: str, zone: tzinfo, after: datetime) -> Iterator[datetime]:
-    """Fires of `expr` in `zone` strictly after `after`, strictly increasing, in UTC."""
-    if zone is UTC or _walks_wall_time(expr):
-        fires = _wall_time_fires(expr, zone, after)
-    else:
-        fires = _real_time_fires(expr, zone, after)
-    try:
-        yield from fires
-    except OverflowError:
-        return
-
-
-def _walks_wall_time(expr: str) -> bool:
-    """Whether cronsim walks `expr` in wall time (Debian cron's rule: a fixed minute and hour)."""
-    minute, hour = expr.split()[:2]
-    return not minute.startswith("*") and not hour.startswith("*")
-
-
-def _wall_time_fires(expr: str, zone: tzinfo, after: datetime) -> Iterator[datetime]:
-    last = after
-    for local in CronSim(expr, after.astimezone(zone)):
-        fire = local.astimezone(UTC)
-        # Wall-time walking drops the fold of `after`: inside a repeated hour cronsim can answer
-        # with the first occurrence of a wall time that already passed. Skip those.
-        if fire > last:
-            last = fire
-            yield fire
-
-
-def _real_time_fires(expr: str, zone: tzinfo, after: datetime) -> Iterator[datetime]:
-    """Every instant whose wall time in `zone` matches `expr`, evaluated one UTC-offset period at a time.
-
-    cronsim's own real-time walk skips fires around DST changes of zones whose offsets change by
-    other than an hour (Australia/Lord_Howe, Pacific/Chatham). Within one period the offset is fixed,
-    so a fixed-offset zone gives exact answers; a candidate past the period's end is recomputed from
-    the change with the new offset.
-    """
-    offset = after.astimezone(zone).utcoffset()
-    moment = after
-    while offset is not None:
-        candidate = next(CronSim(expr, moment.astimezone(dt_timezone(offset))), None)
-        if candidate is None:
-            return
-        fire = candidate.astimezone(UTC)
-        change = _first_offset_change(zone, moment, fire, offset)
-        if change is None:
-            yield fire
-            moment = fire
-        else:
-            # Fires may fall on the change itself: search from just before it, with the new offset.
-            moment, offset = change - _EPSILON, change.astimezone(zone).utcoffset()
-
-
-def _first_offset_change(zone: tzinfo, start: datetime, end: datetime, offset: timedelta) -> datetime | None:
-    """The first instant in (start, end] whose UTC offset in `zone` is not `offset`, or None."""
-    previous = start
-    while previous < end:
-        probe = min(previous + _DST_STEP, end)
-        if probe.astimezone(zone).utcoffset() != offset:
-            low, high = previous, probe
-            while high - low > _EPSILON:
-                middle = low + (high - low) // 2
-                if middle.astimezone(zone).utcoffset() == offset:
-                    low = middle
-                else:
-                    high = middle
-            return high
-        previous = probe
-    return None
-
-
-@lru_cache(maxsize=1024)
-def _cron_nominal_interval(expr: str, zone: tzinfo, anchor: datetime) -> float | None:
-    fires = list(islice(_cron_fires(expr, zone, anchor), GAP_SAMPLE))
-    gaps = [(b - a).total_seconds() for a, b in pairwise(fires)]
-    return min(gaps) if gaps else None
-
-
 def _until(fires: Iterator[datetime], end: datetime) -> list[datetime]:
     taken: list[datetime] = []
     for fire in fires:
@@ -361,21 +277,6 @@ def _until(fires: Iterator[datetime], end: datetime) -> list[datetime]:
             break
         taken.append(fire)
     return taken
-
-
-def _offset_changes(zone: tzinfo, start: datetime) -> list[tuple[datetime, datetime]]:
-    """Spans (at most ``_DST_STEP`` long) that each contain a UTC offset change of `zone` in the next year."""
-    spans: list[tuple[datetime, datetime]] = []
-    if zone is UTC:
-        return spans
-    moment, offset = start, start.astimezone(zone).utcoffset()
-    while moment < start + _DST_HORIZON:
-        following = moment + _DST_STEP
-        following_offset = following.astimezone(zone).utcoffset()
-        if following_offset != offset:
-            spans.append((moment, following))
-        moment, offset = following, following_offset
-    return spans
 
 
 def _zone(name: str) -> tzinfo:

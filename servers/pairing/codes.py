@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from servers.pairing.errors import SealBroken
 from servers.pairing.limits import duration
-from shared.protocol.pairing import CODE_ALPHABET, CODE_LENGTH
+from shared.protocol.identities import CODE_ALPHABET, CODE_LENGTH
 
 
 class CodeBook:

@@ -17,10 +17,9 @@ from mcp.shared.exceptions import MCPError
 from servers.pairing.errors import CodeRefused, InvalidRequest, LockedOut, PendingNotFound
 from servers.pairing.store import PairingStore
 from shared.protocol.control import Route, bind_routes, method_names
+from shared.protocol.identities import CODE_ALPHABET, CODE_LENGTH
 from shared.protocol.pairing import (
-    CODE_ALPHABET,
     CODE_INVALID,
-    CODE_LENGTH,
     LOCKED_OUT,
     PAIRING_EXTENSION,
     PENDING_NOT_FOUND,

@@ -16,15 +16,8 @@ from servers.pairing.limits import Limits
 from servers.pairing.records import active_record, clean_display_name, normalize_id
 from servers.pairing.schema import Clock, iso
 from shared.db import Database, DatabaseError, Transaction
-from shared.protocol.pairing import (
-    CheckParams,
-    CheckResult,
-    InvalidSender,
-    Reason,
-    Role,
-    normalize_chat,
-    normalize_sender,
-)
+from shared.protocol.identities import InvalidSender, normalize_chat, normalize_sender
+from shared.protocol.pairing import CheckParams, CheckResult, Reason, Role
 
 logger = logging.getLogger("nexo.pairing")
 

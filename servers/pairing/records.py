@@ -10,16 +10,8 @@ from typing import Any
 from servers.pairing.errors import InvalidRequest
 from servers.pairing.schema import iso
 from shared.db import Database, Transaction
-from shared.protocol.pairing import (
-    InvalidSender,
-    PairedRecord,
-    PendingRequest,
-    Role,
-    Scope,
-    Via,
-    normalize_chat,
-    normalize_sender,
-)
+from shared.protocol.identities import InvalidSender, normalize_chat, normalize_sender
+from shared.protocol.pairing import PairedRecord, PendingRequest, Role, Scope, Via
 
 DISPLAY_NAME_MAX = 128
 RECORD_COLUMNS = "channel, account, scope, sender, role, paired_at, via, paired_by, revoked_at"

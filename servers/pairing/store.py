@@ -24,17 +24,16 @@ from servers.pairing.records import (
 )
 from servers.pairing.schema import MIGRATIONS, Clock, iso, utc_now
 from shared.db import Database, Transaction
+from shared.protocol.identities import InvalidCode, normalize_code
 from shared.protocol.pairing import (
     CheckParams,
     CheckResult,
-    InvalidCode,
     Lockout,
     PairedRecord,
     PendingRequest,
     PendingStatus,
     Role,
     Scope,
-    normalize_code,
 )
 
 __all__ = ["MIGRATIONS", "Clock", "CodeBook", "Limits", "PairingStore", "iso", "utc_now"]

@@ -24,14 +24,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Final, Literal
+from typing import Any, Final, Literal
 
 import anyio
 from anyio.abc import TaskStatus
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
 
 from shared.channelkit.delivery import (
     Delivery,
@@ -50,6 +47,7 @@ from shared.channelkit.server import (
     make_channel_server,
 )
 from shared.channelkit.settings import ChannelSettings
+from shared.channelkit.tools import add_outbound_tools
 from shared.channelkit.typing import Show, Typing
 from shared.db import Database
 from shared.events import EVENTS_MIGRATIONS, EventLog
@@ -60,21 +58,11 @@ from shared.protocol.channel import (
     parse_permission_reply,
     verdict_event,
 )
-from shared.protocol.outbound import ChatIdArg, IdempotencyKeyArg, NoticeArg, ReplyToArg, TextArg
-from shared.protocol.policy import tool_hints
 
 logger = logging.getLogger("nexo.channel")
 
 MESSAGE_KIND: Final = "message"
 VERDICT_KIND: Final = "permission_verdict"
-# Only a call with an idempotency_key is safe to repeat, so the tool as a whole is not idempotent.
-OUTBOUND = tool_hints(open_world=True)
-FILE_TOOL: Final = "send_file"
-PathArg = Annotated[
-    str,
-    Field(description="The file to send: a path in the agent's workspace, relative to its root."),
-]
-CaptionArg = Annotated[str | None, Field(description="Text shown with the file; omit for none.")]
 
 Receive = Callable[["Channel"], Coroutine[Any, Any, None]]
 """Runs for the server's lifetime (it may also return early); a crash stops the server."""
@@ -374,60 +362,5 @@ def define_channel(
         closed=Channel._on_closed if prompt is not None else None,
     )
 
-    async def outbound(
-        text: TextArg,
-        chat_id: ChatIdArg,
-        reply_to: ReplyToArg = None,
-        idempotency_key: IdempotencyKeyArg = None,
-        notice: NoticeArg = False,
-        *,
-        ctx: Context[Channel],
-    ) -> SendResult:
-        if not chat_id.strip():
-            raise ToolError(f"chat_id {chat_id!r} is empty; pass the chat_id from the <channel ...> tag")
-        if not text.strip():
-            raise ToolError(f"text {text!r} is empty; write the message to send")
-        channel = ctx.request_context.lifespan_context
-        return await channel.send(text, chat_id, reply_to, idempotency_key, notice)
-
-    server.add_tool(
-        outbound,
-        name=outbound_tool,
-        title=f"Send a message to a {name} chat",
-        description=(
-            f"Send a message to a {name} chat (chat_id from the <channel ...> tag). Retrying with the "
-            "same idempotency_key never sends twice; queued means it goes out when the chat is back."
-        ),
-        annotations=OUTBOUND,
-    )
-    if send_file is not None:
-        add_file_tool(server, name)
+    add_outbound_tools(server, name, outbound_tool, files=send_file is not None)
     return server
-
-
-def add_file_tool(server: MCPServer[Any], name: str) -> None:
-    async def send_file_tool(
-        chat_id: ChatIdArg,
-        path: PathArg,
-        caption: CaptionArg = None,
-        reply_to: ReplyToArg = None,
-        idempotency_key: IdempotencyKeyArg = None,
-        *,
-        ctx: Context[Channel],
-    ) -> SendResult:
-        if not chat_id.strip():
-            raise ToolError(f"chat_id {chat_id!r} is empty; pass the chat_id from the <channel ...> tag")
-        channel = ctx.request_context.lifespan_context
-        return await channel.send_file(chat_id, path, caption, reply_to, idempotency_key)
-
-    server.add_tool(
-        send_file_tool,
-        name=FILE_TOOL,
-        title=f"Send a file to a {name} chat",
-        description=(
-            f"Send a file from the workspace to a {name} chat (chat_id from the <channel ...> tag), "
-            "with an optional caption. Retrying with the same idempotency_key never sends twice; "
-            "queued means it goes out when the chat is back."
-        ),
-        annotations=OUTBOUND,
-    )

