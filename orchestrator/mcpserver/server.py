@@ -27,7 +27,8 @@ INSTRUCTIONS = {
         "and their turns, search and verify its audit ledger, list cron entries, channels and pairings."
     ),
     "act": (
-        " You may also run and cancel goals, remember and forget, and pause, resume or delete cron "
+        " You may also run and cancel goals, remember and forget, send messages on the agent's channels "
+        "(to the operator, paired contacts or allowed chats), and create, pause, resume or delete cron "
         "entries; approvals the agent asks for go to its operator, not to you."
     ),
     "admin": " You may also approve and revoke pairings.",
