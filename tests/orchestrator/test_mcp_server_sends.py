@@ -23,7 +23,7 @@ from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server
 from shared.protocol import audit, cron
 from shared.protocol.audit import EntryDraft
-from tests.fakes.llm import FakeLLM, RecordedRequest
+from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import python_server, write_config
 from tests.mesh.inbox import inbox_server, replies
@@ -34,9 +34,13 @@ CLIENT = Implementation(name="Claude Desktop", version="1.0")
 SECRET = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
 
-def _model(request: RecordedRequest) -> ModelReply:
-    if "[scheduled" in (request.last_user_text or ""):
+def _model(request: RecordedRequest) -> ModelReply | Step:
+    text = request.last_user_text or ""
+    if "[scheduled" in text:
         return ModelReply("backups: all 3 fine")
+    if "schedule a backup check" in text and request.body["messages"][-1]["role"] != "tool":
+        # A write: the operator is asked, and this test never answers.
+        return Step(tool_calls=(CallTool("cron__cron_create", {"schedule": "every 6h", "prompt": "check"}),))
     return ModelReply("ok")
 
 
@@ -52,7 +56,8 @@ async def _daemon(tmp_path: Path, llm_url: str) -> AsyncIterator[Orchestrator]:
             "cron": python_server("servers.cron"),
         },
         agent={"channels": ["inbox"], "history_turns": 0},
-        extra={"operator": {"channel": "inbox", "chat_id": "op"}},
+        # The goal left waiting for an approval is cancelled at once when the test ends.
+        extra={"operator": {"channel": "inbox", "chat_id": "op"}, "shutdown_drain_s": 0},
     )
     orch = Orchestrator(load(config_path), config_label=str(config_path))
     ready, finished = anyio.Event(), anyio.Event()
@@ -90,12 +95,29 @@ async def _ledger(orch: Orchestrator, kind: str) -> list[audit.Entry]:
     return tail.entries
 
 
-async def test_a_client_send_passes_the_agents_outbound_guard_once_per_key_and_a_refusal_is_audited(
+async def test_a_client_send_passes_the_outbound_guard_once_per_key_never_answers_an_approval_and_is_audited(
     tmp_path: Path,
 ) -> None:
     with FakeLLM(default=_model) as llm:
         async with _daemon(tmp_path, llm.openai_base_url) as orch, _client(orch) as client:
+            asked = anyio.Event()
+            record = orch.sink.record
+            requested: list[str] = []
+
+            def noting(draft: EntryDraft) -> Any:
+                if draft.kind == "approval_requested":
+                    requested.append(str(draft.body["request_id"]))
+                    asked.set()
+                return record(draft)
+
+            orch.sink.record = noting  # type: ignore[method-assign]
             with anyio.fail_after(WAIT_S):
+                # A goal of this client waits for the operator; the client cannot answer it for them.
+                await client.call_tool("goal_run", {"prompt": "schedule a backup check", "background": True})
+                await asked.wait()
+                self_approval = await client.call_tool(
+                    "channel_send", {"server": "inbox", "chat_id": "op", "text": f"yes {requested[0]}"}
+                )
                 to_operator = {"server": "inbox", "chat_id": "op", "text": "hello", "idempotency_key": "k1"}
                 first = await client.call_tool("channel_send", to_operator)
                 retried = await client.call_tool("channel_send", to_operator)
@@ -110,6 +132,10 @@ async def test_a_client_send_passes_the_agents_outbound_guard_once_per_key_and_a
                     "channel_send", {"server": "telegram", "chat_id": "op2", "text": "hi"}
                 )
                 entries = await _ledger(orch, "tool_call")
+    assert self_approval.is_error is True
+    assert f"the message names {requested[0]!r}, a request waiting for the operator's answer" in _text(
+        self_approval
+    )
     assert (first.is_error, retried.is_error, scrubbed.is_error) == (False, False, False)
     assert first.structured_content == {
         "sent": True,
@@ -132,8 +158,13 @@ async def test_a_client_send_passes_the_agents_outbound_guard_once_per_key_and_a
     )
     assert unbound.is_error is True
     assert "agent nexo is not bound to a channel 'telegram'; its channels: inbox" in _text(unbound)
-    calls = [(e.source, e.agent, e.body["tool"], e.body["outcome"], e.body.get("error")) for e in entries]
-    assert calls == [
+    calls = [
+        (e.source, e.agent, e.body["tool"], e.body["outcome"], e.body.get("error"))
+        for e in entries
+        if e.source.startswith("mcp-server")
+    ]
+    assert calls[0][:4] == ("mcp-server:Claude-Desktop", "nexo", "channel_send", "denied")
+    assert calls[1:] == [
         ("mcp-server:Claude-Desktop", "nexo", "channel_send", "ok", None),
         ("mcp-server:Claude-Desktop", "nexo", "channel_send", "ok", None),
         ("mcp-server:Claude-Desktop", "nexo", "channel_send", "ok", None),
