@@ -86,11 +86,13 @@ class ResourceWatch:
         self, ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         key = self._remember(ctx.session)
-        if key is not None and key not in self._listing:
+        if key is not None:
             self._listing.add(key)
-            if self._goal_ids is None:
-                self._goal_ids = await self._active_goals()
-        goals = sorted(self._goal_ids or ())
+        # Fresh for this answer; the watch keeps its own last look, so other listeners still hear of it.
+        current = await self._active_goals()
+        if self._goal_ids is None:
+            self._goal_ids = current
+        goals = sorted(current if current is not None else self._goal_ids or ())
         return types.ListResourcesResult(resources=[*await self._static(), *map(_goal_resource, goals)])
 
     async def on_subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
