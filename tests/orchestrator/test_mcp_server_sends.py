@@ -21,7 +21,7 @@ from orchestrator.control import control_path
 from orchestrator.daemon import Orchestrator
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server
-from shared.protocol import audit, cron
+from shared.protocol import audit, cron, pairing
 from shared.protocol.audit import EntryDraft
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step
 from tests.fakes.llm import Reply as ModelReply
@@ -54,6 +54,7 @@ async def _daemon(tmp_path: Path, llm_url: str) -> AsyncIterator[Orchestrator]:
             "inbox": inbox_server(tmp_path),
             "audit": python_server("servers.audit"),
             "cron": python_server("servers.cron"),
+            "pairing": python_server("servers.pairing"),
         },
         agent={"channels": ["inbox"], "history_turns": 0},
         # The goal left waiting for an approval is cancelled at once when the test ends.
@@ -194,13 +195,18 @@ async def test_a_client_cron_entry_is_bound_to_the_agent_and_its_fire_answers_in
 
             orch.sink.record = noting  # type: ignore[method-assign]
             with anyio.fail_after(WAIT_S):
+                # alice is a contact paired on the inbox: a chat the agent may reach unasked.
+                seed = pairing.SeedParams(channel="inbox", senders=["alice"], by="cli")
+                await orch.mesh["pairing"].request(
+                    pairing.SeedRequest(params=seed), pairing.SeedResult, timeout=30
+                )
                 created = await client.call_tool(
                     "cron_create",
                     {
                         "schedule": "every 6h",
                         "prompt": "check the backups",
                         "channel": "inbox",
-                        "recipient": "operator",
+                        "recipient": "alice",
                     },
                 )
                 refused = await client.call_tool(
@@ -219,11 +225,11 @@ async def test_a_client_cron_entry_is_bound_to_the_agent_and_its_fire_answers_in
         "nexo",
         "prompt",
         "inbox",
-        "operator",
+        "alice",
     )
     assert (entry["provider"], entry["model"], entry["state"]) == ("fake", "scripted", "active")
     assert [(r["chat_id"], r["text"]) for r in replies(tmp_path) if "text" in r] == [
-        ("operator", "backups: all 3 fine")
+        ("alice", "backups: all 3 fine")
     ]
     assert refused.is_error is True
     assert _text(refused).startswith(
