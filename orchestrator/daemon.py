@@ -17,6 +17,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import BaseModel
 
 from orchestrator.child_env import child_env
+from orchestrator.client_actions import ClientActions
 from orchestrator.config import NexoConfig
 from orchestrator.control import Emit, control_path, serve_control
 from orchestrator.dlq import channel_connections, dlq
@@ -255,9 +256,12 @@ class Orchestrator:
             return await relay(self.mesh, request)
         if op == "tool":
             return await relay_tool(self.mesh, request)
+        if op in ("send", "cron_create"):
+            actions = ClientActions(self.mesh, self.background.intakes, self.sink)
+            return await (actions.send(request) if op == "send" else actions.cron_create(request))
         return {
             "error": f"unknown op {op!r}; expected submit, run, cancel, channels, refused, autonomy, dlq, "
-            "request or tool"
+            "request, tool, send or cron_create"
         }
 
     async def _followed(self, goal: TrackedGoal, emit: Emit) -> dict[str, Any]:

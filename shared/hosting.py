@@ -129,6 +129,46 @@ def advertise_experimental(server: MCPServer[Any], capabilities: Mapping[str, Ma
     lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
 
 
+ResourceHandler = Callable[[Any, Any], Awaitable[Any]]
+"""``(ServerRequestContext, params) -> result`` of a low-level request handler."""
+
+
+def serve_resource_subscriptions(
+    server: MCPServer[Any],
+    *,
+    on_list: ResourceHandler,
+    on_subscribe: ResourceHandler,
+    on_unsubscribe: ResourceHandler,
+) -> None:
+    """Serve the handshake era's ``resources/subscribe`` and ``resources/unsubscribe``, take over
+    ``resources/list`` (so the server learns which connections list its resources), and advertise
+    ``resources.subscribe`` and ``resources.listChanged`` in the ``InitializeResult``.
+
+    ``MCPServer`` offers none of this publicly; like :func:`advertise_experimental` it is done here
+    so the reach past the public API stays in this module. The 2026-07-28 discovery result is left as
+    the SDK derives it: that era has no standing channel to push on.
+    """
+    import mcp_types as types
+    from mcp.server import NotificationOptions
+
+    lowlevel = server._lowlevel_server
+    lowlevel.add_request_handler("resources/list", types.PaginatedRequestParams, on_list)
+    lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, on_subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, on_unsubscribe)
+    original = lowlevel.create_initialization_options
+
+    def create_initialization_options(
+        notification_options: Any = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> Any:
+        options = notification_options or NotificationOptions()
+        options.resources_changed = True
+        return original(options, experimental_capabilities, extensions)
+
+    lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
+
+
 class BearerAuth:
     """Require ``Authorization: Bearer <token>`` on every path except the health check."""
 

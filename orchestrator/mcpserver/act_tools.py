@@ -29,6 +29,7 @@ from orchestrator.mcpserver.models import (
 )
 from orchestrator.mcpserver.read_tools import AgentArg, GoalIdArg, memory_server
 from orchestrator.mcpserver.refusals import as_tool_errors
+from orchestrator.mcpserver.send_tools import add_send_tools
 from shared.protocol import cron, memory, pairing
 from shared.protocol.policy import tool_hints
 
@@ -53,6 +54,8 @@ def progress_message(progress: dict[str, Any]) -> str:
 
 
 def add_act_tools(server: MCPServer[Any], config: NexoConfig, backend: Backend) -> None:
+    add_send_tools(server, backend)
+
     @server.tool(
         title="Run a goal",
         annotations=tool_hints(destructive=True, open_world=True),

@@ -60,6 +60,8 @@ class Backend:
         self._servers: TaskGroup | None = None
         self._connections: dict[str, ServerConnection] = {}
         self._starting = anyio.Lock()
+        self.on_change: Callable[[], None] = lambda: None
+        """Called after each call that may have changed something (the resource watch looks again)."""
 
     @asynccontextmanager
     async def opened(self) -> AsyncIterator[Backend]:
@@ -85,6 +87,8 @@ class Backend:
             answer = await ask(self.control, request, timeout=None)
         except OSError:
             raise NeedsDaemon(what) from None
+        finally:
+            self.on_change()
         return _checked(answer)
 
     async def followed_run(
@@ -94,6 +98,8 @@ class Backend:
             answer = await ask_with_progress(self.control, request, on_progress)
         except OSError:
             raise NeedsDaemon("running a goal") from None
+        finally:
+            self.on_change()
         return _checked(answer)
 
     async def request(self, server: str, request: types.Request[Any, Any], result_type: type[R]) -> R:

@@ -105,3 +105,14 @@ class Paired(BaseModel):
 
 class Revoked(BaseModel):
     revoked: int
+
+
+class Sent(BaseModel):
+    sent: bool
+    agent: str
+    server: str
+    chat_id: str
+    idempotency_key: str
+    """The key the message was sent under: repeat it to retry without sending twice."""
+    redacted: bool
+    """True when secrets in the text were replaced by ``[REDACTED:<rule id>]`` before sending."""

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from mcp.server import MCPServer
 
 from orchestrator.config import NexoConfig
@@ -19,6 +20,8 @@ from orchestrator.mcpserver.act_tools import add_act_tools, add_admin_tools
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.models import Tier
 from orchestrator.mcpserver.read_tools import add_read_tools, goal_snapshot, memory_file
+from orchestrator.mcpserver.resource_watch import ResourceWatch
+from shared.hosting import serve_resource_subscriptions
 from shared.serverkit import nexo_version
 
 INSTRUCTIONS = {
@@ -27,7 +30,8 @@ INSTRUCTIONS = {
         "and their turns, search and verify its audit ledger, list cron entries, channels and pairings."
     ),
     "act": (
-        " You may also run and cancel goals, remember and forget, and pause, resume or delete cron "
+        " You may also run and cancel goals, remember and forget, send messages on the agent's channels "
+        "(to the operator, paired contacts or allowed chats), and create, pause, resume or delete cron "
         "entries; approvals the agent asks for go to its operator, not to you."
     ),
     "admin": " You may also approve and revoke pairings.",
@@ -37,8 +41,13 @@ INSTRUCTIONS = {
 def build_server(config: NexoConfig, backend: Backend, tier: Tier = "read") -> MCPServer[Any]:
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
-        async with backend.opened():
-            yield
+        async with backend.opened(), anyio.create_task_group() as watching:
+            backend.on_change = watch.changed
+            watching.start_soon(watch.run, name="resource-watch")
+            try:
+                yield
+            finally:
+                watching.cancel_scope.cancel()
 
     tiers = ("read", "act", "admin")[: ("read", "act", "admin").index(tier) + 1]
     server: MCPServer[Any] = MCPServer(
@@ -55,6 +64,10 @@ def build_server(config: NexoConfig, backend: Backend, tier: Tier = "read") -> M
     if "admin" in tiers:
         add_admin_tools(server, config, backend)
     _add_resources(server, config, backend)
+    watch = ResourceWatch(config, backend, server.list_resources)
+    serve_resource_subscriptions(
+        server, on_list=watch.on_list, on_subscribe=watch.on_subscribe, on_unsubscribe=watch.on_unsubscribe
+    )
     return server
 
 

@@ -16,7 +16,7 @@ import re
 import signal
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import AbstractContextManager, ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -41,6 +41,9 @@ _GONE = (ConsoleClosed,)
 """What ChatSession raises when the console's connection ends (it never lets the stream errors out)."""
 
 OutboxStatus = Literal["pending", "sending", "sent", "uncertain", "failed"]
+Alongside = Callable[[], AbstractContextManager[list[int]]]
+"""Servers an epoch runs beside the orchestrator (e.g. the console over Streamable HTTP): started
+before it, stopped after it, and SIGKILLed with it; the context yields their process ids."""
 
 
 def message_ids(count: int) -> list[str]:
@@ -174,9 +177,17 @@ async def wait_exited(pids: list[int], timeout: float = 30.0) -> None:
 
 class ChaosDriver:
     def __init__(
-        self, config: Path, state_dir: Path, ids: list[str], *, window: int, bursts: random.Random
+        self,
+        config: Path,
+        state_dir: Path,
+        ids: list[str],
+        *,
+        window: int,
+        bursts: random.Random,
+        alongside: Alongside | None = None,
     ) -> None:
         self.config = config
+        self.alongside = alongside
         self.state_dir = state_dir
         self.database = state_dir / "console" / "console.db"
         self.ids = ids
@@ -206,6 +217,11 @@ class ChaosDriver:
         t = self.tally
         stack = ExitStack()
         try:
+            beside = (
+                []
+                if self.alongside is None
+                else await anyio.to_thread.run_sync(stack.enter_context, self.alongside())
+            )
             orch = await anyio.to_thread.run_sync(stack.enter_context, running(self.config))
             # Every stored message without an answer comes back to the new orchestrator, which logs
             # its answer even when no chat is there to see it: connecting after that line makes the
@@ -222,7 +238,7 @@ class ChaosDriver:
                 }
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._say, session, kill_at is None)
-                    await self._listen(session, orch, kill_at)
+                    await self._listen(session, orch, kill_at, beside)
                     tg.cancel_scope.cancel()
         finally:
             # A clean stop for the final epoch (and after any failure): the harness sends SIGTERM.
@@ -260,10 +276,12 @@ class ChaosDriver:
             return acks >= point.acks or t.queued.issuperset(self.ids)
         return isinstance(frame, Reply) or t.settled() == len(self.ids)
 
-    async def _listen(self, session: ChatSession, orch: Orchestrator, kill_at: KillPoint | None) -> None:
+    async def _listen(
+        self, session: ChatSession, orch: Orchestrator, kill_at: KillPoint | None, beside: list[int]
+    ) -> None:
         t = self.tally
         # Looked up before the kill so the signal follows the triggering frame at once.
-        console = child_pids(orch.process.pid, "channel_servers.console")
+        console = child_pids(orch.process.pid, "channel_servers.console") + beside
         replay_done = killed = False
         acks = 0
         while True:
@@ -289,6 +307,8 @@ class ChaosDriver:
             acks += isinstance(frame, Queued)
             if self._due(kill_at, frame, acks):
                 orch.process.send_signal(signal.SIGKILL)
+                for pid in beside:
+                    os.kill(pid, signal.SIGKILL)
                 killed = True
                 t.kills += 1
         if not killed:

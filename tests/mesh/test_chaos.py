@@ -1,15 +1,23 @@
-"""Channel chaos: 1,000 console messages while the orchestrator is SIGKILLed 20 times and restarted.
+"""Channel chaos: console messages while the mesh is SIGKILLed and restarted, over stdio and over HTTP.
 
-Every message must end up answered exactly once, or, when the kill landed while its reply was in
-flight, recorded as ``uncertain`` and never shown again; none may be lost or left unacknowledged.
+Over stdio 1,000 messages and 20 kills of the orchestrator (its console child dies with it). Over
+Streamable HTTP the console is its own ``nexo serve console --http`` process with a bearer token, and
+each kill takes down both it and the orchestrator, as a host crash would; that run is smaller (100
+messages, 3 kills) to keep the suite fast, and its assertions are the same, per message: every
+message ends up answered exactly once, or, when the kill landed while its reply was in flight,
+recorded as ``uncertain`` and never shown again; none may be lost or left unacknowledged.
 """
 
 from __future__ import annotations
 
 import random
+import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,20 +35,43 @@ from tests.mesh.chaos_support import (
     read_outbox,
     reply_key,
 )
-from tests.mesh.harness import python_server, write_config
+from tests.mesh.harness import REPO, base_env, free_port, nexo_argv, python_server, stop, write_config
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 
 SEED = 20_261_107
-MESSAGES = 1_000
-KILLS = 20
 WINDOW = 16
 """The largest burst of messages; the next burst goes out once at most WINDOW // 4 are unanswered."""
+TOKEN = "chaos-http-token"
+RUNS = [
+    pytest.param("stdio", 1_000, 20, id="stdio"),
+    pytest.param("http", 100, 3, id="http"),
+]
+"""Transport, messages, kills."""
 
 
-def _summary(tally: Tally, statuses: Counter[str], shown_uncertain: int, redelivered: int) -> str:
+@contextmanager
+def _http_console(port: int, state: Path) -> Iterator[list[int]]:
+    """``nexo serve console --http`` on ``port`` for one epoch; the orchestrator waits for it to listen."""
+    process = subprocess.Popen(
+        nexo_argv("serve", "console", "--http", f"127.0.0.1:{port}"),
+        env=base_env({"NEXO_SERVER_TOKEN": TOKEN, "NEXO_STATE_DIR": str(state)}),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield [process.pid]
+    finally:
+        stop(process)
+
+
+def _summary(
+    messages: int, tally: Tally, statuses: Counter[str], shown_uncertain: int, redelivered: int
+) -> str:
     return (
-        f"{MESSAGES} messages, {tally.kills} kills: {statuses['sent']} sent, "
+        f"{messages} messages, {tally.kills} kills: {statuses['sent']} sent, "
         f"{statuses['uncertain']} uncertain ({shown_uncertain} of them reached the chat before the kill); "
         f"{redelivered} events redelivered, "
         f"{tally.resent} messages said again after a reconnect ({tally.duplicate_acks} already stored), "
@@ -50,25 +81,34 @@ def _summary(tally: Tally, statuses: Counter[str], shown_uncertain: int, redeliv
     )
 
 
-@pytest.mark.timeout(600)  # twenty SIGKILLs and restarts: 180-260 s on 2 cores
-async def test_every_message_is_answered_once_or_reported_uncertain_across_twenty_sigkills(
-    tmp_path: Path,
+@pytest.mark.timeout(600)  # stdio, twenty SIGKILLs and restarts: 180-260 s on 2 cores; http: 4 epochs
+@pytest.mark.parametrize(("transport", "messages", "kills"), RUNS)
+async def test_every_message_is_answered_once_or_reported_uncertain_across_sigkills(
+    tmp_path: Path, transport: str, messages: int, kills: int
 ) -> None:
-    ids = message_ids(MESSAGES)
+    ids = message_ids(messages)
     state = tmp_path / "state"
+    console: dict[str, Any] = python_server("channel_servers.console")
+    alongside = None
+    if transport == "http":
+        port = free_port()
+        console = {"transport": "http", "url": f"http://127.0.0.1:{port}/mcp", "token": TOKEN}
+        alongside = lambda: _http_console(port, state)  # noqa: E731
     with FakeLLM(default=echo_model) as llm:
         config = write_config(
             tmp_path / "agents.yaml",
             state_dir=state,
             llm_base_url=llm.openai_base_url,
-            servers={"console": python_server("channel_servers.console")},
+            servers={"console": console},
             agent={"history_turns": 0},
             # The rate limit has its own tests; here it would only stretch the run.
             extra={"channel_options": {"console": {"rate_per_minute": None}}},
         )
         # Burst sizes are drawn as the run goes, so they get their own generator: the plan stays fixed.
-        driver = ChaosDriver(config, state, ids, window=WINDOW, bursts=random.Random(SEED + 1))
-        tally = await driver.run(plan(random.Random(SEED), MESSAGES, KILLS, WINDOW), time.monotonic)
+        driver = ChaosDriver(
+            config, state, ids, window=WINDOW, bursts=random.Random(SEED + 1), alongside=alongside
+        )
+        tally = await driver.run(plan(random.Random(SEED), messages, kills, WINDOW), time.monotonic)
 
     database = state / "console" / "console.db"
     outbox = {row.idempotency_key: row for row in read_outbox(database)}
@@ -79,10 +119,10 @@ async def test_every_message_is_answered_once_or_reported_uncertain_across_twent
     statuses: Counter[str] = Counter(row.status for row in outbox.values())
     shown_uncertain = sum(1 for row in outbox.values() if row.status == "uncertain" and received[str(row.id)])
     redelivered = sum(1 for row in events.values() if row.deliveries > 1)
-    summary = _summary(tally, statuses, shown_uncertain, redelivered)
+    summary = f"{transport}: " + _summary(messages, tally, statuses, shown_uncertain, redelivered)
     print(summary)
 
-    assert (tally.kills, received[str(drained.id)]) == (KILLS, 1), summary
+    assert (tally.kills, received[str(drained.id)]) == (kills, 1), summary
     assert redelivered > 0, f"no kill interrupted a message in progress: {summary}"
     # Nothing lost: each message is stored once and acknowledged by the orchestrator.
     assert {key: (row.kind, row.acked, row.dead) for key, row in events.items()} == {

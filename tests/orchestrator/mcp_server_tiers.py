@@ -20,6 +20,8 @@ READ_TOOLS: Final = frozenset(
 )
 ACT_TOOLS: Final = frozenset(
     {
+        "channel_send",
+        "cron_create",
         "cron_delete",
         "cron_pause",
         "cron_resume",

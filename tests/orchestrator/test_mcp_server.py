@@ -86,7 +86,11 @@ async def test_act_adds_the_changing_tools_and_admin_the_pairing_ones_none_of_th
         name for name, tool in changing.items() if tool.annotations and tool.annotations.destructive_hint
     }
     assert destructive == {"goal_run", "goal_cancel", "memory_forget", "cron_delete", "pairing_revoke"}
-    assert {n for n, t in changing.items() if t.annotations and t.annotations.open_world_hint} == {"goal_run"}
+    assert {n for n, t in changing.items() if t.annotations and t.annotations.open_world_hint} == {
+        "goal_run",
+        "channel_send",
+        "cron_create",
+    }
 
 
 async def test_without_a_daemon_reads_start_their_server_and_act_calls_name_nexo_run(tmp_path: Path) -> None:
@@ -98,6 +102,10 @@ async def test_without_a_daemon_reads_start_their_server_and_act_calls_name_nexo
             channels = await client.call_tool("channels_status", {})
             run = await client.call_tool("goal_run", {"prompt": "say hi"})
             cancel = await client.call_tool("goal_cancel", {"goal_id": "g-1"})
+            send = await client.call_tool(
+                "channel_send", {"server": "console", "chat_id": "op", "text": "hi"}
+            )
+            schedule = await client.call_tool("cron_create", {"schedule": "every 2h", "prompt": "check"})
     assert listed.is_error is False
     assert listed.structured_content == {
         "goals": [],
@@ -110,7 +118,12 @@ async def test_without_a_daemon_reads_start_their_server_and_act_calls_name_nexo
         "daemon_running": False,
         "channels": [{"name": "console", "state": "not running", "detail": {}}],
     }
-    for refused, what in ((run, "running a goal"), (cancel, "cancelling a goal")):
+    for refused, what in (
+        (run, "running a goal"),
+        (cancel, "cancelling a goal"),
+        (send, "sending a message"),
+        (schedule, "scheduling a prompt"),
+    ):
         assert refused.is_error is True
         text = refused.content[0].text  # type: ignore[union-attr]
         assert text.endswith(
