@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import io
 import json
 import os
 import selectors
@@ -170,12 +171,32 @@ def _detach_template(control_fd: int) -> socket.socket:
     os.close(null)
     os.closerange(3, control_fd)
     os.closerange(control_fd + 1, os.sysconf("SC_OPEN_MAX"))
+    _fresh_stdio()
     _default_signals()
     executable = Path(sys.executable)
     set_title([str(executable), *TITLE.split()])
     _set_comm(executable.name)
     sys.argv = [TITLE]
     return socket.socket(fileno=control_fd)
+
+
+def _fresh_stdio() -> None:
+    """``sys.stdin``, ``sys.stdout`` and ``sys.stderr`` over descriptors 0, 1 and 2, as a fresh
+    interpreter makes them for pipes, whatever the orchestrator had put in their place (a test
+    runner's capture, a wrapper), with the encoding and error handling it started with."""
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        original = getattr(sys, f"__{name}__", None)
+        raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
+        binary = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+        stream = io.TextIOWrapper(
+            binary,
+            encoding=getattr(original, "encoding", None) or "utf-8",
+            errors=getattr(original, "errors", None) or ("backslashreplace" if fd == 2 else "strict"),
+            line_buffering=fd == 2,
+            write_through=bool(getattr(original, "write_through", False)),
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
 
 
 def _default_signals() -> None:

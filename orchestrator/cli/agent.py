@@ -56,7 +56,7 @@ def terminal_gate(config: Any, agent: Any, assume_yes: bool) -> Any:
     return PolicyGate(TerminalApprover(assume_yes), list, engine)
 
 
-def _foreground_mesh(args: argparse.Namespace) -> tuple[Any, Any, Mesh]:
+def foreground_mesh(args: argparse.Namespace) -> tuple[Any, Any, Mesh]:
     """The config, the agent and a mesh of the tool servers it may use, with the fork server's
     template already forked from this process (before the event loop starts) when there is one."""
     from orchestrator.child_env import child_env
@@ -121,7 +121,7 @@ def command_agent_run(args: argparse.Namespace) -> int:
         handed = _in_daemon(args)
         if handed is not None:
             return handed
-    config, agent, mesh = _foreground_mesh(args)
+    config, agent, mesh = foreground_mesh(args)
     setup_logging("WARNING")
     return anyio.run(_run, args, config, agent, mesh)
 

@@ -9,6 +9,7 @@ probe fork one server from the template and stop it all under its event loop.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -18,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from orchestrator.cli.agent import foreground_mesh
 from orchestrator.lock import AlreadyRunning, InstanceLock
 from orchestrator.mesh import Mesh, StdioServerConfig
 from orchestrator.mesh.template import fork_template, unsafe_to_fork
 from shared.forkchild import fitted
-from tests.mesh.harness import FORK_SERVER, REPO
+from tests.mesh.harness import FORK_SERVER, REPO, child_pids, python_server, write_config
 
 PROBE = r"""
 import json, os, socket, sys
@@ -90,6 +93,13 @@ class Template:
     comm: str
     sid: int
     after: dict[str, Any]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except FileNotFoundError:
+        return None
 
 
 def _fds(pid: int) -> dict[int, str]:
@@ -213,3 +223,31 @@ def test_a_command_line_that_does_not_fit_names_the_program_without_its_director
     assert fitted(argv, 100) == b"/usr/local/bin/python3\0-m\0channel_servers.console"
     assert fitted(argv, 40) == b"python3\0-m\0channel_servers.console"
     assert fitted(argv, 10) == b"python3\0-m"
+
+
+@pytest.mark.scenario
+def test_agent_run_without_a_daemon_forks_its_tool_servers_from_one_template(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "agents.yaml",
+        state_dir=tmp_path / "state",
+        llm_base_url="http://127.0.0.1:9/v1",
+        servers={
+            "console": python_server("channel_servers.console"),
+            "time": python_server("servers.time"),
+            "audit": python_server("servers.audit"),
+        },
+    )
+    args = argparse.Namespace(config=str(config), agent=None)
+    _config, _agent, mesh = foreground_mesh(args)
+
+    async def parents() -> tuple[set[int | None], int | None]:
+        async with mesh:
+            assert await mesh.wait_ready(60) == []
+            assert mesh.fork_server is not None
+            children = child_pids(os.getpid(), "servers.time") + child_pids(os.getpid(), "servers.audit")
+            return {_parent(pid) for pid in children}, mesh.fork_server.pid
+
+    found, template = anyio.run(parents)
+    assert sorted(mesh.connections) == ["audit", "time"]
+    assert template is not None
+    assert found == {template}
