@@ -27,10 +27,12 @@ the orchestrator is gone: the template exits and its children, whose stdin close
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
 import io
 import json
+import logging
 import os
 import selectors
 import signal
@@ -173,6 +175,7 @@ def _detach_template(control_fd: int) -> socket.socket:
     os.closerange(control_fd + 1, os.sysconf("SC_OPEN_MAX"))
     _fresh_stdio()
     _default_signals()
+    _own_exit_handlers()
     executable = Path(sys.executable)
     set_title([str(executable), *TITLE.split()])
     _set_comm(executable.name)
@@ -197,6 +200,13 @@ def _fresh_stdio() -> None:
         )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
+
+
+def _own_exit_handlers() -> None:
+    """Forget the orchestrator's exit handlers (a temporary directory's cleanup among them), which
+    every server would otherwise run when it exits; keep the one a fresh interpreter has."""
+    atexit._clear()
+    atexit.register(logging.shutdown)
 
 
 def _default_signals() -> None:

@@ -30,7 +30,7 @@ from shared.forkchild import fitted
 from tests.mesh.harness import FORK_SERVER, REPO, child_pids, python_server, write_config
 
 PROBE = r"""
-import json, os, socket, sys
+import atexit, json, os, socket, sys
 from pathlib import Path
 
 import anyio
@@ -41,6 +41,7 @@ from orchestrator.mesh.forkserver import ForkRequest, ForkServer
 state, work = Path(sys.argv[1]), sys.argv[2]
 lock = InstanceLock(state, config="probe").__enter__()
 listener = socket.create_server(("127.0.0.1", 0))
+atexit.register(Path(work, "orchestrator-exit-handler-ran").touch)
 server = ForkServer({})
 forked = server.fork_template()
 for fd in os.listdir("/proc/self/fd"):
@@ -70,7 +71,13 @@ async def one_child() -> dict[str, object]:
         left = True
     except ChildProcessError:
         left = False
-    return {"child_parent": seen["ppid"], "child_code": child.returncode, "children_left": left}
+    ran = Path(work, "orchestrator-exit-handler-ran").exists()
+    return {
+        "child_parent": seen["ppid"],
+        "child_code": child.returncode,
+        "children_left": left,
+        "orchestrator_exit_handler_ran": ran,
+    }
 
 
 print(json.dumps(anyio.run(one_child)), flush=True)
@@ -185,10 +192,15 @@ def test_the_forked_template_has_its_own_session_and_the_title_tools_look_for(te
 
 
 @pytest.mark.scenario
-def test_a_server_forked_from_a_forked_template_reports_its_exit_and_nothing_is_left_unreaped(
+def test_a_server_forked_from_a_forked_template_exits_without_the_orchestrators_exit_handlers_and_is_reaped(
     template: Template,
 ) -> None:
-    assert template.after == {"child_parent": template.pid, "child_code": 0, "children_left": False}
+    assert template.after == {
+        "child_parent": template.pid,
+        "child_code": 0,
+        "children_left": False,
+        "orchestrator_exit_handler_ran": False,
+    }
 
 
 def test_the_template_is_not_forked_while_another_thread_runs() -> None:
