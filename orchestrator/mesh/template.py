@@ -87,7 +87,11 @@ def unsafe_to_fork() -> str | None:
     """Why this process cannot fork the template now, or None when it can."""
     if not sys.platform.startswith("linux") or not hasattr(os, "pidfd_open"):
         return "this system lacks fork with pidfds (Linux 5.3 or later)"
-    if asyncio._get_running_loop() is not None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # none: the case this is for
+    else:
         return "an event loop is running in this process"
     threads = threading.active_count()
     try:
