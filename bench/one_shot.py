@@ -29,6 +29,7 @@ CHAT_VS_PYTHON = (1.5, 100.0)
 AGENT_RUN_WITH_DAEMON_S = 0.5
 AGENT_RUN_ALONE_S = 2.0
 AGENT_RUN_ALONE_CPU_S = 2.5
+RESTART_TO_REPLY_S = 1.5
 COMMAND_TIMEOUT_S = 120.0
 REPLY = "ok"
 """What the scripted model answers every request with."""
@@ -120,7 +121,12 @@ class Rows:
             agent_alone_cpu=Result(
                 'nexo agent run "hi", no daemon (CPU)', "s", python, target=AGENT_RUN_ALONE_CPU_S
             ),
-            restart=Result("restart to first reply", "s", 'spawn-to-exit of python -c "import mcp"'),
+            restart=Result(
+                "restart to first reply",
+                "s",
+                'spawn-to-exit of python -c "import mcp"',
+                target=RESTART_TO_REPLY_S,
+            ),
         )
 
     def all(self) -> list[Result]:

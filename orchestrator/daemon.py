@@ -344,6 +344,8 @@ class Orchestrator:
                             options.port,
                             exc.strerror or exc,
                         )
+                # Providers first (each builds an HTTPS client): that work overlaps the servers' start.
+                self._build_providers()
                 missing = await self._wait_for_servers()
                 tg.start_soon(self.storage.run, self.config.supervision.storage_check_s, name="storage-watch")
                 for name in missing:
@@ -354,12 +356,7 @@ class Orchestrator:
                         snap.last_error,
                     )
                 for agent in self.config.agents:
-                    provider = self.providers.get(agent.model.provider)
-                    if provider is None:
-                        provider = build_provider(
-                            agent.model.provider, self.config.llm.providers[agent.model.provider]
-                        )
-                        self.providers[agent.model.provider] = provider
+                    provider = self.providers[agent.model.provider]
                     broker = ApprovalBroker(
                         timeout_s=min(self.config.channel(c).approval_timeout_s for c in agent.channels)
                         if agent.channels
@@ -407,6 +404,12 @@ class Orchestrator:
                     tg.cancel_scope.cancel()
             for provider in self.providers.values():
                 await provider.aclose()
+
+    def _build_providers(self) -> None:
+        for agent in self.config.agents:
+            name = agent.model.provider
+            if name not in self.providers:
+                self.providers[name] = build_provider(name, self.config.llm.providers[name])
 
     async def _wait_for_servers(self) -> list[str]:
         """Wait up to STARTUP_WAIT_S for every server; after the first second, say which are awaited."""

@@ -3,7 +3,8 @@
 A spawned ``python -m servers.time`` gets its own session, the pipes its parent made, the
 environment and working directory it was given, ``sys.argv`` and ``sys.path[0]`` as ``-m`` sets
 them, and exits with the code its ``__main__`` chose. The forked child sets each of these itself
-and rewrites its command line in place (the template reserves room for it), so ``ps`` and
+and rewrites its command line in place, within the room the template's own command line has
+(reserved by a spawned template; the orchestrator's command line for a forked one), so ``ps`` and
 ``/proc/PID/cmdline`` name the server it runs.
 """
 
@@ -101,5 +102,14 @@ def set_title(argv: list[str]) -> None:
     room = end - start
     if room <= 1:
         return
-    text = "\0".join(argv).encode()[: room - 1]
+    text = fitted(argv, room - 1)
     ctypes.memmove(start, text.ljust(room, b"\0"), room)
+
+
+def fitted(argv: list[str], room: int) -> bytes:
+    """``argv`` as a command line of at most ``room`` bytes: when the whole does not fit, the
+    program is named without its directory first, so ``-m MODULE`` stays readable."""
+    text = "\0".join(argv).encode()
+    if len(text) > room and argv:
+        text = "\0".join([Path(argv[0]).name, *argv[1:]]).encode()
+    return text[:room]

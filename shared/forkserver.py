@@ -1,10 +1,14 @@
 """The fork server: one template process that imports what every built-in server needs, then forks them.
 
 Eight interpreters that each import mcp, pydantic, anyio and starlette hold eight private copies of
-the same modules. The orchestrator starts this template once (``python -m shared.forkserver FD``);
-it imports the common modules, freezes them out of the garbage collector's reach (so no collection
-writes to their pages) and then forks one child per built-in server on request. A child shares the
-template's pages copy-on-write and pays only for what its own server adds.
+the same modules. The orchestrator makes this template once. Where it can, it imports the common
+modules itself and forks the template from its own process (:func:`serve_forked`), before its event
+loop or any thread exists, so the orchestrator, the template and every server share one copy of
+those pages. Otherwise it starts the template as its own command (``python -m shared.forkserver
+FD``), which imports them again. Either way the template freezes the modules out of the garbage
+collector's reach (so no collection writes to their pages) and then forks one child per built-in
+server on request. A child shares the template's pages copy-on-write and pays only for what its own
+server adds.
 
 The wire, over the ``SOCK_SEQPACKET`` socket whose descriptor is the first argument:
 
@@ -23,18 +27,22 @@ the orchestrator is gone: the template exits and its children, whose stdin close
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
+import io
 import json
+import logging
 import os
 import selectors
 import signal
 import socket
 import sys
 import threading
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
-from shared.forkchild import become
+from shared.forkchild import become, set_title
 
 PRELOAD = (
     "anyio._backends._asyncio",
@@ -57,6 +65,10 @@ PRELOAD = (
 """What every built-in server imports (mcp, pydantic, anyio, starlette, uvicorn come with these)."""
 MAX_MESSAGE = 1 << 20
 CHILD_FDS = 3
+TITLE = "-m shared.forkserver"
+"""What the template's command line shows after the interpreter's path, however it was made."""
+COMM_LENGTH = 15
+"""The kernel keeps 15 bytes of a process's name (``/proc/PID/comm``)."""
 
 
 def preload() -> None:
@@ -128,6 +140,94 @@ def serve(control: socket.socket) -> int:
                 if not data:
                     return 0
                 _fork(control, json.loads(data), fds, closing)
+
+
+def serve_forked(control_fd: int) -> NoReturn:
+    """The template's life in a child just forked from the orchestrator; it never returns.
+
+    The child holds a copy of everything the orchestrator had open (the state directory's lock,
+    the control socket, log files, a terminal): it keeps only stderr and ``control_fd``, and
+    becomes what ``python -m shared.forkserver`` would have been: its own session, stdin and stdout
+    on ``/dev/null``, the interpreter's default signal handling and its own command line. Nothing of
+    the orchestrator's call stack runs again here: every path ends in ``os._exit``.
+    """
+    code = 1
+    try:
+        control = _detach_template(control_fd)
+        try:
+            _send(control, {"ready": os.getpid()})
+            code = serve(control)
+        except (BrokenPipeError, ConnectionResetError):
+            code = 0
+    except BaseException:  # noqa: BLE001 -- reported as the interpreter would, and never returned to the orchestrator
+        sys.excepthook(*sys.exc_info())
+    finally:
+        os._exit(code)
+
+
+def _detach_template(control_fd: int) -> socket.socket:
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    os.closerange(3, control_fd)
+    os.closerange(control_fd + 1, os.sysconf("SC_OPEN_MAX"))
+    _fresh_stdio()
+    _default_signals()
+    _own_exit_handlers()
+    executable = Path(sys.executable)
+    set_title([str(executable), *TITLE.split()])
+    _set_comm(executable.name)
+    sys.argv = [TITLE]
+    return socket.socket(fileno=control_fd)
+
+
+def _fresh_stdio() -> None:
+    """``sys.stdin``, ``sys.stdout`` and ``sys.stderr`` over descriptors 0, 1 and 2, as a fresh
+    interpreter makes them for pipes, whatever the orchestrator had put in their place (a test
+    runner's capture, a wrapper), with the encoding and error handling it started with."""
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        original = getattr(sys, f"__{name}__", None)
+        raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
+        binary = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+        stream = io.TextIOWrapper(
+            binary,
+            encoding=getattr(original, "encoding", None) or "utf-8",
+            errors=getattr(original, "errors", None) or ("backslashreplace" if fd == 2 else "strict"),
+            line_buffering=fd == 2,
+            write_through=bool(getattr(original, "write_through", False)),
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _own_exit_handlers() -> None:
+    """Forget the orchestrator's exit handlers (a temporary directory's cleanup among them), which
+    every server would otherwise run when it exits; keep the one a fresh interpreter has."""
+    atexit._clear()
+    atexit.register(logging.shutdown)
+
+
+def _default_signals() -> None:
+    """Undo what the orchestrator's Python code installed: Ctrl-C raises KeyboardInterrupt again,
+    other handlers go back to the default. Dispositions set before the interpreter started (an
+    ignored SIGHUP under nohup, SIGPIPE ignored by Python itself) stay, as a spawn keeps them."""
+    signal.set_wakeup_fd(-1)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    for signum in signal.valid_signals():
+        handler = signal.getsignal(signum)
+        if not callable(handler) or handler is signal.default_int_handler:
+            continue
+        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+
+
+def _set_comm(name: str) -> None:
+    """The short name ``ps`` and ``top`` show: the interpreter's, as a spawned template would have."""
+    try:
+        Path("/proc/self/comm").write_text(name[:COMM_LENGTH])
+    except OSError:
+        return
 
 
 def main(argv: list[str]) -> int:

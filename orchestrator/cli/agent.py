@@ -16,7 +16,7 @@ EXIT_INTERRUPTED = 130
 
 if TYPE_CHECKING:
     from orchestrator.loop.tools import Decision
-    from orchestrator.mesh import CatalogTool
+    from orchestrator.mesh import CatalogTool, Mesh
 
 
 class TerminalApprover:
@@ -56,10 +56,10 @@ def terminal_gate(config: Any, agent: Any, assume_yes: bool) -> Any:
     return PolicyGate(TerminalApprover(assume_yes), list, engine)
 
 
-async def _run(args: argparse.Namespace) -> int:
+def foreground_mesh(args: argparse.Namespace) -> tuple[Any, Any, Mesh]:
+    """The config, the agent and a mesh of the tool servers it may use, with the fork server's
+    template already forked from this process (before the event loop starts) when there is one."""
     from orchestrator.child_env import child_env
-    from orchestrator.llm import build_provider
-    from orchestrator.loop import Outcome, ToolRunner, run_goal
     from orchestrator.mesh import Mesh
     from orchestrator.mesh.catalog import may_offer
 
@@ -72,13 +72,23 @@ async def _run(args: argparse.Namespace) -> int:
         for name, s in config.servers.items()
         if name not in agent.channels and may_offer(name, agent.allowed_tools)
     }
+    mesh = Mesh(servers, config.supervision, base_env=child_env(config), fork_server=config.fork_server)
+    mesh.fork_template()
+    return config, agent, mesh
+
+
+async def _run(args: argparse.Namespace, config: Any, agent: Any, mesh: Mesh) -> int:
+    from orchestrator.llm import build_provider
+    from orchestrator.loop import Outcome, ToolRunner, run_goal
+
+    servers = mesh.connections
     provider = build_provider(agent.model.provider, config.llm.providers[agent.model.provider])
 
     async def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     try:
-        async with Mesh(servers, config.supervision, base_env=child_env(config)) as mesh:
+        async with mesh:
             await progress(f"starting {len(servers)} servers: {', '.join(servers) or '-'}")
             for name in await mesh.wait_ready(30.0):
                 await progress(f"server {name} not ready: {mesh[name].last_error}")
@@ -111,8 +121,9 @@ def command_agent_run(args: argparse.Namespace) -> int:
         handed = _in_daemon(args)
         if handed is not None:
             return handed
+    config, agent, mesh = foreground_mesh(args)
     setup_logging("WARNING")
-    return anyio.run(_run, args)
+    return anyio.run(_run, args, config, agent, mesh)
 
 
 def _in_daemon(args: argparse.Namespace) -> int | None:

@@ -67,15 +67,18 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[Repair]) -> int:
+    from orchestrator.daemon import Orchestrator
+    from orchestrator.lock import AlreadyRunning
+
+    orchestrator = Orchestrator(config, config_label=config_label(args.config))
+    # Before logging is configured and before the event loop and its threads exist: the template
+    # shares this process's imports and starts from the interpreter's default logging.
+    orchestrator.mesh.fork_template()
     setup_logging(config.log_level, config.log_format)
     if args.chat:
         logging.getLogger().addHandler(TerminalNotices(terminal))
     for repair in repairs:
         logger.warning("%s", repair)
-    from orchestrator.daemon import Orchestrator
-    from orchestrator.lock import AlreadyRunning
-
-    orchestrator = Orchestrator(config, config_label=config_label(args.config))
     on_ready = None
     if args.chat:
         from orchestrator.cli.chat import chat, console_socket

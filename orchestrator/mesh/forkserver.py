@@ -2,8 +2,11 @@
 
 Built-in stdio servers (``python -m servers.X`` with this very interpreter) are forked from one
 template process that has already imported what they share, so their modules' pages are shared
-and a restart skips the imports. Any other command is spawned as before. When the template cannot
-start or goes away, every later start is a plain spawn and the log says so once.
+and a restart skips the imports. The template is forked from this process when
+:meth:`ForkServer.fork_template` was called before the event loop started (see
+``orchestrator/mesh/template.py``), else spawned at the first fork request. Any other command is
+spawned as before. When the template cannot start or goes away, every later start is a plain spawn
+and the log says so once.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from anyio.abc import Process, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from orchestrator.mesh.config import StdioServerConfig
+from orchestrator.mesh.template import ForkedTemplate, Preforked, fork_template
 
 logger = logging.getLogger("nexo.mesh")
 
@@ -111,9 +115,13 @@ class ForkServer:
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self._env = dict(env)
+        self._interpreter = _interpreter_settings(env)
+        """The ``PYTHON*`` variables the template's interpreter runs with."""
         self._lock = anyio.Lock()
         self._tg: TaskGroup | None = None
-        self._process: Process | None = None
+        self._preforked: Preforked | None = None
+        self._not_forked: str | None = None
+        self._process: Process | ForkedTemplate | None = None
         self._control: socket.socket | None = None
         self._replies: MemoryObjectReceiveStream[dict[str, Any] | ForkedProcess] | None = None
         self._children: dict[int, ForkedProcess] = {}
@@ -121,7 +129,24 @@ class ForkServer:
 
     @property
     def pid(self) -> int | None:
+        if self._preforked is not None:
+            return self._preforked.process.pid
         return self._process.pid if self._process is not None else None
+
+    def fork_template(self) -> bool:
+        """Fork the template from this process now, before the event loop starts; whether it was.
+
+        When it cannot be (the reason is logged), the template is spawned at the first fork request.
+        """
+        if self._preforked is not None or self._process is not None:
+            return True
+        made = fork_template()
+        if isinstance(made, str):
+            self._not_forked = made  # logged when the template is spawned: logging is not set up yet
+            return False
+        self._preforked = made
+        self._interpreter = made.interpreter
+        return True
 
     async def __aenter__(self) -> ForkServer:
         self._tg = anyio.create_task_group()
@@ -139,7 +164,7 @@ class ForkServer:
 
     async def fork(self, request: ForkRequest, fds: tuple[int, int, int]) -> ForkedProcess | None:
         """A child running ``request`` on ``fds`` (stdin, stdout, stderr), or None: spawn it instead."""
-        if _interpreter_settings(request.env) != _interpreter_settings(self._env):
+        if not _interpreter_settings(request.env).items() <= self._interpreter.items():
             # PYTHON* variables act when an interpreter starts; a fork would silently ignore them.
             logger.info("fork server: %s sets PYTHON* variables of its own; spawning it", request.module)
             return None
@@ -162,9 +187,25 @@ class ForkServer:
             return None
 
     async def _start(self) -> None:
+        if self._preforked is not None:
+            self._process, ours = self._preforked.process, self._preforked.control
+            self._preforked = None
+            replies = self._listen(ours)
+            self._control, self._replies = ours, replies
+            logger.info("fork server %s ready (forked)", self._process.pid, extra={"server": "fork-server"})
+            return
+        if self._not_forked is not None:
+            logger.info("fork server: started as its own command: %s", self._not_forked)
+        spawned = await self._spawn()
+        if spawned is None:
+            return
+        self._process, ours = spawned
+        await self._handshake(ours)
+
+    async def _spawn(self) -> tuple[Process, socket.socket] | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self._process = await anyio.open_process(
+            process = await anyio.open_process(
                 [sys.executable, "-m", "shared.forkserver", str(theirs.fileno()), " " * TITLE_ROOM],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -176,13 +217,21 @@ class ForkServer:
         except OSError as exc:
             ours.close()
             self._give_up(f"it could not start ({exc})")
-            return
+            return None
         finally:
             theirs.close()
         ours.setblocking(False)
+        return process, ours
+
+    def _listen(self, ours: socket.socket) -> MemoryObjectReceiveStream[dict[str, Any] | ForkedProcess]:
         send, receive = anyio.create_memory_object_stream[dict[str, Any] | ForkedProcess](math.inf)
         assert self._tg is not None
         self._tg.start_soon(self._read, ours, send)
+        return receive
+
+    async def _handshake(self, ours: socket.socket) -> None:
+        assert self._process is not None
+        receive = self._listen(ours)
         first: object = {"failed": f"no ready message within {READY_TIMEOUT_S:g}s"}
         try:
             with anyio.move_on_after(READY_TIMEOUT_S):
@@ -222,6 +271,7 @@ class ForkServer:
                 if self._control is not None:
                     self._control = None
                     self._give_up("it exited")
+                    await self._reap_template()
                 return
             message = json.loads(data)
             if "exited" in message:
@@ -248,7 +298,17 @@ class ForkServer:
                 extra={"server": "fork-server"},
             )
 
+    async def _reap_template(self) -> None:
+        if self._process is not None:
+            with anyio.move_on_after(EXIT_WAIT_S):
+                await self._process.wait()
+
     async def _stop_template(self) -> None:
+        if self._preforked is not None:
+            # Forked but never asked for a child: its end of file is our socket closing.
+            self._process = self._preforked.process
+            self._preforked.control.close()
+            self._preforked = None
         if self._replies is not None:
             self._replies.close()
         control, self._control = self._control, None

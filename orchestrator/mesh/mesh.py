@@ -57,6 +57,13 @@ class Mesh:
         self._tg: TaskGroup | None = None
         self._stack = AsyncExitStack()
 
+    def fork_template(self) -> None:
+        """Fork the fork server's template from this process now (``orchestrator/mesh/template.py``):
+        call it before the event loop starts. Without it, or where it cannot fork, the template is
+        spawned when the first built-in server starts."""
+        if self.fork_server is not None:
+            self.fork_server.fork_template()
+
     async def __aenter__(self) -> Mesh:
         if self.fork_server is not None:
             await self._stack.enter_async_context(self.fork_server)
