@@ -37,7 +37,7 @@ def _injector(request: RecordedRequest) -> ModelReply | Step:
     )
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)  # 500 turns, each with three refused tool calls: 120 s idle, 300+ s loaded
 async def test_five_hundred_injections_from_a_contact_change_no_pairing_state(tmp_path: Path) -> None:
     payloads = injections()
     assert len(payloads) == 500
