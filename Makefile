@@ -45,12 +45,13 @@ contracts: dev
 	$(BIN)/lint-imports
 
 ## Two workers (one per core of the CI machine), each test file on one worker: the scenario
-## suites spend most of their time waiting on the processes they start.
+## suites spend most of their time waiting on the processes they start. Files are handed out in
+## collection order, longest first (tests/scheduling.py), not xdist's most-tests-first.
 PYTEST_WORKERS ?= 2
 
 pytest: dev
 	rm -f .coverage .coverage.*
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=25 --cov --cov-report=term $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 --cov --cov-report=term $(PYTEST_ARGS)
 
 bench: dev
 	$(BIN)/python -m bench $(ARGS)
