@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint fmt typecheck contracts pytest bench install dev clean
+.PHONY: run test lint fmt typecheck contracts pytest bench install dev clean coverage
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +27,7 @@ run: $(STAMP)
 	@command -v bwrap >/dev/null 2>&1 || echo "nexo: bubblewrap is not installed, so the agent gets no shell tool; install it with: sudo apt-get install bubblewrap" >&2
 	$(BIN)/nexo run --chat $(ARGS)
 
-## Lint, type check, import contracts and the whole test suite with coverage.
+## Lint, type check, import contracts and the whole test suite.
 test: dev lint typecheck contracts pytest
 
 lint: dev
@@ -49,9 +49,17 @@ contracts: dev
 ## collection order, longest first (tests/scheduling.py), not xdist's most-tests-first.
 PYTEST_WORKERS ?= 2
 
+PYTEST = $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
+
 pytest: dev
+	$(PYTEST) $(PYTEST_ARGS)
+
+## The same tests with branch coverage of every process they start (servers included), failing
+## below 90%. Tracing each process costs about as much again as the tests themselves, so it is a
+## target of its own rather than part of `make test`.
+coverage: dev
 	rm -f .coverage .coverage.*
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 --cov --cov-report=term $(PYTEST_ARGS)
+	$(PYTEST) --cov --cov-report=term $(PYTEST_ARGS)
 
 bench: dev
 	$(BIN)/python -m bench $(ARGS)
