@@ -10,7 +10,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from orchestrator.child_env import child_env
 from orchestrator.config import NexoConfig
 from orchestrator.control import Emit, control_path, serve_control
+from orchestrator.dashboard.ops import DASHBOARD_OPS, dashboard_command, start_dashboard
 from orchestrator.dlq import channel_connections, dlq
 from orchestrator.goals import AuditSink, GoalTracker, TrackedGoal
 from orchestrator.goals.background import Background, UnknownAgent
@@ -40,6 +41,9 @@ from shared.protocol.channel import (
     channel_method,
     permission_verdict_method,
 )
+
+if TYPE_CHECKING:
+    from orchestrator.dashboard.serve import DashboardServer
 
 logger = logging.getLogger("nexo.daemon")
 STARTUP_WAIT_S = 30.0
@@ -91,6 +95,7 @@ class Orchestrator:
         self.autonomy = Autonomy(config, self.mesh, self.sink)
         self.storage = StorageWatch(config, self.mesh, self.sink)
         self._running: anyio.CancelScope | None = None
+        self.dashboard: DashboardServer | None = None
         self._pushes: MemoryObjectSendStream[tuple[str, Pushed]] | None = None
 
     def status(self) -> dict[str, Any]:
@@ -255,6 +260,8 @@ class Orchestrator:
             return await relay(self.mesh, request)
         if op == "tool":
             return await relay_tool(self.mesh, request)
+        if op in DASHBOARD_OPS:
+            return dashboard_command(self, request)
         return {
             "error": f"unknown op {op!r}; expected submit, run, cancel, channels, refused, autonomy, dlq, "
             "request or tool"
@@ -340,6 +347,7 @@ class Orchestrator:
                             options.port,
                             exc.strerror or exc,
                         )
+                self.dashboard = await start_dashboard(tg, self.config, control_path(state))
                 missing = await self._wait_for_servers()
                 tg.start_soon(self.storage.run, self.config.supervision.storage_check_s, name="storage-watch")
                 for name in missing:
