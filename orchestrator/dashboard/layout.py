@@ -25,7 +25,7 @@ _FRAME = """<!doctype html>
 </head><body>
 <a class="skip" href="#main">Skip to content</a>
 <header><strong class="brand">nexo</strong><nav aria-label="Pages"><ul>{nav}</ul></nav>
-<span class="who">{operator}</span></header>
+<span class="who">{operator} {logout}</span></header>
 <main id="main" tabindex="-1"><h1>{title}</h1>{flash}{body}</main>
 </body></html>"""
 
@@ -91,6 +91,7 @@ def page(
         title=title,
         nav=nav,
         operator=session_of(request).operator,
+        logout=button_form(request, "/logout", "Log out"),
         flash=flash_html,
         body=body,
     )

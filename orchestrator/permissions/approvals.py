@@ -231,7 +231,7 @@ class ApprovalBroker:
 
     def _answered(self, pending: _Pending, behavior: Literal["allow", "deny"], by: str) -> None:
         outcome = {"timeout": "timed out", "unavailable": "denied: no operator was connected"}.get(
-            by, f"{'allowed' if behavior == 'allow' else 'denied'} by {by}"
+            by, f"{'allowed' if behavior == 'allow' else 'denied'} by {pending.approver or by}"
         )
         self._settled[pending.request_id] = outcome
         while len(self._settled) > SETTLED_KEPT:
