@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+from typing import Any
 
 import anyio
 
@@ -11,7 +12,7 @@ from orchestrator.cli.common import EXIT_OK, fail, print_json
 from orchestrator.control import ask, control_path
 
 
-def add_dashboard_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], config_help: str) -> None:
+def add_dashboard_parser(sub: Any, config_help: str) -> None:
     dashboard = sub.add_parser("dashboard", help="print the dashboard's URL with a one-time login link")
     dashboard.add_argument("--config", help=config_help)
     dashboard.add_argument("--json", action="store_true", help="print the URL and link as JSON")
