@@ -57,7 +57,7 @@ async def goals(request: Request) -> Response:
         "<th>Agent</th><th>Kind</th><th>Status</th><th>Phase</th><th>Budget used</th><th>Created</th>"
         "<th>Prompt</th></tr></thead><tbody>{rows}</tbody></table></div>",
         running=listed["running"],
-        max=listed["max_running"],
+        max=listed["maxRunning"],
         rows=join(_row(goal) for goal in rows),
     )
     return page(request, "Goals", body)

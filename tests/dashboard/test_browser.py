@@ -1,0 +1,211 @@
+"""The operator's journey in a real headless Chromium against ``nexo run`` in this process: log in
+with the one-time link, watch a console message reach the feed, approve a goal's tool call from the
+page (it runs once; a stale page's click is refused), approve a pairing code, drop and reopen the
+live feed (no gap, no duplicate), and see a contact's ``<script>`` as text. Screenshots of each page
+at desktop and phone width go to ``$NEXO_SCREENSHOTS`` (default: the test's temporary directory)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from playwright.async_api import Page, async_playwright
+
+from orchestrator.config import load
+from orchestrator.control import ask, control_path
+from orchestrator.daemon import Orchestrator
+from shared.protocol.console_wire import Approval, Reply, Say
+from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest
+from tests.fakes.llm import Reply as ModelReply
+from tests.mesh.console import next_frame, operator
+from tests.mesh.harness import python_server, write_config
+from tests.mesh.inbox import inbox_server, send
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
+WAIT_MS = 15_000
+BOB = {"chat_id": "s1", "user_id": "u42", "user": "Bob"}
+SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.scenario,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason=f"headless Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)",
+    ),
+]
+
+
+def model(request: RecordedRequest) -> ModelReply | CallTool:
+    """Writes a note when asked to ("note: ..."), says it is done after the tool ran, else "ok"."""
+    last = request.body["messages"][-1]
+    if last.get("role") == "tool":
+        return ModelReply("done")
+    text = request.last_user_text or ""
+    if "note:" in text:
+        return CallTool("notes__write_note", {"text": text.split("note:", 1)[1].split("<", 1)[0].strip()})
+    return ModelReply("ok")
+
+
+@asynccontextmanager
+async def nexo(tmp_path: Path, llm_url: str) -> AsyncIterator[Orchestrator]:
+    config = write_config(
+        tmp_path / "agents.yaml",
+        state_dir=tmp_path / "state",
+        llm_base_url=llm_url,
+        servers={
+            "console": python_server("channel_servers.console"),
+            "notes": python_server("tests.fakes.notes_server", env={"NOTES_FILE": str(tmp_path / "notes")}),
+            "audit": python_server("servers.audit"),
+            "pairing": python_server("servers.pairing"),
+            "inbox": inbox_server(tmp_path),
+        },
+        agent={"channels": ["console", "inbox"]},
+        extra={"dashboard": {"port": 0}},
+    )
+    orch = Orchestrator(load(config), config_label=str(config))
+    ready = anyio.Event()
+
+    async def on_ready(_: Orchestrator) -> None:
+        ready.set()
+        await anyio.sleep_forever()
+
+    async with anyio.create_task_group() as tg:
+        with anyio.fail_after(60):
+            tg.start_soon(partial(orch.run, on_ready=on_ready))
+            await ready.wait()
+        yield orch
+        await orch.shutdown()
+
+
+async def ledger(state: Path, **params: Any) -> list[dict[str, Any]]:
+    answer = await ask(
+        control_path(state),
+        {"op": "request", "server": "audit", "method": "nexo/audit/tail", "params": params},
+    )
+    entries: list[dict[str, Any]] = answer["result"]["entries"]
+    return entries
+
+
+async def feed_seqs(page: Page) -> list[int]:
+    seqs: list[str] = await page.eval_on_selector_all("#feed li", "items => items.map(i => i.dataset.seq)")
+    return [int(seq) for seq in seqs]
+
+
+async def flash(page: Page) -> str:
+    return await page.locator("p.flash").inner_text(timeout=WAIT_MS)
+
+
+async def screenshots(page: Page, base: str, paths: list[str], into: Path) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    for size, (width, height) in SIZES.items():
+        await page.set_viewport_size({"width": width, "height": height})
+        for path in paths:
+            await page.goto(base + path)
+            name = path.strip("/").replace("/", "-") or "activity"
+            await page.screenshot(path=str(into / f"{name}-{size}.png"), full_page=True)
+
+
+async def test_the_operator_works_from_the_dashboard(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with FakeLLM(default=model) as llm:
+        async with nexo(tmp_path, llm.openai_base_url) as orch, async_playwright() as playwright:
+            assert orch.dashboard is not None and orch.dashboard.url is not None
+            base = orch.dashboard.url
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            try:
+                context = await browser.new_context()
+                context.set_default_timeout(WAIT_MS)
+                page = await context.new_page()
+
+                # Log in with what `nexo dashboard` prints.
+                login = await ask(control_path(state), {"op": "dashboard_login", "operator": "ana"})
+                await page.goto(login["login_url"])
+                assert await page.locator("h1").inner_text() == "Activity"
+                reused = await (await context.new_page()).goto(login["login_url"])
+                assert reused is not None and reused.status == 401
+
+                async with operator(state) as console:
+                    # A console message reaches the open feed.
+                    await page.wait_for_selector("#feed[data-connected=yes]", state="attached")
+                    await console.send(Say(id="m1", text="hello from the console"))
+                    await page.locator("#feed li.kind-channel", has_text="channel:console").first.wait_for()
+                    await next_frame(console, Reply)
+
+                    # An approval asked by the goal, approved from the page; a stale page is refused.
+                    await console.send(Say(id="m2", text="note: buy milk"))
+                    asked = await next_frame(console, Approval)
+                    stale = await context.new_page()
+                    for each in (page, stale):
+                        await each.goto(base + "/approvals")
+                        await each.locator(f"#approval-{asked.request_id}").wait_for()
+                    await page.locator(f"#approval-{asked.request_id} button", has_text="Approve").click()
+                    assert await flash(page) == f"Approved: request {asked.request_id}."
+                    await stale.locator(f"#approval-{asked.request_id} button", has_text="Deny").click()
+                    refused = await flash(stale)
+                    assert (
+                        refused
+                        == f"Refused: request {asked.request_id} was already answered: allowed by dashboard:ana"
+                    )
+                    await next_frame(console, Reply)
+                    assert (tmp_path / "notes").read_text() == "buy milk\n"
+                    [answered] = await ledger(state, kind="approval_answered", limit=5)
+                    assert answered["subject"] == asked.request_id
+                    assert (answered["body"]["answered_by"], answered["body"]["approver"]) == (
+                        "dashboard",
+                        "dashboard:ana",
+                    )
+
+                    # A stranger's pairing code, approved from the People page.
+                    await page.goto(base + "/?kind=pairing")
+                    await page.wait_for_selector("#feed[data-connected=yes]", state="attached")
+                    await send(
+                        tmp_path, [{"content": "hi, this is Bob", "meta": {**BOB, "message_id": "b1"}}]
+                    )
+                    await page.locator("#feed li.kind-pairing").first.wait_for()
+                    await page.goto(base + "/people")
+                    await (
+                        page.locator("li.card", has_text="u42").locator("button", has_text="Approve").click()
+                    )
+                    assert await flash(page) == "Approved: paired."
+                    assert await page.locator("table td code", has_text="u42").count() == 1
+
+                    # The contact's script is text on every page it shows up on.
+                    asked_model = len(llm.requests) + 1
+                    script = "<script>window.pwned = 1</script> hello"
+                    await send(tmp_path, [{"content": script, "meta": {**BOB, "message_id": "b2"}}])
+                    await anyio.to_thread.run_sync(llm.wait_for_requests, asked_model)
+                    await page.goto(base + "/goals")
+                    prompt = page.locator("td.prompt", has_text="window.pwned")
+                    assert await prompt.inner_text() == script
+                    assert await page.evaluate("typeof window.pwned") == "undefined"
+                    assert await page.locator("main script").count() == 0
+
+                    # The live feed dropped and reopened: every entry once, none missing.
+                    await page.goto(base + "/")
+                    await page.wait_for_selector("#feed[data-connected=yes]", state="attached")
+                    await page.evaluate("window.nexoFeed.drop()")
+                    for n in range(3):
+                        await console.send(Say(id=f"r{n}", text=f"while the feed is down {n}"))
+                        await next_frame(console, Reply)
+                    [newest] = await ledger(state, limit=1)
+                    await page.evaluate("window.nexoFeed.connect()")
+                    await page.locator(f"#e{newest['seq']}").wait_for(state="attached")
+                    shown = await feed_seqs(page)
+                    assert len(shown) == len(set(shown))
+                    oldest = min(shown)
+                    written = [e["seq"] for e in await ledger(state, since_seq=oldest - 1, limit=1000)]
+                    assert sorted(shown) == [seq for seq in written if seq <= max(shown)]
+
+                into = Path(os.environ.get("NEXO_SCREENSHOTS") or tmp_path / "screenshots")
+                await screenshots(page, base, ["/", "/goals", "/approvals", "/people", "/health"], into)
+                assert len(list(into.glob("*.png"))) == 10
+            finally:
+                await browser.close()
