@@ -9,14 +9,16 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from playwright.async_api import Page, async_playwright
+from playwright.async_api import BrowserContext, Page, async_playwright
 
+from orchestrator.cli.chat import ChatSession
 from orchestrator.config import load
 from orchestrator.control import ask, control_path
 from orchestrator.daemon import Orchestrator
@@ -31,6 +33,7 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 WAIT_MS = 15_000
 BOB = {"chat_id": "s1", "user_id": "u42", "user": "Bob"}
+PAGES = ("/", "/goals", "/approvals", "/people", "/health")
 SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
 
 pytestmark = [
@@ -103,109 +106,139 @@ async def flash(page: Page) -> str:
     return await page.locator("p.flash").inner_text(timeout=WAIT_MS)
 
 
-async def screenshots(page: Page, base: str, paths: list[str], into: Path) -> None:
-    into.mkdir(parents=True, exist_ok=True)
+async def screenshots(page: Page, base: str, into: Path) -> list[str]:
+    taken = []
     for size, (width, height) in SIZES.items():
         await page.set_viewport_size({"width": width, "height": height})
-        for path in paths:
+        for path in PAGES:
             await page.goto(base + path)
-            name = path.strip("/").replace("/", "-") or "activity"
-            await page.screenshot(path=str(into / f"{name}-{size}.png"), full_page=True)
+            name = f"{path.strip('/') or 'activity'}-{size}.png"
+            await page.screenshot(path=str(into / name), full_page=True)
+            taken.append(name)
+    return taken
 
 
-async def test_the_operator_works_from_the_dashboard(tmp_path: Path) -> None:
-    state = tmp_path / "state"
+@dataclass
+class Journey:
+    tmp_path: Path
+    base: str
+    context: BrowserContext
+    page: Page
+    console: ChatSession
+    llm: FakeLLM
+
+    @property
+    def state(self) -> Path:
+        return self.tmp_path / "state"
+
+    async def live_feed(self, path: str) -> None:
+        await self.page.goto(self.base + path)
+        await self.page.wait_for_selector("#feed[data-connected=yes]", state="attached")
+
+
+async def login(context: BrowserContext, state: Path) -> Page:
+    """What `nexo dashboard` prints, followed once; a second use is refused."""
+    link = await ask(control_path(state), {"op": "dashboard_login", "operator": "ana"})
+    page = await context.new_page()
+    await page.goto(link["login_url"])
+    assert await page.locator("h1").inner_text() == "Activity"
+    reused = await (await context.new_page()).goto(link["login_url"])
+    assert reused is not None
+    assert reused.status == 401
+    return page
+
+
+async def console_message_reaches_the_feed(journey: Journey) -> None:
+    await journey.live_feed("/")
+    await journey.console.send(Say(id="m1", text="hello from the console"))
+    await journey.page.locator("#feed li.kind-channel", has_text="channel:console").first.wait_for()
+    await next_frame(journey.console, Reply)
+
+
+async def approval_from_the_page(journey: Journey) -> None:
+    await journey.console.send(Say(id="m2", text="note: buy milk"))
+    asked = await next_frame(journey.console, Approval)
+    card = f"#approval-{asked.request_id}"
+    stale = await journey.context.new_page()
+    for each in (journey.page, stale):
+        await each.goto(journey.base + "/approvals")
+        await each.locator(card).wait_for()
+    await journey.page.locator(f"{card} button", has_text="Approve").click()
+    assert await flash(journey.page) == f"Approved: request {asked.request_id}."
+    await stale.locator(f"{card} button", has_text="Deny").click()
+    expected = f"Refused: request {asked.request_id} was already answered: allowed by dashboard:ana"
+    assert await flash(stale) == expected
+    await next_frame(journey.console, Reply)
+    assert (journey.tmp_path / "notes").read_text() == "buy milk\n"
+    [answered] = await ledger(journey.state, kind="approval_answered", limit=5)
+    assert answered["subject"] == asked.request_id
+    assert (answered["body"]["answered_by"], answered["body"]["approver"]) == ("dashboard", "dashboard:ana")
+
+
+async def pairing_from_the_people_page(journey: Journey) -> None:
+    page = journey.page
+    await journey.live_feed("/?kind=pairing")
+    await send(journey.tmp_path, [{"content": "hi, this is Bob", "meta": {**BOB, "message_id": "b1"}}])
+    await page.locator("#feed li.kind-pairing").first.wait_for()
+    await page.goto(journey.base + "/people")
+    await page.locator("li.card", has_text="u42").locator("button", has_text="Approve").click()
+    assert await flash(page) == "Approved: paired."
+    assert await page.locator("table td code", has_text="u42").count() == 1
+
+
+async def contact_script_is_text(journey: Journey) -> None:
+    page, asked_model = journey.page, len(journey.llm.requests) + 1
+    script = "<script>window.pwned = 1</script> hello"
+    await send(journey.tmp_path, [{"content": script, "meta": {**BOB, "message_id": "b2"}}])
+    await anyio.to_thread.run_sync(journey.llm.wait_for_requests, asked_model)
+    await page.goto(journey.base + "/goals")
+    assert await page.locator("td.prompt", has_text="window.pwned").inner_text() == script
+    assert await page.evaluate("typeof window.pwned") == "undefined"
+    assert await page.locator("main script").count() == 0
+
+
+async def feed_reopened_without_gap_or_duplicate(journey: Journey) -> None:
+    page = journey.page
+    await journey.live_feed("/")
+    await page.evaluate("window.nexoFeed.drop()")
+    for n in range(3):
+        await journey.console.send(Say(id=f"r{n}", text=f"while the feed is down {n}"))
+        await next_frame(journey.console, Reply)
+    [newest] = await ledger(journey.state, limit=1)
+    await page.evaluate("window.nexoFeed.connect()")
+    await page.locator(f"#e{newest['seq']}").wait_for(state="attached")
+    shown = await feed_seqs(page)
+    assert len(shown) == len(set(shown))
+    written = [e["seq"] for e in await ledger(journey.state, since_seq=min(shown) - 1, limit=1000)]
+    assert sorted(shown) == [seq for seq in written if seq <= max(shown)]
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where the screenshots go: ``$NEXO_SCREENSHOTS`` (kept as a test artifact) or the test's tmp dir."""
+    into = Path(os.environ.get("NEXO_SCREENSHOTS") or tmp_path / "screenshots")
+    into.mkdir(parents=True, exist_ok=True)
+    return into
+
+
+async def test_the_operator_works_from_the_dashboard(tmp_path: Path, shots: Path) -> None:
     with FakeLLM(default=model) as llm:
         async with nexo(tmp_path, llm.openai_base_url) as orch, async_playwright() as playwright:
-            assert orch.dashboard is not None and orch.dashboard.url is not None
-            base = orch.dashboard.url
+            assert orch.dashboard is not None
+            assert orch.dashboard.url is not None
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             try:
                 context = await browser.new_context()
                 context.set_default_timeout(WAIT_MS)
-                page = await context.new_page()
-
-                # Log in with what `nexo dashboard` prints.
-                login = await ask(control_path(state), {"op": "dashboard_login", "operator": "ana"})
-                await page.goto(login["login_url"])
-                assert await page.locator("h1").inner_text() == "Activity"
-                reused = await (await context.new_page()).goto(login["login_url"])
-                assert reused is not None and reused.status == 401
-
-                async with operator(state) as console:
-                    # A console message reaches the open feed.
-                    await page.wait_for_selector("#feed[data-connected=yes]", state="attached")
-                    await console.send(Say(id="m1", text="hello from the console"))
-                    await page.locator("#feed li.kind-channel", has_text="channel:console").first.wait_for()
-                    await next_frame(console, Reply)
-
-                    # An approval asked by the goal, approved from the page; a stale page is refused.
-                    await console.send(Say(id="m2", text="note: buy milk"))
-                    asked = await next_frame(console, Approval)
-                    stale = await context.new_page()
-                    for each in (page, stale):
-                        await each.goto(base + "/approvals")
-                        await each.locator(f"#approval-{asked.request_id}").wait_for()
-                    await page.locator(f"#approval-{asked.request_id} button", has_text="Approve").click()
-                    assert await flash(page) == f"Approved: request {asked.request_id}."
-                    await stale.locator(f"#approval-{asked.request_id} button", has_text="Deny").click()
-                    refused = await flash(stale)
-                    assert (
-                        refused
-                        == f"Refused: request {asked.request_id} was already answered: allowed by dashboard:ana"
-                    )
-                    await next_frame(console, Reply)
-                    assert (tmp_path / "notes").read_text() == "buy milk\n"
-                    [answered] = await ledger(state, kind="approval_answered", limit=5)
-                    assert answered["subject"] == asked.request_id
-                    assert (answered["body"]["answered_by"], answered["body"]["approver"]) == (
-                        "dashboard",
-                        "dashboard:ana",
-                    )
-
-                    # A stranger's pairing code, approved from the People page.
-                    await page.goto(base + "/?kind=pairing")
-                    await page.wait_for_selector("#feed[data-connected=yes]", state="attached")
-                    await send(
-                        tmp_path, [{"content": "hi, this is Bob", "meta": {**BOB, "message_id": "b1"}}]
-                    )
-                    await page.locator("#feed li.kind-pairing").first.wait_for()
-                    await page.goto(base + "/people")
-                    await (
-                        page.locator("li.card", has_text="u42").locator("button", has_text="Approve").click()
-                    )
-                    assert await flash(page) == "Approved: paired."
-                    assert await page.locator("table td code", has_text="u42").count() == 1
-
-                    # The contact's script is text on every page it shows up on.
-                    asked_model = len(llm.requests) + 1
-                    script = "<script>window.pwned = 1</script> hello"
-                    await send(tmp_path, [{"content": script, "meta": {**BOB, "message_id": "b2"}}])
-                    await anyio.to_thread.run_sync(llm.wait_for_requests, asked_model)
-                    await page.goto(base + "/goals")
-                    prompt = page.locator("td.prompt", has_text="window.pwned")
-                    assert await prompt.inner_text() == script
-                    assert await page.evaluate("typeof window.pwned") == "undefined"
-                    assert await page.locator("main script").count() == 0
-
-                    # The live feed dropped and reopened: every entry once, none missing.
-                    await page.goto(base + "/")
-                    await page.wait_for_selector("#feed[data-connected=yes]", state="attached")
-                    await page.evaluate("window.nexoFeed.drop()")
-                    for n in range(3):
-                        await console.send(Say(id=f"r{n}", text=f"while the feed is down {n}"))
-                        await next_frame(console, Reply)
-                    [newest] = await ledger(state, limit=1)
-                    await page.evaluate("window.nexoFeed.connect()")
-                    await page.locator(f"#e{newest['seq']}").wait_for(state="attached")
-                    shown = await feed_seqs(page)
-                    assert len(shown) == len(set(shown))
-                    oldest = min(shown)
-                    written = [e["seq"] for e in await ledger(state, since_seq=oldest - 1, limit=1000)]
-                    assert sorted(shown) == [seq for seq in written if seq <= max(shown)]
-
-                into = Path(os.environ.get("NEXO_SCREENSHOTS") or tmp_path / "screenshots")
-                await screenshots(page, base, ["/", "/goals", "/approvals", "/people", "/health"], into)
-                assert len(list(into.glob("*.png"))) == 10
+                page = await login(context, tmp_path / "state")
+                async with operator(tmp_path / "state") as console:
+                    journey = Journey(tmp_path, orch.dashboard.url, context, page, console, llm)
+                    await console_message_reaches_the_feed(journey)
+                    await approval_from_the_page(journey)
+                    await pairing_from_the_people_page(journey)
+                    await contact_script_is_text(journey)
+                    await feed_reopened_without_gap_or_duplicate(journey)
+                taken = await screenshots(page, orch.dashboard.url, shots)
             finally:
                 await browser.close()
+    assert len(taken) == 2 * len(PAGES)
