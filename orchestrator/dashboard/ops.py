@@ -38,8 +38,8 @@ def dashboard_command(daemon: HasSurfaces, request: dict[str, Any]) -> dict[str,
         return answer_approval(brokers, request)
     if daemon.dashboard is None or daemon.dashboard.url is None:
         return {
-            "error": "the dashboard is off: set dashboard.port (e.g. 8765) in the config, or "
-            "NEXO_DASHBOARD__PORT=8765, and restart `nexo run`"
+            "error": "the dashboard is off: set dashboard.port (e.g. 8780) in the config, or "
+            "NEXO_DASHBOARD__PORT=8780, and restart `nexo run`"
         }
     return daemon.dashboard.login(str(request.get("operator") or "operator"))
 

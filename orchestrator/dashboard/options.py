@@ -6,14 +6,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.net import is_loopback
 
-DEFAULT_PORT = 8765
-
 
 class DashboardOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     port: int | None = Field(None, ge=0, le=65535)
-    """Serve the dashboard at http://HOST:PORT/; null serves none (the built-in config sets 8765)."""
+    """Serve the dashboard at http://HOST:PORT/; null serves none (the built-in config sets 8780)."""
     host: str = "127.0.0.1"
     tls_terminated: bool = False
     """A reverse proxy in front terminates TLS: required for any non-loopback ``host``."""
