@@ -7,27 +7,20 @@ at desktop and phone width go to ``$NEXO_SCREENSHOTS`` (default: the test's temp
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright
 
 from orchestrator.cli.chat import ChatSession
-from orchestrator.config import load
-from orchestrator.control import ask, control_path
-from orchestrator.daemon import Orchestrator
 from shared.protocol.console_wire import Approval, Reply, Say
+from tests.dashboard.mesh import ledger, login_link, nexo
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.console import next_frame, operator
-from tests.mesh.harness import python_server, write_config
-from tests.mesh.inbox import inbox_server, send
+from tests.mesh.inbox import send
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
@@ -55,46 +48,6 @@ def model(request: RecordedRequest) -> ModelReply | CallTool:
     if "note:" in text:
         return CallTool("notes__write_note", {"text": text.split("note:", 1)[1].split("<", 1)[0].strip()})
     return ModelReply("ok")
-
-
-@asynccontextmanager
-async def nexo(tmp_path: Path, llm_url: str) -> AsyncIterator[Orchestrator]:
-    config = write_config(
-        tmp_path / "agents.yaml",
-        state_dir=tmp_path / "state",
-        llm_base_url=llm_url,
-        servers={
-            "console": python_server("channel_servers.console"),
-            "notes": python_server("tests.fakes.notes_server", env={"NOTES_FILE": str(tmp_path / "notes")}),
-            "audit": python_server("servers.audit"),
-            "pairing": python_server("servers.pairing"),
-            "inbox": inbox_server(tmp_path),
-        },
-        agent={"channels": ["console", "inbox"]},
-        extra={"dashboard": {"port": 0}},
-    )
-    orch = Orchestrator(load(config), config_label=str(config))
-    ready = anyio.Event()
-
-    async def on_ready(_: Orchestrator) -> None:
-        ready.set()
-        await anyio.sleep_forever()
-
-    async with anyio.create_task_group() as tg:
-        with anyio.fail_after(60):
-            tg.start_soon(partial(orch.run, on_ready=on_ready))
-            await ready.wait()
-        yield orch
-        await orch.shutdown()
-
-
-async def ledger(state: Path, **params: Any) -> list[dict[str, Any]]:
-    answer = await ask(
-        control_path(state),
-        {"op": "request", "server": "audit", "method": "nexo/audit/tail", "params": params},
-    )
-    entries: list[dict[str, Any]] = answer["result"]["entries"]
-    return entries
 
 
 async def feed_seqs(page: Page) -> list[int]:
@@ -138,11 +91,11 @@ class Journey:
 
 async def login(context: BrowserContext, state: Path) -> Page:
     """What `nexo dashboard` prints, followed once; a second use is refused."""
-    link = await ask(control_path(state), {"op": "dashboard_login", "operator": "ana"})
+    link = await login_link(state)
     page = await context.new_page()
-    await page.goto(link["login_url"])
+    await page.goto(link)
     assert await page.locator("h1").inner_text() == "Activity"
-    reused = await (await context.new_page()).goto(link["login_url"])
+    reused = await (await context.new_page()).goto(link)
     assert reused is not None
     assert reused.status == 401
     return page

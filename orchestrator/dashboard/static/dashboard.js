@@ -42,6 +42,12 @@ function feed(list) {
     list.dataset.connected = "no";
   };
   state.connect();
+  // A browser opens at most six connections to one host over HTTP/1.1: a hidden tab gives its
+  // stream back and picks up after the last entry it has when shown again.
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) state.drop();
+    else if (!state.source || state.source.readyState === EventSource.CLOSED) state.connect();
+  });
   return state;
 }
 
