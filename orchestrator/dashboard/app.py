@@ -12,7 +12,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from orchestrator.dashboard import activity, approvals, goals, health, people
+from orchestrator.dashboard import activity, approvals, goals, health, memory, people, schedules, spend
 from orchestrator.dashboard.auth import COOKIE, Keyring
 from orchestrator.dashboard.client import Daemon
 from orchestrator.dashboard.feed import LedgerFollower
@@ -74,6 +74,11 @@ def build_app(
             Route("/people/approve", people.approve, methods=["POST"]),
             Route("/people/deny", people.deny, methods=["POST"]),
             Route("/people/revoke", people.revoke, methods=["POST"]),
+            Route("/schedules", schedules.schedules, methods=["GET"]),
+            Route("/schedules/change", schedules.change, methods=["POST"]),
+            Route("/spend", spend.spend, methods=["GET"]),
+            Route("/memory", memory.memory, methods=["GET"]),
+            Route("/memory/forget", memory.forget, methods=["POST"]),
             Route("/health", health.health, methods=["GET"]),
             Route("/autonomy", health.autonomy, methods=["POST"]),
             Mount("/static", StaticFiles(directory=str(static)), name="static"),

@@ -21,6 +21,7 @@ class Daemon:
     audit_server: str
     pairing_server: str
     cron_server: str
+    memory_server: str
 
     async def op(self, request: dict[str, Any]) -> dict[str, Any]:
         try:

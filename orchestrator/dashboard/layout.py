@@ -13,6 +13,9 @@ PAGES = (
     ("/goals", "Goals"),
     ("/approvals", "Approvals"),
     ("/people", "People"),
+    ("/memory", "Memory"),
+    ("/schedules", "Schedules"),
+    ("/spend", "Spend"),
     ("/health", "Health"),
 )
 
@@ -45,7 +48,9 @@ def csrf_field(request: Request) -> Markup:
     return render('<input type="hidden" name="csrf" value="{token}">', token=token)
 
 
-def button_form(request: Request, action: str, label: str, *, danger: bool = False, **fields: str) -> Markup:
+def button_form(
+    request: Request, action: str, label: str, /, *, danger: bool = False, **fields: str
+) -> Markup:
     """A POST form of one button (with hidden ``fields``): works without JS, keyboard included."""
     hidden = join(
         render('<input type="hidden" name="{name}" value="{value}">', name=name, value=value)

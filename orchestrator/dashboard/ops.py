@@ -54,7 +54,13 @@ async def start_dashboard(
     from orchestrator.dashboard.client import Daemon
     from orchestrator.dashboard.serve import DashboardServer
 
-    daemon = Daemon(control, config.audit.server, config.pairing.server, config.cron.server)
+    daemon = Daemon(
+        control,
+        config.audit.server,
+        config.pairing.server,
+        config.cron.server,
+        config.agents[0].memory.server,
+    )
     dashboard = DashboardServer(options, daemon)
     try:
         url = await tg.start(dashboard.serve, name="dashboard")

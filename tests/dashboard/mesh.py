@@ -1,5 +1,5 @@
-"""``nexo run`` in this process with the dashboard on a free port: console, inbox, notes, audit and
-pairing servers as real child processes, a scripted model."""
+"""``nexo run`` in this process with the dashboard on a free port: console, inbox, notes, audit,
+pairing, cron and memory servers as real child processes, a scripted model."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ async def nexo(tmp_path: Path, llm_url: str) -> AsyncIterator[Orchestrator]:
             "notes": python_server("tests.fakes.notes_server", env={"NOTES_FILE": str(tmp_path / "notes")}),
             "audit": python_server("servers.audit"),
             "pairing": python_server("servers.pairing"),
+            "cron": python_server("servers.cron"),
+            "memory": python_server("servers.memory"),
             "inbox": inbox_server(tmp_path),
         },
         agent={"channels": ["console", "inbox"]},

@@ -66,7 +66,7 @@ async def dashboard(tmp_path: Path, brokers: list[ApprovalBroker] | None = None)
         return {"pid": 1, "servers": []}
 
     path = control_path(tmp_path)
-    daemon = Daemon(path, "audit", "pairing", "cron")
+    daemon = Daemon(path, "audit", "pairing", "cron", "memory")
     app = build_app(daemon, keyring, LedgerFollower(daemon))
     async with anyio.create_task_group() as tg:
         await tg.start(serve_control, path, status, commands)

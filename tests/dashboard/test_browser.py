@@ -26,7 +26,7 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 WAIT_MS = 15_000
 BOB = {"chat_id": "s1", "user_id": "u42", "user": "Bob"}
-PAGES = ("/", "/goals", "/approvals", "/people", "/health")
+PAGES = ("/", "/goals", "/approvals", "/people", "/memory", "/schedules", "/spend", "/health")
 SIZES = {"desktop": (1280, 800), "phone": (390, 844)}
 
 pytestmark = [
@@ -174,6 +174,22 @@ def shots(tmp_path: Path) -> Path:
     return into
 
 
+async def every_page_says_what_is_there(journey: Journey) -> None:
+    """The pages without a step of their own, against the real servers: empty states and figures."""
+    page = journey.page
+    await page.goto(journey.base + "/memory?q=milk")
+    assert await page.locator("main p.empty").first.inner_text() == "Nothing remembered matches 'milk'."
+    await page.goto(journey.base + "/schedules")
+    assert "No schedules." in await page.locator("main p.empty").first.inner_text()
+    await page.goto(journey.base + "/spend")
+    assert await page.locator("figure.chart svg rect").count() == 2 * 14
+    assert await page.locator("table a[href^='/goals/']").count() >= 1
+    await page.goto(journey.base + "/health")
+    states = await page.locator("td[class^=state-]").all_inner_texts()
+    assert states == ["ready"] * 7
+    assert "intact" in await page.locator("main").inner_text()
+
+
 async def test_the_operator_works_from_the_dashboard(tmp_path: Path, shots: Path) -> None:
     with FakeLLM(default=model) as llm:
         async with nexo(tmp_path, llm.openai_base_url) as orch, async_playwright() as playwright:
@@ -191,6 +207,7 @@ async def test_the_operator_works_from_the_dashboard(tmp_path: Path, shots: Path
                     await pairing_from_the_people_page(journey)
                     await contact_script_is_text(journey)
                     await feed_reopened_without_gap_or_duplicate(journey)
+                    await every_page_says_what_is_there(journey)
                 taken = await screenshots(page, orch.dashboard.url, shots)
             finally:
                 await browser.close()
