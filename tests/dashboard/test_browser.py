@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright
 
@@ -164,6 +165,27 @@ async def feed_reopened_without_gap_or_duplicate(journey: Journey) -> None:
     assert len(shown) == len(set(shown))
     written = [e["seq"] for e in await ledger(journey.state, since_seq=min(shown) - 1, limit=1000)]
     assert sorted(shown) == [seq for seq in written if seq <= max(shown)]
+    # What the browser sends when it reconnects by itself: the stream goes on after that entry.
+    resumed_after = written[-4]
+    assert await stream_ids(journey, resumed_after, 3) == written[-3:]
+
+
+async def stream_ids(journey: Journey, last_event_id: int, count: int) -> list[int]:
+    """The first ``count`` event ids of the feed stream opened with ``Last-Event-ID``."""
+    cookies = {cookie["name"]: cookie["value"] for cookie in await journey.context.cookies()}
+    headers = {"Last-Event-ID": str(last_event_id)}
+    ids: list[int] = []
+    async with (
+        httpx2.AsyncClient(cookies=cookies, timeout=WAIT_MS / 1000) as client,
+        client.stream("GET", f"{journey.base}/feed/stream", headers=headers) as response,
+    ):
+        assert response.status_code == 200
+        async for line in response.aiter_lines():
+            if line.startswith("id:"):
+                ids.append(int(line.removeprefix("id:").strip()))
+                if len(ids) == count:
+                    break
+    return ids
 
 
 @pytest.fixture
