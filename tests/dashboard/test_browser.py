@@ -7,6 +7,7 @@ at desktop and phone width go to ``$NEXO_SCREENSHOTS`` (default: the test's temp
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +130,23 @@ async def approval_from_the_page(journey: Journey) -> None:
     assert (answered["body"]["answered_by"], answered["body"]["approver"]) == ("dashboard", "dashboard:ana")
 
 
+async def goal_cancelled_from_its_page(journey: Journey) -> None:
+    """A goal waiting for an approval, cancelled from its page: the prompt goes, the tool never runs."""
+    page = journey.page
+    await journey.console.send(Say(id="m3", text="note: sell the car"))
+    asked = await next_frame(journey.console, Approval)
+    await page.goto(journey.base + "/goals")
+    await page.locator("tr", has_text="running").locator("a").first.click()
+    goal_id = (await page.locator("h1").inner_text()).removeprefix("Goal ")
+    assert "note: sell the car" in await page.locator("main pre").first.inner_text()
+    await page.locator("button", has_text="Cancel this goal").click()
+    assert await flash(page) == f"Cancelled goal {goal_id}."
+    await page.goto(journey.base + "/approvals")
+    await page.locator("p.empty").wait_for()
+    assert await page.locator(f"#approval-{asked.request_id}").count() == 0
+    assert (journey.tmp_path / "notes").read_text() == "buy milk\n"
+
+
 async def pairing_from_the_people_page(journey: Journey) -> None:
     page = journey.page
     await journey.live_feed("/?kind=pairing")
@@ -199,6 +217,14 @@ def shots(tmp_path: Path) -> Path:
 async def every_page_says_what_is_there(journey: Journey) -> None:
     """The pages without a step of their own, against the real servers: empty states and figures."""
     page = journey.page
+    [newest] = await ledger(journey.state, limit=1)
+    away = f"{newest['seq'] - 5}:{time.time() - 3600:.0f}"
+    await journey.context.add_cookies([{"name": "nexo_seen", "value": away, "url": journey.base}])
+    await page.goto(journey.base + "/")
+    assert await page.locator("section.away h2").inner_text() == "While you were away"
+    assert await page.locator("section.away li").count() >= 1
+    await page.goto(journey.base + "/")
+    assert await page.locator("section.away").count() == 0
     await page.goto(journey.base + "/memory?q=milk")
     assert await page.locator("main p.empty").first.inner_text() == "Nothing remembered matches 'milk'."
     await page.goto(journey.base + "/schedules")
@@ -226,6 +252,7 @@ async def test_the_operator_works_from_the_dashboard(tmp_path: Path, shots: Path
                     journey = Journey(tmp_path, orch.dashboard.url, context, page, console, llm)
                     await console_message_reaches_the_feed(journey)
                     await approval_from_the_page(journey)
+                    await goal_cancelled_from_its_page(journey)
                     await pairing_from_the_people_page(journey)
                     await contact_script_is_text(journey)
                     await feed_reopened_without_gap_or_duplicate(journey)
