@@ -92,7 +92,14 @@ async def activity(request: Request) -> Response:
         else Markup(""),
     )
     response = page(request, "Activity", body)
-    response.set_cookie(SEEN_COOKIE, f"{head}:{time.time():.0f}", httponly=True, samesite="strict")
+    response.set_cookie(
+        SEEN_COOKIE,
+        f"{head}:{time.time():.0f}",
+        max_age=30 * 86400,
+        httponly=True,
+        samesite="strict",
+        secure=request.app.state.secure_cookie,
+    )
     return response
 
 
