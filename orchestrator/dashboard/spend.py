@@ -55,9 +55,10 @@ async def spend(request: Request) -> Response:
         body = empty("Nothing spent yet: goals record their tokens and cost here as they run.")
     else:
         body = render(
-            "{tokens}{usd}<h2>Per agent</h2><table><thead><tr><th>Agent</th><th>Tokens</th><th>Cost</th></tr>"
-            "</thead><tbody>{agents}</tbody></table><h2>Costliest goals</h2><table><thead><tr><th>Goal</th>"
-            "<th>Agent</th><th>Status</th><th>Tokens</th><th>Cost</th></tr></thead><tbody>{top}</tbody></table>",
+            '{tokens}{usd}<h2>Per agent</h2><div class="scroll"><table><thead><tr><th>Agent</th>'
+            "<th>Tokens</th><th>Cost</th></tr></thead><tbody>{agents}</tbody></table></div>"
+            '<h2>Costliest goals</h2><div class="scroll"><table><thead><tr><th>Goal</th><th>Agent</th>'
+            "<th>Status</th><th>Tokens</th><th>Cost</th></tr></thead><tbody>{top}</tbody></table></div>",
             tokens=bars(
                 f"Tokens per day (last {DAYS} days, UTC)", [(d[5:], tokens[d]) for d in days], "tokens"
             ),

@@ -62,11 +62,13 @@ async def flash(page: Page) -> str:
 
 
 async def screenshots(page: Page, base: str, into: Path) -> list[str]:
+    """Each page at each width; none is wider than the screen (wide tables scroll in their box)."""
     taken = []
     for size, (width, height) in SIZES.items():
         await page.set_viewport_size({"width": width, "height": height})
         for path in PAGES:
             await page.goto(base + path)
+            assert (path, await page.evaluate("document.documentElement.scrollWidth")) <= (path, width)
             name = f"{path.strip('/') or 'activity'}-{size}.png"
             await page.screenshot(path=str(into / name), full_page=True)
             taken.append(name)
@@ -217,6 +219,9 @@ def shots(tmp_path: Path) -> Path:
 async def every_page_says_what_is_there(journey: Journey) -> None:
     """The pages without a step of their own, against the real servers: empty states and figures."""
     page = journey.page
+    await page.goto(journey.base + "/approvals")
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.textContent") == "Skip to content"
     [newest] = await ledger(journey.state, limit=1)
     away = f"{newest['seq'] - 5}:{time.time() - 3600:.0f}"
     await journey.context.add_cookies([{"name": "nexo_seen", "value": away, "url": journey.base}])
