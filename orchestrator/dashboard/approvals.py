@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -13,7 +14,7 @@ from orchestrator.dashboard.layout import button_form, empty, page, problem, ses
 from orchestrator.dashboard.markup import Markup, join, render
 
 
-def _card(request: Request, row: dict[str, object]) -> Markup:
+def _card(request: Request, row: dict[str, Any]) -> Markup:
     request_id = str(row["request_id"])
     asked_at = datetime.fromtimestamp(float(str(row["asked_at"])), UTC).isoformat()
     return render(
@@ -27,7 +28,7 @@ def _card(request: Request, row: dict[str, object]) -> Markup:
         tool=row["tool"],
         origin=row.get("origin") or "the agent itself (no chat)",
         agent=row.get("agent"),
-        asked=", ".join(str(a) for a in row.get("asked") or []) or "-",  # type: ignore[attr-defined]
+        asked=", ".join(str(a) for a in row.get("asked") or []) or "-",
         at=when(asked_at),
         description=row.get("description"),
         preview=row.get("preview"),

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,7 +29,7 @@ class HasSurfaces(Protocol):
 
 
 def dashboard_command(daemon: HasSurfaces, request: dict[str, Any]) -> dict[str, Any]:
-    brokers: Sequence[Any] = [intake.broker for intake in daemon.intakes]
+    brokers = [intake.broker for intake in daemon.intakes]
     op = request.get("op")
     if op == "approvals":
         return pending_approvals(brokers)
