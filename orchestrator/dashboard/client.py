@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,9 @@ class Daemon:
     pairing_server: str
     cron_server: str
     memory_server: str
+    budgets: dict[str, Any] = field(default_factory=dict)
+    """The configured limits, for the Spend page: ``autonomy`` (name -> tokens, usd) and
+    ``per_goal_tokens`` (agent -> max_tokens). Read from the config at start, not state."""
 
     async def op(self, request: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -53,12 +53,17 @@ async def start_dashboard(
     from orchestrator.dashboard.client import Daemon
     from orchestrator.dashboard.serve import DashboardServer
 
+    budgets = {
+        "autonomy": {name: budget.model_dump() for name, budget in config.autonomy.budgets.items()},
+        "per_goal_tokens": {agent.id: agent.budgets.max_tokens for agent in config.agents},
+    }
     daemon = Daemon(
         control,
         config.audit.server,
         config.pairing.server,
         config.cron.server,
         config.agents[0].memory.server,
+        budgets,
     )
     dashboard = DashboardServer(options, daemon)
     try:

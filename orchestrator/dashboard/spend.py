@@ -25,6 +25,13 @@ def _spent(goal: dict[str, Any]) -> tuple[float, float]:
     return float(budget.get("tokens", 0)), float(budget.get("cost_usd", 0.0))
 
 
+def _share(tokens: float, limit: object) -> str:
+    """What part of its agent's per-goal token budget a goal used."""
+    if not isinstance(limit, int) or limit <= 0:
+        return "-"
+    return f"{tokens / limit:.0%} of {limit:,}"
+
+
 async def spend(request: Request) -> Response:
     daemon: Daemon = request.app.state.daemon
     try:
@@ -50,6 +57,8 @@ async def spend(request: Request) -> Response:
     autonomy = status.get("autonomy") or {}
     day_spent = autonomy.get("day") or {}
     paused = not autonomy.get("enabled", True)
+    limits = daemon.budgets.get("autonomy", {})
+    per_goal = daemon.budgets.get("per_goal_tokens", {})
     top = sorted(goals, key=lambda goal: (_spent(goal)[1], _spent(goal)[0]), reverse=True)[:TOP_GOALS]
     if not goals:
         body = empty("Nothing spent yet: goals record their tokens and cost here as they run.")
@@ -58,7 +67,8 @@ async def spend(request: Request) -> Response:
             '{tokens}{usd}<h2>Per agent</h2><div class="scroll"><table><thead><tr><th>Agent</th>'
             "<th>Tokens</th><th>Cost</th></tr></thead><tbody>{agents}</tbody></table></div>"
             '<h2>Costliest goals</h2><div class="scroll"><table><thead><tr><th>Goal</th><th>Agent</th>'
-            "<th>Status</th><th>Tokens</th><th>Cost</th></tr></thead><tbody>{top}</tbody></table></div>",
+            "<th>Status</th><th>Tokens</th><th>Of its budget</th><th>Cost</th></tr></thead>"
+            "<tbody>{top}</tbody></table></div>",
             tokens=bars(
                 f"Tokens per day (last {DAYS} days, UTC)", [(d[5:], tokens[d]) for d in days], "tokens"
             ),
@@ -72,7 +82,8 @@ async def spend(request: Request) -> Response:
             top=join(
                 render(
                     '<tr><td><a href="/goals/{id}">{id}</a></td><td>{agent}</td><td>{status}</td>'
-                    "<td>{t}</td><td>${c}</td></tr>",
+                    "<td>{t}</td><td>{share}</td><td>${c}</td></tr>",
+                    share=_share(_spent(goal)[0], per_goal.get(goal["agent"])),
                     id=goal["id"],
                     agent=goal["agent"],
                     status=goal["status"],
@@ -87,9 +98,21 @@ async def spend(request: Request) -> Response:
         if paused
         else button_form(request, "/autonomy", "Pause autonomy (kill switch)", danger=True, switch="pause")
     )
+    budget_rows = join(
+        render(
+            "<tr><td>{name}</td><td>{tokens}</td><td>{usd}</td></tr>",
+            name=name,
+            tokens="no limit" if limit.get("tokens") is None else f"{limit['tokens']:,} tokens",
+            usd="no limit" if limit.get("usd") is None else f"${limit['usd']:g}",
+        )
+        for name, limit in limits.items()
+    )
     head = render(
         "<p>Unattended work today: {inp} input and {out} output tokens, ${usd} (the day resets at {reset})."
-        " Autonomy is {state}.</p>{switch}",
+        " Autonomy is {state}.</p>{switch}<h2>Autonomy budgets</h2>"
+        '<div class="scroll"><table><thead><tr><th>Budget</th><th>Tokens</th><th>Money</th></tr></thead>'
+        "<tbody>{budgets}</tbody></table></div>",
+        budgets=budget_rows,
         inp=day_spent.get("input_tokens", 0),
         out=day_spent.get("output_tokens", 0),
         usd=f"{float(day_spent.get('usd', 0.0)):.4f}",

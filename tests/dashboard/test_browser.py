@@ -237,6 +237,8 @@ async def every_page_says_what_is_there(journey: Journey) -> None:
     await page.goto(journey.base + "/spend")
     assert await page.locator("figure.chart svg rect").count() == 2 * 14
     assert await page.locator("table a[href^='/goals/']").count() >= 1
+    assert "2,000,000 tokens" in await page.locator("table", has_text="per_day").inner_text()
+    assert "of 200,000" in await page.locator("table", has_text="Of its budget").inner_text()
     await page.goto(journey.base + "/health")
     states = await page.locator("td[class^=state-]").all_inner_texts()
     assert states == ["ready"] * 7
