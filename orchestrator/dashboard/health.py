@@ -25,6 +25,25 @@ def _server(row: dict[str, Any]) -> Markup:
     )
 
 
+def _counters(counters: dict[str, Any]) -> Markup:
+    """The figures `nexo status` shows, one row per metric and label set."""
+    rows = join(
+        render(
+            "<tr><td><code>{name}</code></td><td>{labels}</td><td>{value}</td></tr>",
+            name=name,
+            labels=", ".join(f"{k}={v}" for k, v in sorted(row.items()) if k != "value") or "-",
+            value=f"{float(row.get('value', 0)):g}",
+        )
+        for name, samples in sorted(counters.items())
+        for row in samples
+    )
+    return render(
+        '<div class="scroll"><table><thead><tr><th>Metric</th><th>Labels</th><th>Value</th></tr></thead>'
+        "<tbody>{rows}</tbody></table></div>",
+        rows=rows,
+    )
+
+
 async def health(request: Request, flash: str | None = None) -> Response:
     daemon: Daemon = request.app.state.daemon
     try:
@@ -52,7 +71,7 @@ async def health(request: Request, flash: str | None = None) -> Response:
         '<h2>Servers</h2><div class="scroll"><table><thead><tr><th>Server</th><th>Transport</th>'
         "<th>State</th>"
         "<th>Restarts</th><th>Last error</th></tr></thead><tbody>{servers}</tbody></table></div>"
-        "<h2>Metrics</h2><p>{metrics}</p>",
+        "<h2>Metrics</h2><p>Prometheus: {metrics}</p>{counters}",
         warnings=warnings,
         pid=status.get("pid"),
         uptime=status.get("uptime_s"),
@@ -62,6 +81,7 @@ async def health(request: Request, flash: str | None = None) -> Response:
         chain=chain,
         servers=join(_server(row) for row in status.get("servers", [])),
         metrics=(status.get("metrics") or {}).get("url") or "not served (set metrics.port)",
+        counters=_counters((status.get("metrics") or {}).get("counters") or {}),
     )
     return page(request, "Health", body, flash=flash)
 

@@ -243,6 +243,7 @@ async def every_page_says_what_is_there(journey: Journey) -> None:
     states = await page.locator("td[class^=state-]").all_inner_texts()
     assert states == ["ready"] * 7
     assert "intact" in await page.locator("main").inner_text()
+    assert await page.locator("table code", has_text="nexo_tool_calls").count() >= 1
 
 
 async def test_the_operator_works_from_the_dashboard(tmp_path: Path, shots: Path) -> None:
