@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,25 @@ from orchestrator.dashboard.layout import button_form, empty, page, problem, ses
 from orchestrator.dashboard.markup import Markup, join, render
 
 
+def _arguments(preview: str) -> Markup:
+    """The call's arguments one per line when the preview is a whole JSON object, else as sent."""
+    try:
+        parsed = json.loads(preview)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not parsed:
+        return render('<pre class="preview">{preview}</pre>', preview=preview)
+    rows = join(
+        render(
+            "<dt>{key}</dt><dd>{value}</dd>",
+            key=key,
+            value=value if isinstance(value, str) else json.dumps(value, ensure_ascii=False),
+        )
+        for key, value in parsed.items()
+    )
+    return render('<dl class="arguments">{rows}</dl>', rows=rows)
+
+
 def _card(request: Request, row: dict[str, Any]) -> Markup:
     request_id = str(row["request_id"])
     asked_at = datetime.fromtimestamp(float(str(row["asked_at"])), UTC).isoformat()
@@ -22,7 +42,7 @@ def _card(request: Request, row: dict[str, Any]) -> Markup:
         "<dl><dt>Asked by</dt><dd>{origin}</dd><dt>Agent</dt><dd>{agent}</dd>"
         "<dt>Shown on</dt><dd>{asked}</dd><dt>Asked</dt><dd>{at}</dd>"
         "<dt>Request</dt><dd><code>{id}</code></dd>"
-        '</dl><p>{description}</p><pre class="preview">{preview}</pre>'
+        "</dl><p>{description}</p>{preview}"
         '<div class="actions">{approve}{deny}</div></li>',
         id=request_id,
         tool=row["tool"],
@@ -31,7 +51,7 @@ def _card(request: Request, row: dict[str, Any]) -> Markup:
         asked=", ".join(str(a) for a in row.get("asked") or []) or "-",
         at=when(asked_at),
         description=row.get("description"),
-        preview=row.get("preview"),
+        preview=_arguments(str(row.get("preview") or "")),
         approve=button_form(request, "/approvals/answer", "Approve", request_id=request_id, behavior="allow"),
         deny=button_form(
             request, "/approvals/answer", "Deny", danger=True, request_id=request_id, behavior="deny"

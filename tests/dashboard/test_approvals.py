@@ -42,6 +42,7 @@ async def test_approve_from_the_page_decides_once_and_a_second_click_is_refused(
                 assert "console:bob" in listed.text
                 assert "<script>" not in listed.text.split("<main", 1)[1]
                 assert "&lt;script&gt;window.pwned = 1&lt;/script&gt;" in listed.text
+                assert '<dl class="arguments"><dt>text</dt><dd>&lt;script&gt;' in listed.text
                 form = {"csrf": csrf, "request_id": request_id, "behavior": "allow"}
                 answered = await board.client.post("/approvals/answer", data=form, headers={"origin": BASE})
                 assert answered.status_code == 200
