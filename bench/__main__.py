@@ -22,6 +22,7 @@ from bench import (
     audit_append,
     cold_start,
     cron,
+    dashboard_feed,
     guard_corpus,
     idle_day,
     mcp_server_start,
@@ -65,6 +66,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "cron": (cron.measure, "cron fires"),
     "idle_day": (idle_day.measure, "idle day of autonomy"),
     "platform_turn": (platform_turn.measure, "turn overhead through chat platforms"),
+    "dashboard_feed": (dashboard_feed.measure, "dashboard feed latency (10 pages)"),
 }
 
 

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.dashboard.options import DashboardOptions
 from orchestrator.defaults import DEFAULT_STATE_DIR, default_config_text
 from orchestrator.llm import ProviderConfig
 from orchestrator.mesh import HttpServerConfig, ServerConfig, StdioServerConfig, SupervisionConfig
@@ -263,6 +264,8 @@ class NexoConfig(_Strict):
     cron: CronOptions = Field(default_factory=CronOptions)
     pairing: PairingOptions = Field(default_factory=PairingOptions)
     metrics: MetricsOptions = Field(default_factory=MetricsOptions)
+    dashboard: DashboardOptions = Field(default_factory=DashboardOptions)
+    """The operator's web dashboard (docs/dashboard.md); off unless ``dashboard.port`` is set."""
     secret_guard: SecretGuardOptions = Field(default_factory=SecretGuardOptions)
     """What happens to secrets in text nexo sends to anyone but the operator (docs/secret-guard.md)."""
     log_format: Literal["text", "json"] = "text"

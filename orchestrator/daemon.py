@@ -10,7 +10,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -20,6 +20,7 @@ from orchestrator.child_env import child_env
 from orchestrator.client_actions import ClientActions
 from orchestrator.config import NexoConfig
 from orchestrator.control import Emit, control_path, serve_control
+from orchestrator.dashboard.ops import DASHBOARD_OPS, dashboard_command, start_dashboard
 from orchestrator.dlq import channel_connections, dlq
 from orchestrator.goals import AuditSink, GoalTracker, TrackedGoal
 from orchestrator.goals.background import Background, UnknownAgent
@@ -41,6 +42,9 @@ from shared.protocol.channel import (
     channel_method,
     permission_verdict_method,
 )
+
+if TYPE_CHECKING:
+    from orchestrator.dashboard.serve import DashboardServer
 
 logger = logging.getLogger("nexo.daemon")
 STARTUP_WAIT_S = 30.0
@@ -92,6 +96,7 @@ class Orchestrator:
         self.autonomy = Autonomy(config, self.mesh, self.sink)
         self.storage = StorageWatch(config, self.mesh, self.sink)
         self._running: anyio.CancelScope | None = None
+        self.dashboard: DashboardServer | None = None
         self._pushes: MemoryObjectSendStream[tuple[str, Pushed]] | None = None
 
     def status(self) -> dict[str, Any]:
@@ -259,9 +264,11 @@ class Orchestrator:
         if op in ("send", "cron_create"):
             actions = ClientActions(self.mesh, self.background.intakes, self.sink)
             return await (actions.send(request) if op == "send" else actions.cron_create(request))
+        if op in DASHBOARD_OPS:
+            return dashboard_command(self, request)
         return {
             "error": f"unknown op {op!r}; expected submit, run, cancel, channels, refused, autonomy, dlq, "
-            "request, tool, send or cron_create"
+            "request, tool, send, cron_create, dashboard_login, approvals or approve"
         }
 
     async def _followed(self, goal: TrackedGoal, emit: Emit) -> dict[str, Any]:
@@ -346,6 +353,7 @@ class Orchestrator:
                         )
                 # Providers first (each builds an HTTPS client): that work overlaps the servers' start.
                 self._build_providers()
+                self.dashboard = await start_dashboard(tg, self.config, control_path(state))
                 missing = await self._wait_for_servers()
                 tg.start_soon(self.storage.run, self.config.supervision.storage_check_s, name="storage-watch")
                 for name in missing:

@@ -36,6 +36,7 @@ RELAYED: dict[str, tuple[type[types.Request[Any, Any]], type[types.Result]]] = {
         (memory.ForgetRequest, memory.ForgetResult),
         (pairing.ListRequest, pairing.ListResult),
         (pairing.ApproveRequest, pairing.ApproveResult),
+        (pairing.DenyRequest, pairing.DenyResult),
         (pairing.RevokeRequest, pairing.RevokeResult),
     )
 }

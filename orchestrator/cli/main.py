@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_mcp_server_parser(sub)
 
+    from orchestrator.cli.dashboard import add_dashboard_parser
+
+    add_dashboard_parser(sub, CONFIG_HELP)
+
     serve = sub.add_parser("serve", help="run one built-in server alone (stdio, or HTTP with --http)")
     serve.add_argument("name", help="audit, console, cron, memory, pairing, sample, time, webhook, workspace")
     serve.add_argument(
@@ -130,6 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "dashboard":
+        from orchestrator.cli.dashboard import command_dashboard
+
+        return command_dashboard(args)
     if args.command == "run":
         from orchestrator.cli.run import command_run
 

@@ -61,6 +61,17 @@ class _Pending:
     """Who answered, for the channels to show (``telegram:12345 (Ana)``)."""
     outcome: PromptOutcome = "cancelled"
     """How it ended, told to the channels that showed it; a goal cancelled mid-wait stays cancelled."""
+    description: str = ""
+    preview: str = ""
+    origin: str = ""
+    asked_at_wall: float = field(default_factory=time.time)
+    approver: str = ""
+    """The person who answered on an operator surface (the dashboard's logged-in operator)."""
+
+
+OPERATOR_SURFACES = frozenset({"dashboard"})
+"""Sources that may answer any pending prompt: operator surfaces reached only through the control
+socket, whose requests come from the operator (the dashboard checks its login before forwarding)."""
 
 
 DECIDED_BY_MAX = 120
@@ -121,13 +132,15 @@ class ApprovalBroker:
         """Relay the prompt and wait for the first answer; ``origin`` names the chat and sender the
         goal serves (the prompt says it first, so the operator knows whose request it is)."""
         pending = _Pending(self._new_id(call_id), call_hash(tool.qualified, arguments), tool.qualified)
-        self._pending[pending.request_id] = pending
         params = PermissionPrompt(
             request_id=pending.request_id,
             tool_name=tool.qualified,
             description=_description(tool, origin),
             input_preview=approval_preview(arguments),
         )
+        pending.description, pending.preview = params.description, params.input_preview
+        pending.origin = origin
+        self._pending[pending.request_id] = pending
         try:
             delivered = 0
             for relay in relays:
@@ -211,11 +224,14 @@ class ApprovalBroker:
     def settled(self, request_id: str) -> str | None:
         """How a request that is no longer pending ended (``allowed by channel:console``, ``timed
         out``, ...), or None when this process never asked it."""
+        pending = self._pending.get(request_id)
+        if pending is not None and pending.done.is_set():
+            return f"{'allowed' if pending.behavior == 'allow' else 'denied'} by {pending.decided_by}"
         return self._settled.get(request_id)
 
     def _answered(self, pending: _Pending, behavior: Literal["allow", "deny"], by: str) -> None:
         outcome = {"timeout": "timed out", "unavailable": "denied: no operator was connected"}.get(
-            by, f"{'allowed' if behavior == 'allow' else 'denied'} by {by}"
+            by, f"{'allowed' if behavior == 'allow' else 'denied'} by {pending.approver or by}"
         )
         self._settled[pending.request_id] = outcome
         while len(self._settled) > SETTLED_KEPT:
@@ -227,6 +243,7 @@ class ApprovalBroker:
                 behavior=behavior,
                 answered_by=by[:200] or "-",
                 waited_ms=round(waited, 1),
+                approver=pending.approver[:200] or None,
             )
         )
 
@@ -240,7 +257,7 @@ class ApprovalBroker:
         if pending is None or pending.done.is_set():
             logger.info("ignoring verdict for %s from %s: not pending", request_id, source)
             return False
-        if source not in pending.asked:
+        if source not in pending.asked and source not in OPERATOR_SURFACES:
             # A verdict from a channel the prompt never went to (another binding): not an answer.
             logger.warning(
                 "ignoring verdict for %s from %s: the prompt went only to %s",
@@ -252,8 +269,27 @@ class ApprovalBroker:
         pending.behavior = behavior
         pending.answered_by = source
         pending.decided_by = decided_by[:DECIDED_BY_MAX] or source.removeprefix("channel:")
+        if source in OPERATOR_SURFACES:
+            pending.approver = pending.decided_by
         pending.done.set()
         return True
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The prompts waiting for an answer, oldest first, as an operator surface lists them."""
+        return [
+            {
+                "request_id": p.request_id,
+                "agent": self._agent,
+                "tool": p.tool,
+                "description": p.description,
+                "preview": p.preview,
+                "origin": p.origin,
+                "asked": sorted(p.asked),
+                "asked_at": p.asked_at_wall,
+            }
+            for p in sorted(self._pending.values(), key=lambda p: p.asked_at)
+            if not p.done.is_set()
+        ]
 
     @property
     def open_requests(self) -> list[str]:

@@ -108,6 +108,8 @@ class ApprovalAnsweredBody(Body):
     answered_by: Short
     """channel:<server>, terminal, policy, timeout or restart."""
     waited_ms: float | None = Field(None, ge=0)
+    approver: Short | None = None
+    """Who answered on an operator surface (``answered_by: dashboard``): the logged-in operator."""
 
 
 class PairingBody(Body):

@@ -1,0 +1,37 @@
+"""``nexo dashboard``: the running daemon's dashboard URL with a one-time login link."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+from typing import Any
+
+import anyio
+
+from orchestrator.cli.common import EXIT_OK, fail, print_json
+from orchestrator.control import ask, control_path
+
+
+def add_dashboard_parser(sub: Any, config_help: str) -> None:
+    dashboard = sub.add_parser("dashboard", help="print the dashboard's URL with a one-time login link")
+    dashboard.add_argument("--config", help=config_help)
+    dashboard.add_argument("--json", action="store_true", help="print the URL and link as JSON")
+
+
+def command_dashboard(args: argparse.Namespace) -> int:
+    from orchestrator.cli.locate import state_dir
+
+    state = state_dir(args.config)
+    request = {"op": "dashboard_login", "operator": getpass.getuser()}
+    try:
+        answer = anyio.run(ask, control_path(state), request)
+    except (OSError, TimeoutError) as exc:
+        return fail(f"nexo is not running on {state} ({exc.__class__.__name__}); start it with `nexo run`")
+    if "error" in answer:
+        return fail(str(answer["error"]))
+    if args.json:
+        print_json(answer)
+        return EXIT_OK
+    print(f"dashboard: {answer['url']}")
+    print(f"log in (once, within {answer['expires_in_s']:g} s): {answer['login_url']}")
+    return EXIT_OK
