@@ -28,7 +28,6 @@ logs a warning saying so; an explicit ``vector`` recall refuses.
 from __future__ import annotations
 
 import logging
-import math
 import sqlite3
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ import anyio
 from servers.memory.embeddings import EmbeddingError
 from servers.memory.errors import MemoryRefused
 from servers.memory.keyword import CANDIDATE_CAP, PROBE, KeywordQuery, keyword_query
+from servers.memory.keyword_rank import idf
 from servers.memory.models import Memory, Vector
 from servers.memory.store import MemoryStore
 from servers.memory.vectors import VectorDimensionError
@@ -62,11 +62,6 @@ neighbour asked for, so fewer are fetched than on the keyword side."""
 
 VectorBlocker = Callable[[], str | None]
 """Why vector search cannot run right now (e.g. a pending reindex), or None when it can."""
-
-
-def idf(documents: int, matching: int) -> float:
-    """FTS5's BM25 inverse document frequency of a term found in ``matching`` of ``documents``."""
-    return max(math.log((documents - matching + 0.5) / (matching + 0.5)), 1e-6)
 
 
 def fuse(neighbours: Mapping[int, float], strong: Collection[int], lookup: int | None = None) -> list[int]:
@@ -124,7 +119,7 @@ class Recaller:
         async def keyword_side() -> None:
             nonlocal keywords, hits
             keywords = await keyword_query(
-                query, self._store.held_by, probe=self._keyword_probe, cap=self._keyword_cap
+                query, self._store.term_documents, probe=self._keyword_probe, cap=self._keyword_cap
             )
             if keywords is not None:
                 hits = await self._keyword_hits(agent, keywords, max(limit * 3, MIN_CANDIDATES))
@@ -205,14 +200,7 @@ class Recaller:
 
     async def _keyword_hits(self, agent: str, keywords: KeywordQuery, k: int) -> list[tuple[int, float]]:
         """BM25 hits, best first; for a question of common terms only, those holding all of them first."""
-        if keywords.window is None:
-            return await self._store.keyword(agent, keywords.match, k)
-        hits = await self._store.keyword(agent, keywords.match_all, k, window=keywords.window)
-        if len(hits) < k:
-            found = {memory_id for memory_id, _ in hits}
-            more = await self._store.keyword(agent, keywords.match, k, window=keywords.window)
-            hits += [hit for hit in more if hit[0] not in found][: k - len(hits)]
-        return hits
+        return await self._store.keyword(agent, keywords, k)
 
     async def _strong(self, keywords: KeywordQuery, hits: list[tuple[int, float]]) -> set[int]:
         """The keyword hits that score at least ``STRONG_SHARE`` of the query's total term weight."""
