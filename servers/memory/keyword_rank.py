@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,11 +33,21 @@ from shared.db import Database
 
 K1 = 1.2
 B = 0.75
-RANK_CAP = 400
-"""Memories whose text is read and scored per query (stage 2 of the module docstring)."""
+RANK_CAP = 1_000
+"""Memories whose text is read and scored per query, at most (stage 2 of the module docstring): as
+many as one rare term's holders, so a question with one rare word ranks them all."""
 
 Hit = tuple[int, float]
 """(memory id, BM25 score)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    hits: list[Hit]
+    """The best hits, best first."""
+    whole: list[int] | None
+    """The agent's memories holding every term of the query, when the ranking read all of them
+    (None when more may exist): hybrid recall's exact-lookup rule needs no statement of its own."""
 
 
 def idf(documents: int, matching: int) -> float:
@@ -46,10 +55,10 @@ def idf(documents: int, matching: int) -> float:
     return max(math.log((documents - matching + 0.5) / (matching + 0.5)), 1e-6)
 
 
-def frequency(term: Term, words: Sequence[str], counted: Counter[str]) -> int:
-    """How often ``term`` occurs in a text of ``words`` (``counted``: the same words counted)."""
+def frequency(term: Term, words: list[str]) -> int:
+    """How often ``term`` occurs in a text of ``words``."""
     if len(term.words) == 1 and not term.prefix:
-        return counted[term.words[0]]
+        return words.count(term.words[0])
     *whole, last = term.words
     n = len(term.words)
     return sum(
@@ -60,13 +69,12 @@ def frequency(term: Term, words: Sequence[str], counted: Counter[str]) -> int:
     )
 
 
-def bm25(words: Sequence[str], weights: Sequence[tuple[Term, float]], average_length: float) -> float:
+def bm25(words: list[str], weights: Sequence[tuple[Term, float]], average_length: float) -> float:
     """The BM25 score of a text of ``words`` for terms of the given weights (IDF times a factor)."""
-    counted = Counter(words)
     norm = K1 * (1 - B + B * len(words) / average_length)
     score = 0.0
     for term, weight in weights:
-        tf = frequency(term, words, counted)
+        tf = frequency(term, words)
         if tf:
             score += weight * tf * (K1 + 1) / (tf + norm)
     return score
@@ -92,32 +100,34 @@ async def totals(db: Database) -> Totals:
     return Totals(values[0], sum(values[1:])) if values else Totals(0, 0)
 
 
-async def ranked(db: Database, agent: str, query: KeywordQuery, k: int, *, cap: int = RANK_CAP) -> list[Hit]:
+async def ranked(db: Database, agent: str, query: KeywordQuery, k: int, *, cap: int = RANK_CAP) -> Ranked:
     """The agent's ``k`` best memories for ``query`` by BM25, best first (the module docstring)."""
     indexed = await totals(db)
     weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
+    cap = max(cap, k)
     if query.window is None:
-        candidates = await _rare_first(db, query, weights, cap)
-        return (await _score(db, agent, candidates, weights, indexed, cap))[:k]
-    hits = await _score(db, agent, await _newest(db, query.match_all, query.window), weights, indexed, cap)
+        candidates = await _rare_first(db, query, weights)
+        scored = await _score(db, agent, candidates, weights, indexed, cap)
+        return Ranked(scored.hits[:k], scored.whole if scored.read_all else None)
+    holding_all = await _newest(db, query.match_all, query.window)
+    scored = await _score(db, agent, holding_all, weights, indexed, cap)
+    hits = scored.hits
     if len(hits) < k:
         found = {memory_id for memory_id, _ in hits}
         newest = await _newest(db, query.match_any, query.window)
         more = await _score(db, agent, [i for i in newest if i not in found], weights, indexed, cap)
-        hits += more[: k - len(hits)]
-    return hits[:k]
+        hits += more.hits[: k - len(hits)]
+    return Ranked(hits[:k], scored.whole if scored.read_all and len(holding_all) < query.window else None)
 
 
-async def _rare_first(
-    db: Database, query: KeywordQuery, weights: Sequence[tuple[Term, float]], cap: int
-) -> list[int]:
+async def _rare_first(db: Database, query: KeywordQuery, weights: Sequence[tuple[Term, float]]) -> list[int]:
     """Ids holding a candidate term, by partial score (the weights of those they hold), newest first
     among equals."""
     weight = dict(weights)
     each = "SELECT * FROM (SELECT ? AS term, rowid FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
     rows = await db.fetchall(
         " UNION ALL ".join([each] * len(query.terms)),
-        [value for n, w in enumerate(query.terms) for value in (n, w.term.fts, max(w.documents, cap))],
+        [value for n, w in enumerate(query.terms) for value in (n, w.term.fts, max(w.documents, RANK_CAP))],
     )
     partial: dict[int, float] = {}
     for n, memory_id in rows:
@@ -133,6 +143,15 @@ async def _newest(db: Database, match: str, window: int) -> list[int]:
     return [int(row[0]) for row in rows]
 
 
+@dataclass(frozen=True, slots=True)
+class _Scored:
+    hits: list[Hit]
+    whole: list[int]
+    """Those holding every term."""
+    read_all: bool
+    """Whether every candidate was read (none was left out by the cap)."""
+
+
 async def _score(
     db: Database,
     agent: str,
@@ -140,30 +159,32 @@ async def _score(
     weights: Sequence[tuple[Term, float]],
     indexed: Totals,
     cap: int,
-) -> list[Hit]:
+) -> _Scored:
     """The first ``cap`` of ``candidates`` that are the agent's, scored, best first (newest among equals).
 
     Read ``cap`` at a time: other agents' memories share the index, and are skipped.
     """
     hits: list[Hit] = []
-    scored = 0
-    for start in range(0, len(candidates), cap):
-        if scored >= cap:
-            break
+    whole: list[int] = []
+    start = 0
+    while start < len(candidates) and len(hits) < cap:
+        chunk = candidates[start : start + cap]
+        start += cap
         rows = await db.fetchall(
             # By primary key, the agent checked on each row: see MemoryStore.by_ids.
             "SELECT id, content, tags FROM memories WHERE id IN (SELECT value FROM json_each(?)) "
             "AND +agent = ?",
-            (json.dumps(list(candidates[start : start + cap])), agent),
+            (json.dumps(list(chunk)), agent),
         )
-        order = {memory_id: position for position, memory_id in enumerate(candidates[start : start + cap])}
+        order = {memory_id: position for position, memory_id in enumerate(chunk)}
         rows.sort(key=lambda row: order[row[0]])
-        for memory_id, content, tags in rows[: cap - scored]:
+        for memory_id, content, tags in rows[: cap - len(hits)]:
             words = document_tokens(content, tags)
             hits.append((int(memory_id), bm25(words, weights, indexed.average_length)))
-        scored += len(rows)
+            if all(frequency(term, words) for term, _ in weights):
+                whole.append(int(memory_id))
     hits.sort(key=lambda hit: (-hit[1], -hit[0]))
-    return hits
+    return _Scored(hits, whole, start >= len(candidates))
 
 
 def _varints(blob: bytes) -> list[int]:

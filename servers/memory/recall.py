@@ -114,15 +114,17 @@ class Recaller:
     ) -> Recalled:
         keywords: KeywordQuery | None = None
         hits: list[tuple[int, float]] = []
+        whole: list[int] | None = None
         searched: _VectorSide | None = None
 
         async def keyword_side() -> None:
-            nonlocal keywords, hits
+            nonlocal keywords, hits, whole
             keywords = await keyword_query(
                 query, self._store.term_documents, probe=self._keyword_probe, cap=self._keyword_cap
             )
             if keywords is not None:
-                hits = await self._keyword_hits(agent, keywords, max(limit * 3, MIN_CANDIDATES))
+                found = await self._store.keyword(agent, keywords, max(limit * 3, MIN_CANDIDATES))
+                hits, whole = found.hits, found.whole
 
         if mode == "keyword":
             await keyword_side()
@@ -142,7 +144,7 @@ class Recaller:
             similarity = dict(neighbours)
             missing = [memory_id for memory_id in strong if memory_id not in similarity]
             similarity |= await self._store.similarities(agent, vector, missing)
-            lookup = await self._lookup(agent, keywords, strong)
+            lookup = await self._lookup(agent, keywords, strong, whole)
             ranked = fuse(similarity, strong, lookup)[:limit]
         found = await self._store.by_ids(agent, ranked)
         memories = [found[memory_id] for memory_id in ranked if memory_id in found]
@@ -198,24 +200,24 @@ class Recaller:
             )
             return _VectorSide(None, [])
 
-    async def _keyword_hits(self, agent: str, keywords: KeywordQuery, k: int) -> list[tuple[int, float]]:
-        """BM25 hits, best first; for a question of common terms only, those holding all of them first."""
-        return await self._store.keyword(agent, keywords, k)
-
     async def _strong(self, keywords: KeywordQuery, hits: list[tuple[int, float]]) -> set[int]:
         """The keyword hits that score at least ``STRONG_SHARE`` of the query's total term weight."""
         documents = await self._store.indexed()
         weight = keywords.weight(lambda matching: idf(documents, matching))
         return {memory_id for memory_id, score in hits if score / weight >= STRONG_SHARE}
 
-    async def _lookup(self, agent: str, keywords: KeywordQuery, strong: set[int]) -> int | None:
+    async def _lookup(
+        self, agent: str, keywords: KeywordQuery, strong: set[int], whole: list[int] | None
+    ) -> int | None:
         """The one memory holding every query term, when there is exactly one and it is a strong hit.
 
-        Not for prefixes: ``anti *`` matching one ``antihistamine`` says nothing of ``anti-parasite``.
+        ``whole``: those memories, when the keyword ranking read them all; otherwise the full-text
+        index is asked. Not for prefixes: ``anti *`` matching one ``antihistamine`` says nothing of
+        ``anti-parasite``.
         """
         if not strong or keywords.prefixed:
             return None
-        holders = await self._store.holders(agent, keywords.match_all, 2)
+        holders = whole[:2] if whole is not None else await self._store.holders(agent, keywords.match_all, 2)
         if len(holders) == 1 and holders[0] in strong:
             return holders[0]
         return None

@@ -15,7 +15,7 @@ from typing import Any
 
 from servers.memory.access import AccessLog
 from servers.memory.keyword import KeywordQuery, Term
-from servers.memory.keyword_rank import Hit, ranked, totals
+from servers.memory.keyword_rank import Ranked, ranked, totals
 from servers.memory.memory_rows import COLUMNS, INSERT, ids_of, insert_row, rows_by_id
 from servers.memory.models import Counts, Memory, NewMemory, Stored, Vector, content_hash
 from servers.memory.terms import TERM_MIGRATIONS, count_documents, documents
@@ -261,7 +261,7 @@ class MemoryStore:
         )
         return [Memory.from_row(row) for row in rows]
 
-    async def keyword(self, agent: str, query: KeywordQuery, k: int) -> list[Hit]:
+    async def keyword(self, agent: str, query: KeywordQuery, k: int) -> Ranked:
         """(id, BM25 score) of the agent's ``k`` best memories for ``query``, best first
         (``servers.memory.keyword_rank``). Scores are positive: higher is better. Archived memories
         are searched like the others."""

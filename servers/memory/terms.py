@@ -52,7 +52,7 @@ def tokens(text: str) -> list[str]:
 
 def document_tokens(content: str, tags: str) -> list[str]:
     """The words a memory's full-text entry holds: its content's, then its tags'."""
-    return tokens(content) + tokens(tags)
+    return tokens(content) + tokens(tags) if tags != "[]" else tokens(content)
 
 
 def _create_term_documents(conn: sqlite3.Connection) -> None:

@@ -98,7 +98,7 @@ async def test_a_question_of_rare_words_scores_as_fts5s_own_bm25(store: MemorySt
     query = await keyword_query("ladder kayak passport", store.term_documents)
     assert query is not None
     assert query.ranking == ()
-    ours = await ranked(store.db, "nexo", query, 10)
+    ours = (await ranked(store.db, "nexo", query, 10)).hits
     fts5 = await store.db.fetchall(
         "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?",
         ('"ladder" OR "kayak" OR "passport"',),
@@ -119,7 +119,7 @@ async def test_rare_and_common_words_score_as_a_brute_force_bm25_with_the_rare_o
     assert [w.term.words for w in query.terms] == [("kayak",), ("blue",)]
     assert [w.term.words for w in query.ranking] == [("garden",)]
     expected = brute_force_bm25(dict(zip(ids, CORPUS, strict=True)), {"blue": 2, "kayak": 2, "garden": 1})
-    ours = await ranked(store.db, "nexo", query, 10)
+    ours = (await ranked(store.db, "nexo", query, 10)).hits
     # Only the holders of a rare word are candidates; the common one ranks them.
     assert dict(ours) == pytest.approx({i: s for i, s in expected.items() if i in {2, 3, 6}}, rel=1e-9)
     assert [memory_id for memory_id, _ in ours] == sorted(dict(ours), key=lambda i: -dict(ours)[i])
@@ -131,7 +131,7 @@ async def test_only_the_best_candidates_by_their_rare_words_are_read_and_scored(
     query = KeywordQuery(
         tuple((await keyword_query("zephyr quokka", store.term_documents)).terms)  # type: ignore[union-attr]
     )
-    found = await ranked(store.db, "nexo", query, 5, cap=5)
+    found = (await ranked(store.db, "nexo", query, 5, cap=5)).hits
     # The one holding both rare words first, then the newest holders of one, as many as the cap.
     assert [memory_id for memory_id, _ in found] == [ids[0], *ids[-1:-5:-1]]
 
@@ -195,8 +195,29 @@ async def test_a_phrase_or_a_prefix_scores_by_its_occurrences(store: MemoryStore
     ids = await remember(store, "the parcel SN-4411-B arrived", "SN 4411 and B, then SN-4411-B again")
     phrase = await keyword_query("SN-4411-B", store.term_documents)
     assert phrase is not None
-    scores = dict(await ranked(store.db, "nexo", phrase, 10))
+    scores = dict((await ranked(store.db, "nexo", phrase, 10)).hits)
     assert set(scores) == set(ids)
     prefix = KeywordQuery((await keyword_query("arriv", store.term_documents)).terms)  # type: ignore[union-attr]
     assert [w.term for w in prefix.terms] == [Term(("arriv",), prefix=True)]
-    assert [memory_id for memory_id, _ in await ranked(store.db, "nexo", prefix, 10)] == [ids[0]]
+    assert [memory_id for memory_id, _ in (await ranked(store.db, "nexo", prefix, 10)).hits] == [ids[0]]
+
+
+async def test_the_memories_holding_every_term_are_known_when_every_candidate_was_read(
+    store: MemoryStore,
+) -> None:
+    ids = await remember(store, *CORPUS)
+    query = await keyword_query("kayak garden", store.term_documents, probe=3)
+    assert query is not None
+    assert (await ranked(store.db, "nexo", query, 10)).whole == [ids[1]]
+    # One of the two holders of "kayak" read: whether the other holds "garden" too is not known.
+    assert (await ranked(store.db, "nexo", query, 1, cap=1)).whole is None
+    common = await keyword_query("the garden", store.term_documents, probe=3, cap=10)
+    assert common is not None
+    assert common.window == 10
+    assert sorted((await ranked(store.db, "nexo", common, 10)).whole or []) == [
+        ids[0],
+        ids[1],
+        ids[4],
+        ids[7],
+    ]
+    assert (await ranked(store.db, "nexo", KeywordQuery(common.terms, window=3), 10)).whole is None

@@ -132,7 +132,7 @@ async def test_an_import_batch_is_a_few_statements_and_stores_what_one_by_one_ad
     assert [memory_id for memory_id, _ in found] == [stored[10].memory.id]
     garden = await keyword_query("garden", store.term_documents)
     assert garden is not None
-    assert len(await store.keyword("nexo", garden, 100)) == 50
+    assert len((await store.keyword("nexo", garden, 100)).hits) == 50
     assert await store.count() == 51
 
 
@@ -153,7 +153,7 @@ async def test_lookups_by_id_or_by_words_never_walk_every_memory_of_the_agent(
     assert green is not None
     monkeypatch.setattr(Database, "fetchall", recorded)
     assert await store.holders("nexo", '"green"', 2) != []
-    assert await store.keyword("nexo", green, 2) != []
+    assert (await store.keyword("nexo", green, 2)).hits != []
     assert set(await store.by_ids("nexo", ids)) == set(ids)
     assert set(await store.similarities("nexo", vector(0), ids)) == set(ids)
     monkeypatch.undo()
