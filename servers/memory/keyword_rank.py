@@ -69,15 +69,21 @@ def frequency(term: Term, words: list[str]) -> int:
     )
 
 
-def bm25(words: list[str], weights: Sequence[tuple[Term, float]], average_length: float) -> float:
-    """The BM25 score of a text of ``words`` for terms of the given weights (IDF times a factor)."""
+def bm25(
+    words: list[str], weights: Sequence[tuple[Term, float]], average_length: float
+) -> tuple[float, bool]:
+    """The BM25 score of a text of ``words`` for terms of the given weights (IDF times a factor),
+    and whether the text holds every term."""
     norm = K1 * (1 - B + B * len(words) / average_length)
     score = 0.0
+    whole = True
     for term, weight in weights:
         tf = frequency(term, words)
         if tf:
             score += weight * tf * (K1 + 1) / (tf + norm)
-    return score
+        else:
+            whole = False
+    return score, whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,9 +185,9 @@ async def _score(
         order = {memory_id: position for position, memory_id in enumerate(chunk)}
         rows.sort(key=lambda row: order[row[0]])
         for memory_id, content, tags in rows[: cap - len(hits)]:
-            words = document_tokens(content, tags)
-            hits.append((int(memory_id), bm25(words, weights, indexed.average_length)))
-            if all(frequency(term, words) for term, _ in weights):
+            score, holds_every_term = bm25(document_tokens(content, tags), weights, indexed.average_length)
+            hits.append((int(memory_id), score))
+            if holds_every_term:
                 whole.append(int(memory_id))
     hits.sort(key=lambda hit: (-hit[1], -hit[0]))
     return _Scored(hits, whole, start >= len(candidates))
