@@ -134,6 +134,19 @@ class KeywordQuery:
         return (*((w, factor) for w in self.terms), *((w, 1) for w in self.ranking))
 
     @property
+    def match(self) -> str:
+        """An FTS5 expression matching the memories holding any of ``terms``, ranked by every term.
+
+        With ranking terms it reads ``(r1 OR r2) AND (r1 OR r2 OR c1 OR c2)``: the same memories as
+        ``r1 OR r2``, but FTS5's ``bm25()`` scores each phrase of the expression, so the common terms
+        count too and the rare ones twice, as :attr:`scored` weighs them.
+        """
+        candidates = " OR ".join(weighted.term.fts for weighted in self.terms)
+        if not self.ranking:
+            return candidates
+        return f"({candidates}) AND ({candidates} OR {' OR '.join(w.term.fts for w in self.ranking)})"
+
+    @property
     def match_any(self) -> str:
         """An FTS5 expression matching the memories holding any term."""
         return " OR ".join(weighted.term.fts for weighted in (*self.terms, *self.ranking))

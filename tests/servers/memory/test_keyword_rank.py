@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from servers.memory.keyword import KeywordQuery, Term, keyword_query
-from servers.memory.keyword_rank import ranked
+from servers.memory.keyword import KeywordQuery, Term, Weighted, keyword_query
+from servers.memory.keyword_rank import RANK_CAP, fts5_is_cheaper, ranked
 from servers.memory.memory_rows import INSERT, insert_row
 from servers.memory.models import NewMemory, content_hash
 from servers.memory.state import MIGRATIONS
@@ -98,7 +98,7 @@ async def test_a_question_of_rare_words_scores_as_fts5s_own_bm25(store: MemorySt
     query = await keyword_query("ladder kayak passport", store.term_documents)
     assert query is not None
     assert query.ranking == ()
-    ours = (await ranked(store.db, "nexo", query, 10)).hits
+    ours = (await ranked(store.db, "nexo", query, 10, allow_fts5=False)).hits
     fts5 = await store.db.fetchall(
         "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ?",
         ('"ladder" OR "kayak" OR "passport"',),
@@ -119,7 +119,10 @@ async def test_rare_and_common_words_score_as_a_brute_force_bm25_with_the_rare_o
     assert [w.term.words for w in query.terms] == [("kayak",), ("blue",)]
     assert [w.term.words for w in query.ranking] == [("garden",)]
     expected = brute_force_bm25(dict(zip(ids, CORPUS, strict=True)), {"blue": 2, "kayak": 2, "garden": 1})
-    ours = (await ranked(store.db, "nexo", query, 10)).hits
+    ours = (await ranked(store.db, "nexo", query, 10, allow_fts5=False)).hits
+    by_fts5 = (await ranked(store.db, "nexo", query, 10)).hits
+    assert [i for i, _ in by_fts5] == [i for i, _ in ours]
+    assert dict(by_fts5) == pytest.approx(dict(ours), rel=1e-9)
     # Only the holders of a rare word are candidates; the common one ranks them.
     assert dict(ours) == pytest.approx({i: s for i, s in expected.items() if i in {2, 3, 6}}, rel=1e-9)
     assert [memory_id for memory_id, _ in ours] == sorted(dict(ours), key=lambda i: -dict(ours)[i])
@@ -131,7 +134,7 @@ async def test_only_the_best_candidates_by_their_rare_words_are_read_and_scored(
     query = KeywordQuery(
         tuple((await keyword_query("zephyr quokka", store.term_documents)).terms)  # type: ignore[union-attr]
     )
-    found = (await ranked(store.db, "nexo", query, 5, cap=5)).hits
+    found = (await ranked(store.db, "nexo", query, 5, cap=5, allow_fts5=False)).hits
     # The one holding both rare words first, then the newest holders of one, as many as the cap.
     assert [memory_id for memory_id, _ in found] == [ids[0], *ids[-1:-5:-1]]
 
@@ -208,9 +211,11 @@ async def test_the_memories_holding_every_term_are_known_when_every_candidate_wa
     ids = await remember(store, *CORPUS)
     query = await keyword_query("kayak garden", store.term_documents, probe=3)
     assert query is not None
-    assert (await ranked(store.db, "nexo", query, 10)).whole == [ids[1]]
+    assert (await ranked(store.db, "nexo", query, 10, allow_fts5=False)).whole == [ids[1]]
     # One of the two holders of "kayak" read: whether the other holds "garden" too is not known.
-    assert (await ranked(store.db, "nexo", query, 1, cap=1)).whole is None
+    assert (await ranked(store.db, "nexo", query, 1, cap=1, allow_fts5=False)).whole is None
+    # FTS5's bm25(), cheaper on a store this small, reads no text: nothing is known.
+    assert (await ranked(store.db, "nexo", query, 10)).whole is None
     common = await keyword_query("the garden", store.term_documents, probe=3, cap=10)
     assert common is not None
     assert common.window == 10
@@ -221,3 +226,15 @@ async def test_the_memories_holding_every_term_are_known_when_every_candidate_wa
         ids[7],
     ]
     assert (await ranked(store.db, "nexo", KeywordQuery(common.terms, window=3), 10)).whole is None
+
+
+def test_fts5_ranks_while_counting_the_terms_costs_less_than_reading_the_candidates() -> None:
+    def query(rare: int, common: int) -> KeywordQuery:
+        return KeywordQuery(
+            (Weighted(Term(("rare",)), rare),),
+            ranking=tuple(Weighted(Term((f"c{n}",)), common) for n in range(6)),
+        )
+
+    # About a rare word's holders and six common words at 100,000 memories, then at a million.
+    assert fts5_is_cheaper(query(800, 8_000), RANK_CAP)
+    assert not fts5_is_cheaper(query(800, 80_000), RANK_CAP)

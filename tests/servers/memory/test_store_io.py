@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from servers.memory.keyword import Term, keyword_query
+from servers.memory.keyword_rank import ranked
 from servers.memory.models import NewMemory
 from servers.memory.recall import Recaller
 from servers.memory.settings import MemorySettings
@@ -154,10 +155,11 @@ async def test_lookups_by_id_or_by_words_never_walk_every_memory_of_the_agent(
     monkeypatch.setattr(Database, "fetchall", recorded)
     assert await store.holders("nexo", '"green"', 2) != []
     assert (await store.keyword("nexo", green, 2)).hits != []
+    assert (await ranked(store.db, "nexo", green, 2, allow_fts5=False)).hits != []
     assert set(await store.by_ids("nexo", ids)) == set(ids)
     assert set(await store.similarities("nexo", vector(0), ids)) == set(ids)
     monkeypatch.undo()
-    assert len(asked) == 5
+    assert len(asked) == 6
     plans = [
         [str(step[3]) for step in await store.db.fetchall("EXPLAIN QUERY PLAN " + sql, params)]
         for sql, params in asked
