@@ -14,8 +14,8 @@ and took 814 ms. The keyword query is therefore built from what tells memories a
    table (``servers.memory.terms``); a phrase or a prefix is counted up to ``PROBE`` (a bounded walk
    of its FTS5 doclist). Terms held by at most ``PROBE`` memories are *rare*; a memory must hold
    one of the ``MAX_TERMS`` rarest to be a candidate, so at most ``MAX_TERMS * PROBE`` memories are
-   candidates whatever the store's size, and the best ``RANK_CAP`` of them by the rare terms they
-   hold are ranked (``servers.memory.keyword_rank``). The other terms (common ones, up to
+   candidates whatever the store's size, ranked by BM25 (``servers.memory.keyword_rank`` says how,
+   and how the cost stays bounded). The other terms (common ones, up to
    ``MAX_TERMS``) still count in that ranking: among the hundreds of memories sharing one rare
    word with the question, the one holding its other words too comes first.
 3. **Common words only.** A question with no rare term (``what is it?``) ranks the newest
