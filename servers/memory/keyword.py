@@ -10,14 +10,14 @@ and took 814 ms. The keyword query is therefore built from what tells memories a
    name as written matches both and ranks first, one holding it written otherwise still matches.
    English stopwords (``servers.memory.stopwords``) are left out, also at either end of a chunk
    (``Ana's`` is ``ana``), unless the question holds nothing else.
-2. **Rare terms only.** How many memories hold each term is counted up to ``PROBE`` (a bounded walk
-   of the term's FTS5 doclist: FTS5 keeps no document frequencies, and its ``fts5vocab`` table reads
-   a term's whole doclist, 70 ms for a word in 200k memories). Terms held by at most ``PROBE``
-   memories are *rare*; a memory must hold one of the ``MAX_TERMS`` rarest to be a candidate, so
-   at most ``MAX_TERMS * PROBE`` memories are ranked whatever the store's size. The other terms
-   (common ones, up to ``MAX_TERMS``) still count in the ranking of those candidates
-   (``KeywordQuery.match``): among the hundreds of memories sharing one rare word with the
-   question, the one holding its other words too comes first.
+2. **Rare terms only.** How many memories hold each word is read from the ``memory_terms`` side
+   table (``servers.memory.terms``); a phrase or a prefix is counted up to ``PROBE`` (a bounded walk
+   of its FTS5 doclist). Terms held by at most ``PROBE`` memories are *rare*; a memory must hold
+   one of the ``MAX_TERMS`` rarest to be a candidate, so at most ``MAX_TERMS * PROBE`` memories are
+   candidates whatever the store's size, ranked by BM25 (``servers.memory.keyword_rank`` says how,
+   and how the cost stays bounded). The other terms (common ones, up to
+   ``MAX_TERMS``) still count in that ranking: among the hundreds of memories sharing one rare
+   word with the question, the one holding its other words too comes first.
 3. **Common words only.** A question with no rare term (``what is it?``) ranks the newest
    ``CANDIDATE_CAP`` memories holding all of its terms, then, when fewer than asked for do, the
    newest ``CANDIDATE_CAP`` holding any of them (``KeywordQuery.window``): a memory holding every
@@ -36,11 +36,11 @@ unbalanced quote are just text; the one operator added is the prefix star after 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from servers.memory.stopwords import STOPWORDS
+from servers.memory.terms import fold
 
 MAX_TERMS = 8
 """Terms searched per query, the rarest ones."""
@@ -48,18 +48,12 @@ MAX_WORDS = 32
 """Words of a question considered at all (a pasted paragraph is not a keyword query)."""
 PROBE = 1_000
 """A term held by more memories than this is common (rule 2 of the module docstring)."""
-CANDIDATE_CAP = 10_000
-"""Memories ranked by BM25 for a question made of common terms only."""
+CANDIDATE_CAP = 400
+"""Newest memories ranked by BM25 for a question made of common terms only."""
 PREFIX_MIN_CHARS = 3
 """Shorter words never search as prefixes (``ab *`` would match half the vocabulary)."""
 
 _WORD = re.compile(r"[^\W_]+")
-
-
-def fold(word: str) -> str:
-    """``word`` as the FTS5 tokenizer indexes it: casefolded, diacritics removed."""
-    decomposed = unicodedata.normalize("NFD", word.casefold())
-    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
 
 
 def quoted(text: str) -> str:
@@ -111,15 +105,16 @@ def _trimmed(words: tuple[str, ...]) -> tuple[str, ...]:
     return words[start:stop]
 
 
-HeldBy = Callable[[Sequence[str], int], Awaitable[list[int]]]
-"""How many memories match each FTS5 expression, counted up to the given number (then that number)."""
+HeldBy = Callable[[Sequence["Term"], int], Awaitable[list[int]]]
+"""How many memories hold each term: exactly for a word, for a phrase or a prefix counted up to the
+given number (then that number)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Weighted:
     term: Term
     documents: int
-    """Memories holding the term, counted up to ``PROBE + 1``."""
+    """Memories holding the term (a phrase's or a prefix's counted up to ``PROBE + 1``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,20 +124,32 @@ class KeywordQuery:
     ranking: tuple[Weighted, ...] = ()
     """Terms that only rank the candidates (rule 2): common ones, and rare ones past ``MAX_TERMS``."""
     window: int | None = None
-    """Rank only the newest this-many matching memories (None: rank every match)."""
+    """Rank the newest this-many memories holding every term, then any (None: the rare terms' holders)."""
+
+    @property
+    def scored(self) -> tuple[tuple[Weighted, int], ...]:
+        """Every term that counts in the ranking, with its factor: with ranking terms, a candidate
+        term counts twice (it is what the question is found by; the weights were tuned so)."""
+        factor = 2 if self.ranking else 1
+        return (*((w, factor) for w in self.terms), *((w, 1) for w in self.ranking))
 
     @property
     def match(self) -> str:
         """An FTS5 expression matching the memories holding any of ``terms``, ranked by every term.
 
         With ranking terms it reads ``(r1 OR r2) AND (r1 OR r2 OR c1 OR c2)``: the same memories as
-        ``r1 OR r2``, but BM25 scores each phrase of the expression, so the common terms count too
-        (and the rare ones twice, which :meth:`weight` accounts for).
+        ``r1 OR r2``, but FTS5's ``bm25()`` scores each phrase of the expression, so the common terms
+        count too and the rare ones twice, as :attr:`scored` weighs them.
         """
         candidates = " OR ".join(weighted.term.fts for weighted in self.terms)
         if not self.ranking:
             return candidates
         return f"({candidates}) AND ({candidates} OR {' OR '.join(w.term.fts for w in self.ranking)})"
+
+    @property
+    def match_any(self) -> str:
+        """An FTS5 expression matching the memories holding any term."""
+        return " OR ".join(weighted.term.fts for weighted in (*self.terms, *self.ranking))
 
     @property
     def prefixed(self) -> bool:
@@ -155,9 +162,8 @@ class KeywordQuery:
         return " AND ".join(weighted.term.fts for weighted in (*self.terms, *self.ranking))
 
     def weight(self, idf: Callable[[int], float]) -> float:
-        """What a memory holding each term of :attr:`match` once scores, about: the sum of their IDFs."""
-        candidates = sum(idf(weighted.documents) for weighted in self.terms)
-        return candidates * (2 if self.ranking else 1) + sum(idf(w.documents) for w in self.ranking)
+        """What a memory of the average length holding each term once scores: their weighted IDFs."""
+        return sum(factor * idf(weighted.documents) for weighted, factor in self.scored)
 
 
 async def keyword_query(
@@ -167,7 +173,7 @@ async def keyword_query(
     terms = terms_of(text)
     if not terms:
         return None
-    counts = await held_by([term.fts for term in terms], probe + 1)
+    counts = await held_by(terms, probe + 1)
     weighted = [Weighted(term, held) for term, held in zip(terms, counts, strict=True)]
     if not any(counts):
         weighted = await _as_prefixes(weighted, held_by, probe)
@@ -185,7 +191,7 @@ async def _as_prefixes(weighted: list[Weighted], held_by: HeldBy, probe: int) ->
         for w in weighted
         if len(w.term.words) == 1 and len(w.term.words[0]) >= PREFIX_MIN_CHARS
     ]
-    counts = dict(zip(prefixes, await held_by([term.fts for term in prefixes], probe + 1), strict=True))
+    counts = dict(zip(prefixes, await held_by(prefixes, probe + 1), strict=True))
     extended = [
         Weighted(prefix, counts[prefix])
         for w in weighted

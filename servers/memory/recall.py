@@ -28,7 +28,6 @@ logs a warning saying so; an explicit ``vector`` recall refuses.
 from __future__ import annotations
 
 import logging
-import math
 import sqlite3
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ import anyio
 from servers.memory.embeddings import EmbeddingError
 from servers.memory.errors import MemoryRefused
 from servers.memory.keyword import CANDIDATE_CAP, PROBE, KeywordQuery, keyword_query
+from servers.memory.keyword_rank import idf
 from servers.memory.models import Memory, Vector
 from servers.memory.store import MemoryStore
 from servers.memory.vectors import VectorDimensionError
@@ -62,11 +62,6 @@ neighbour asked for, so fewer are fetched than on the keyword side."""
 
 VectorBlocker = Callable[[], str | None]
 """Why vector search cannot run right now (e.g. a pending reindex), or None when it can."""
-
-
-def idf(documents: int, matching: int) -> float:
-    """FTS5's BM25 inverse document frequency of a term found in ``matching`` of ``documents``."""
-    return max(math.log((documents - matching + 0.5) / (matching + 0.5)), 1e-6)
 
 
 def fuse(neighbours: Mapping[int, float], strong: Collection[int], lookup: int | None = None) -> list[int]:
@@ -119,15 +114,17 @@ class Recaller:
     ) -> Recalled:
         keywords: KeywordQuery | None = None
         hits: list[tuple[int, float]] = []
+        whole: list[int] | None = None
         searched: _VectorSide | None = None
 
         async def keyword_side() -> None:
-            nonlocal keywords, hits
+            nonlocal keywords, hits, whole
             keywords = await keyword_query(
-                query, self._store.held_by, probe=self._keyword_probe, cap=self._keyword_cap
+                query, self._store.term_documents, probe=self._keyword_probe, cap=self._keyword_cap
             )
             if keywords is not None:
-                hits = await self._keyword_hits(agent, keywords, max(limit * 3, MIN_CANDIDATES))
+                found = await self._store.keyword(agent, keywords, max(limit * 3, MIN_CANDIDATES))
+                hits, whole = found.hits, found.whole
 
         if mode == "keyword":
             await keyword_side()
@@ -147,7 +144,7 @@ class Recaller:
             similarity = dict(neighbours)
             missing = [memory_id for memory_id in strong if memory_id not in similarity]
             similarity |= await self._store.similarities(agent, vector, missing)
-            lookup = await self._lookup(agent, keywords, strong)
+            lookup = await self._lookup(agent, keywords, strong, whole)
             ranked = fuse(similarity, strong, lookup)[:limit]
         found = await self._store.by_ids(agent, ranked)
         memories = [found[memory_id] for memory_id in ranked if memory_id in found]
@@ -203,31 +200,24 @@ class Recaller:
             )
             return _VectorSide(None, [])
 
-    async def _keyword_hits(self, agent: str, keywords: KeywordQuery, k: int) -> list[tuple[int, float]]:
-        """BM25 hits, best first; for a question of common terms only, those holding all of them first."""
-        if keywords.window is None:
-            return await self._store.keyword(agent, keywords.match, k)
-        hits = await self._store.keyword(agent, keywords.match_all, k, window=keywords.window)
-        if len(hits) < k:
-            found = {memory_id for memory_id, _ in hits}
-            more = await self._store.keyword(agent, keywords.match, k, window=keywords.window)
-            hits += [hit for hit in more if hit[0] not in found][: k - len(hits)]
-        return hits
-
     async def _strong(self, keywords: KeywordQuery, hits: list[tuple[int, float]]) -> set[int]:
         """The keyword hits that score at least ``STRONG_SHARE`` of the query's total term weight."""
         documents = await self._store.indexed()
         weight = keywords.weight(lambda matching: idf(documents, matching))
         return {memory_id for memory_id, score in hits if score / weight >= STRONG_SHARE}
 
-    async def _lookup(self, agent: str, keywords: KeywordQuery, strong: set[int]) -> int | None:
+    async def _lookup(
+        self, agent: str, keywords: KeywordQuery, strong: set[int], whole: list[int] | None
+    ) -> int | None:
         """The one memory holding every query term, when there is exactly one and it is a strong hit.
 
-        Not for prefixes: ``anti *`` matching one ``antihistamine`` says nothing of ``anti-parasite``.
+        ``whole``: those memories, when the keyword ranking read them all; otherwise the full-text
+        index is asked. Not for prefixes: ``anti *`` matching one ``antihistamine`` says nothing of
+        ``anti-parasite``.
         """
         if not strong or keywords.prefixed:
             return None
-        holders = await self._store.holders(agent, keywords.match_all, 2)
+        holders = whole[:2] if whole is not None else await self._store.holders(agent, keywords.match_all, 2)
         if len(holders) == 1 and holders[0] in strong:
             return holders[0]
         return None

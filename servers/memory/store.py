@@ -14,8 +14,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from servers.memory.access import AccessLog
+from servers.memory.keyword import KeywordQuery, Term
+from servers.memory.keyword_rank import Ranked, ranked, totals
 from servers.memory.memory_rows import COLUMNS, INSERT, ids_of, insert_row, rows_by_id
 from servers.memory.models import Counts, Memory, NewMemory, Stored, Vector, content_hash
+from servers.memory.terms import TERM_MIGRATIONS, count_documents, documents
 from servers.memory.vectors import VectorIndex
 from shared.db import Database, Migration, Transaction
 
@@ -59,6 +62,7 @@ MEMORY_MIGRATIONS: tuple[Migration, ...] = (
         END;
         """,
     ),
+    *TERM_MIGRATIONS,
 )
 
 
@@ -97,11 +101,14 @@ class MemoryStore:
             raise LookupError(f"memory {memory_id} vanished during a refresh")
         old = Memory.from_row(row)
         merged = list(old.tags) + [tag for tag in tags if tag not in old.tags]
-        await tx.execute(
+        updated = await tx.fetchall(
             "UPDATE memories SET last_accessed_at = ?, access_count = access_count + 1, archived = 0, "
-            "importance = max(importance, ?), tags = ? WHERE id = ?",
+            "importance = max(importance, ?), tags = ? WHERE id = ? RETURNING content, tags",
             (self._clock(), importance, json.dumps(merged, ensure_ascii=False), memory_id),
         )
+        if len(merged) > len(old.tags):
+            (content, new_tags), old_tags = updated[0], json.dumps(list(old.tags), ensure_ascii=False)
+            await count_documents(tx, added=[(content, new_tags)], removed=[(content, old_tags)])
         fresh = await tx.fetchone(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,))
         assert fresh is not None
         return Memory.from_row(fresh)
@@ -129,7 +136,9 @@ class MemoryStore:
             fresh = [p for key, p in first.items() if key not in stored_ids]
             fresh.sort()
             now = self._clock()
-            await tx.executemany(INSERT, [insert_row(batch[p][0], keys[p][1], now) for p in fresh])
+            inserts = [insert_row(batch[p][0], keys[p][1], now) for p in fresh]
+            await tx.executemany(INSERT, inserts)
+            await count_documents(tx, added=[(row[1], row[3]) for row in inserts])
             inserted = await ids_of(tx, [keys[p] for p in fresh])
             await self.index.add_many(tx, [(inserted[keys[p]], keys[p][0], batch[p][1]) for p in fresh])
             rows = await rows_by_id(tx, list(inserted.values()))
@@ -153,7 +162,9 @@ class MemoryStore:
         )
         if twin is not None:
             return Stored(await self._refresh(tx, int(twin[0]), new.tags, new.importance), created=False)
-        memory_id = await tx.insert(INSERT, insert_row(new, digest, self._clock()))
+        inserted = insert_row(new, digest, self._clock())
+        memory_id = await tx.insert(INSERT, inserted)
+        await count_documents(tx, added=[(inserted[1], inserted[3])])
         await self.index.add(tx, memory_id, new.agent, vector)
         row = await tx.fetchone(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,))
         assert row is not None
@@ -166,7 +177,10 @@ class MemoryStore:
             if row is None:
                 return None
             await self.index.remove(tx, memory_id)
-            await tx.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            text = await tx.fetchall(
+                "DELETE FROM memories WHERE id = ? RETURNING content, tags", (memory_id,)
+            )
+            await count_documents(tx, removed=[(str(text[0][0]), str(text[0][1]))])
         return Memory.from_row(row)
 
     def touch(self, memory_ids: Sequence[int]) -> None:
@@ -247,31 +261,11 @@ class MemoryStore:
         )
         return [Memory.from_row(row) for row in rows]
 
-    async def keyword(
-        self, agent: str, match: str, k: int, *, window: int | None = None
-    ) -> list[tuple[int, float]]:
-        """(id, BM25 score) best first for an FTS5 ``match`` built by ``servers.memory.keyword``.
-
-        With a ``window``, only the newest ``window`` memories matching (of every agent, as the
-        full-text index holds them) are ranked. Scores are positive (FTS5's ``bm25()`` negated):
-        higher is better. Archived memories are searched like the others.
-        """
-        floor = -(2**63)
-        if window is not None:
-            row = await self.db.fetchone(
-                "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
-                "ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-                (match, window - 1),
-            )
-            floor = int(row[0]) if row is not None else floor
-        rows = await self.db.fetchall(
-            "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
-            "CROSS JOIN memories AS m ON m.id = memories_fts.rowid "
-            "WHERE memories_fts MATCH ? AND memories_fts.rowid >= ? AND m.agent = ? "
-            "ORDER BY score DESC LIMIT ?",
-            (match, floor, agent, k),
-        )
-        return [(int(row[0]), float(row[1])) for row in rows]
+    async def keyword(self, agent: str, query: KeywordQuery, k: int) -> Ranked:
+        """(id, BM25 score) of the agent's ``k`` best memories for ``query``, best first
+        (``servers.memory.keyword_rank``). Scores are positive: higher is better. Archived memories
+        are searched like the others."""
+        return await ranked(self.db, agent, query, k)
 
     async def holders(self, agent: str, match: str, k: int) -> list[int]:
         """Up to ``k`` of the agent's memories matching ``match``, unranked (no BM25 is computed)."""
@@ -285,13 +279,17 @@ class MemoryStore:
         return [int(row[0]) for row in rows]
 
     async def indexed(self) -> int:
-        """The number of memories in the full-text index, over every agent (BM25's N).
+        """The number of memories in the full-text index, over every agent (BM25's N)."""
+        return (await totals(self.db)).rows
 
-        Read from FTS5's own totals record (the first varint of the ``averages`` row, id 1, of its
-        data table; the SQLite file format keeps it stable): ``count(*)`` would read every row.
-        """
-        row = await self.db.fetchone("SELECT block FROM memories_fts_data WHERE id = 1")
-        return _varint(bytes(row[0])) if row is not None and row[0] else 0
+    async def term_documents(self, terms: Sequence[Term], at_most: int) -> list[int]:
+        """How many memories (of every agent) hold each term: a word's count read from the side table
+        (``servers.memory.terms``), a phrase's or a prefix's counted up to ``at_most``."""
+        words = [term.words[0] for term in terms if len(term.words) == 1 and not term.prefix]
+        counted = await documents(self.db, words)
+        walked = [term for term in terms if len(term.words) > 1 or term.prefix]
+        probed = dict(zip(walked, await self.held_by([term.fts for term in walked], at_most), strict=True))
+        return [probed[term] if term in probed else counted.get(term.words[0], 0) for term in terms]
 
     async def held_by(self, matches: Sequence[str], at_most: int) -> list[int]:
         """For each FTS5 expression, how many memories (of every agent) match it, counting up to ``at_most``.
@@ -392,15 +390,3 @@ def _page_filter(
     if not include_archived:
         sql += " AND archived = 0"
     return sql, params
-
-
-def _varint(blob: bytes) -> int:
-    """The SQLite varint at the start of ``blob``: 7 bits a byte, big-endian, the ninth byte whole."""
-    value = 0
-    for position, byte in enumerate(blob[:9]):
-        if position == 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            return value
-    return value

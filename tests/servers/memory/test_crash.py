@@ -5,7 +5,8 @@ JSON-RPC, so the test owns the process and can kill it), pipelines a burst of wr
 duplicates, forgets and transcript appends) and kills the process with SIGKILL as soon as a
 seeded-random number of them were acknowledged, while the rest are still in flight. Afterwards:
 ``PRAGMA integrity_check`` is ok, every memory has its FTS entry and its vector and no FTS entry or
-vector is orphaned, and every acknowledged write is there (``synchronous=FULL``).
+vector is orphaned, every word's count is the full-text index's own, and every acknowledged write is
+there (``synchronous=FULL``).
 """
 
 from __future__ import annotations
@@ -222,10 +223,14 @@ def test_sigkill_during_bulk_writes_never_breaks_the_database(tmp_path: Path) ->
         fts = {row[0] for row in conn.execute("SELECT id FROM memories_fts_docsize")}
         vectors = vector_ids(conn)
         transcript = {row[0] for row in conn.execute("SELECT content FROM transcript")}
+        conn.execute("CREATE VIRTUAL TABLE temp.vocabulary USING fts5vocab(main, memories_fts, row)")
+        indexed_words = dict(conn.execute("SELECT term, doc FROM temp.vocabulary").fetchall())
+        counted_words = dict(conn.execute("SELECT term, documents FROM memory_terms").fetchall())
     finally:
         conn.close()
     assert fts == set(memories), "FTS entries and memories differ"
     assert vectors == set(memories), "vectors and memories differ"
+    assert counted_words == indexed_words, "the word counts and the full-text index differ"
     kept = {i: content for i, content in acked.memories.items() if i not in acked.doomed}
     assert {i: memories.get(i) for i in kept} == kept
     assert not acked.forgotten & set(memories)

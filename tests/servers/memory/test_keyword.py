@@ -137,17 +137,21 @@ async def test_a_question_no_memory_holds_a_word_of_searches_its_words_as_prefix
     assert await keyword(store, "sit runs") == [serial + 1]
 
 
-async def test_terms_are_counted_up_to_the_probe_and_the_total_comes_from_fts5s_own_record(
+async def test_words_are_counted_exactly_phrases_up_to_the_probe_and_the_total_comes_from_fts5s_record(
     store: MemoryStore,
 ) -> None:
     assert await store.indexed() == 0
     await remember(store, "Café au lait", "a café crème", "tea", *(f"tea number {n}" for n in range(30)))
     assert await store.held_by(['"cafe"', '"tea"', '"unknown"'], 10) == [2, 10, 0]
     assert await store.indexed() == 33
-    query = await keyword_query("CAFÉ tea unknown", store.held_by, probe=10)
+    query = await keyword_query("CAFÉ tea unknown tea-number", store.term_documents, probe=10)
     assert query is not None
     assert [(w.term.fts, w.documents) for w in query.terms] == [('"unknown"', 0), ('"cafe"', 2)]
-    assert [(w.term.fts, w.documents) for w in query.ranking] == [('"tea"', 11)]
+    assert [(w.term.fts, w.documents) for w in query.ranking] == [
+        ('"tea"', 31),
+        ('"tea number"', 11),
+        ('"number"', 30),
+    ]
     assert query.window is None
 
 

@@ -71,9 +71,9 @@ async def test_keyword_search_treats_fts_syntax_as_text_and_folds_diacritics(
 ) -> None:
     for text in ["Meet at the café near the station", "NEAR the river: a boat", "Tea with Ana"]:
         await store.add(new(text), await vector(embedder, text))
-    query = await keyword_query('cafe NEAR("boat"', store.held_by)
+    query = await keyword_query('cafe NEAR("boat"', store.term_documents)
     assert query is not None
-    hits = await store.keyword("nexo", query.match, 10)
+    hits = (await store.keyword("nexo", query, 10)).hits
     assert [memory_id for memory_id, _ in hits] == [2, 1]
     assert hits[0][1] > hits[1][1] > 0
 
@@ -82,9 +82,9 @@ async def test_every_query_is_scoped_to_one_agent(store: MemoryStore, embedder: 
     tea = await vector(embedder, "green tea")
     await store.add(new("Ana likes green tea", agent="ana"), tea)
     await store.add(new("Bob likes green tea", agent="bob"), tea)
-    query = await keyword_query("green tea", store.held_by)
+    query = await keyword_query("green tea", store.term_documents)
     assert query is not None
-    assert [memory_id for memory_id, _ in await store.keyword("ana", query.match, 10)] == [1]
+    assert [memory_id for memory_id, _ in (await store.keyword("ana", query, 10)).hits] == [1]
     assert await store.nearest("bob", tea, 10) == [2]
     assert list(await store.by_ids("ana", [1, 2])) == [1]
     assert [m.id for m in await store.page(agent="bob")] == [2]

@@ -12,6 +12,8 @@ import anyio
 import numpy as np
 import pytest
 
+from servers.memory.keyword import Term, keyword_query
+from servers.memory.keyword_rank import ranked
 from servers.memory.models import NewMemory
 from servers.memory.recall import Recaller
 from servers.memory.settings import MemorySettings
@@ -118,8 +120,9 @@ async def test_an_import_batch_is_a_few_statements_and_stores_what_one_by_one_ad
         monkeypatch.setattr(Transaction, method, counted)
     stored = await store.add_many(batch)
     monkeypatch.undo()
-    # Twin lookup, insert, ids, vectors, rows read back; then 3 per refreshed twin (2 here).
-    assert statements <= 5 + 3 * 2
+    # Twin lookup, insert, word counts, ids, vectors, rows read back; then 3 per refreshed twin (2
+    # here), and the words of the one that gained a tag counted.
+    assert statements <= 6 + 3 * 2 + 1
     assert [s.created for s in stored] == [True] * 50 + [False, False]
     assert [s.memory.content for s in stored] == [new.content for new, _ in batch]
     assert stored[50].memory.tags == ("old", "new")
@@ -128,7 +131,9 @@ async def test_an_import_batch_is_a_few_statements_and_stores_what_one_by_one_ad
     assert len({s.memory.id for s in stored}) == 51
     found = await store.index.search("nexo", vector(11), 1, exact=True)
     assert [memory_id for memory_id, _ in found] == [stored[10].memory.id]
-    assert await store.keyword("nexo", '"garden"', 100) != []
+    garden = await keyword_query("garden", store.term_documents)
+    assert garden is not None
+    assert len((await store.keyword("nexo", garden, 100)).hits) == 50
     assert await store.count() == 51
 
 
@@ -145,13 +150,16 @@ async def test_lookups_by_id_or_by_words_never_walk_every_memory_of_the_agent(
         asked.append((sql, params))
         return await fetchall(self, sql, params)
 
+    green = await keyword_query("green", store.term_documents)
+    assert green is not None
     monkeypatch.setattr(Database, "fetchall", recorded)
     assert await store.holders("nexo", '"green"', 2) != []
-    assert await store.keyword("nexo", '"green"', 2) != []
+    assert (await store.keyword("nexo", green, 2)).hits != []
+    assert (await ranked(store.db, "nexo", green, 2, allow_fts5=False)).hits != []
     assert set(await store.by_ids("nexo", ids)) == set(ids)
     assert set(await store.similarities("nexo", vector(0), ids)) == set(ids)
     monkeypatch.undo()
-    assert len(asked) == 4
+    assert len(asked) == 6
     plans = [
         [str(step[3]) for step in await store.db.fetchall("EXPLAIN QUERY PLAN " + sql, params)]
         for sql, params in asked
@@ -163,8 +171,15 @@ async def test_lookups_by_id_or_by_words_never_walk_every_memory_of_the_agent(
             [str(step[3]) for step in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
             for sql, params in asked
         ]
-    for plan in plans:
-        assert plan[0].startswith("SCAN memories_fts") or "INTEGER PRIMARY KEY" in plan[0], plans
+    reads = [
+        step
+        for plan in plans
+        for step in plan
+        if step.startswith(("SCAN", "SEARCH"))
+        and not step.startswith(("SCAN memories_fts", "SCAN json_each"))
+    ]
+    assert reads, plans
+    assert all("INTEGER PRIMARY KEY" in step for step in reads), plans
 
 
 async def test_hybrid_recall_searches_its_keyword_and_vector_sides_at_the_same_time(
@@ -173,17 +188,17 @@ async def test_hybrid_recall_searches_its_keyword_and_vector_sides_at_the_same_t
     """The keyword side waits until the query is embedded: one side after the other, it never would be."""
     shed = (await store.add(new("Ana keeps the ladder in the shed"), vector(1))).memory.id
     embedded = anyio.Event()
-    held_by = store.held_by
+    term_documents = store.term_documents
 
-    async def held_by_once_embedded(matches: Sequence[str], at_most: int) -> list[int]:
+    async def counted_once_embedded(terms: Sequence[Term], at_most: int) -> list[int]:
         await embedded.wait()
-        return await held_by(matches, at_most)
+        return await term_documents(terms, at_most)
 
     async def embed(_: str) -> np.ndarray:
         embedded.set()
         return vector(1)
 
-    store.held_by = held_by_once_embedded  # type: ignore[method-assign]
+    store.term_documents = counted_once_embedded  # type: ignore[method-assign]
     with anyio.fail_after(5):
         recalled = await Recaller(store, embed).recall("nexo", "ladder", mode="hybrid", limit=1)
     assert ([m.id for m in recalled.memories], recalled.mode) == ([shed], "hybrid")

@@ -1,0 +1,251 @@
+"""BM25 of our own over a bounded candidate set: keyword recall's cost does not grow with the store.
+
+FTS5's ``bm25()`` reads each term's whole doclist once per query to count its documents, and the
+position lists of every matching row: 5 to 30 µs per candidate and per common term of the
+question, most of a keyword recall at a million memories. So ranking is done here, in two stages:
+
+Which of two rankers runs is decided per question from the terms' counts (``fts5_is_cheaper``):
+FTS5's own ``bm25()`` while the store is small enough that counting the terms' doclists costs
+less than reading the candidates' text, and otherwise the two stages below. Both score alike.
+
+1. **Candidates.** The memories holding one of the query's candidate terms (rare by construction,
+   ``servers.memory.keyword``), their ids read from the full-text index alone, each term's list
+   at most ``PROBE`` long. Each candidate's *partial score* is the summed BM25 weight (IDF) of the
+   candidate terms it holds; the best ``RANK_CAP`` by partial score, newest first among equals,
+   go on. A question of common words only takes the newest ``RANK_CAP`` memories holding all of
+   its terms instead (then, when fewer than asked for do, the newest holding any).
+2. **Ranking.** Those memories' text is read by primary key (the agent checked on each row) and
+   split into words as the index splits it (``servers.memory.terms``), and each scores BM25 over
+   every term of the query, with FTS5's formula and constants (k1 = 1.2, b = 0.75, IDF
+   ``ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6), N and the average length from FTS5's own
+   totals record and each word's n from the ``memory_terms`` side table.
+
+Scores are positive, higher is better, on FTS5's scale: a memory holding each term once, of the
+average length, scores the sum of the terms' weights (``KeywordQuery.weight``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from servers.memory.keyword import KeywordQuery, Term
+from servers.memory.terms import document_tokens
+from shared.db import Database
+
+K1 = 1.2
+B = 0.75
+WALK_US = 0.05
+"""FTS5's ``bm25()``, per doclist entry of each term it counts (measured: 22 ms for a word in 757k
+memories, 7 ms for one in 124k)."""
+FTS5_ROW_US = 8.0
+"""FTS5's ``bm25()``, per candidate it scores (14.5 ms of CPU for ~1,260 candidates at 100k)."""
+READ_US = 25.0
+"""Reading a candidate's text by primary key and scoring it here (21.5 ms for 1,000 at 100k,
+27 ms for ~690 at a million)."""
+RANK_CAP = 1_000
+"""Memories whose text is read and scored per query, at most (stage 2 of the module docstring): as
+many as one rare term's holders, so a question with one rare word ranks them all."""
+
+Hit = tuple[int, float]
+"""(memory id, BM25 score)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    hits: list[Hit]
+    """The best hits, best first."""
+    whole: list[int] | None
+    """The agent's memories holding every term of the query, when the ranking read all of them
+    (None when more may exist): hybrid recall's exact-lookup rule needs no statement of its own."""
+
+
+def idf(documents: int, matching: int) -> float:
+    """FTS5's BM25 inverse document frequency of a term found in ``matching`` of ``documents``."""
+    return max(math.log((documents - matching + 0.5) / (matching + 0.5)), 1e-6)
+
+
+def frequency(term: Term, words: list[str]) -> int:
+    """How often ``term`` occurs in a text of ``words``."""
+    if len(term.words) == 1 and not term.prefix:
+        return words.count(term.words[0])
+    *whole, last = term.words
+    n = len(term.words)
+    return sum(
+        1
+        for start in range(len(words) - n + 1)
+        if list(words[start : start + n - 1]) == whole
+        and (words[start + n - 1].startswith(last) if term.prefix else words[start + n - 1] == last)
+    )
+
+
+def bm25(
+    words: list[str], weights: Sequence[tuple[Term, float]], average_length: float
+) -> tuple[float, bool]:
+    """The BM25 score of a text of ``words`` for terms of the given weights (IDF times a factor),
+    and whether the text holds every term."""
+    norm = K1 * (1 - B + B * len(words) / average_length)
+    score = 0.0
+    whole = True
+    for term, weight in weights:
+        tf = frequency(term, words)
+        if tf:
+            score += weight * tf * (K1 + 1) / (tf + norm)
+        else:
+            whole = False
+    return score, whole
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """FTS5's totals record: memories indexed, and words indexed over every column."""
+
+    rows: int
+    words: int
+
+    @property
+    def average_length(self) -> float:
+        return self.words / self.rows if self.rows and self.words else 1.0
+
+
+async def totals(db: Database) -> Totals:
+    """Read from FTS5's ``averages`` record (id 1 of its data table: varints, the row count then one
+    total per column; the SQLite file format keeps it stable). ``count(*)`` would read every row."""
+    row = await db.fetchone("SELECT block FROM memories_fts_data WHERE id = 1")
+    values = _varints(bytes(row[0])) if row is not None and row[0] else []
+    return Totals(values[0], sum(values[1:])) if values else Totals(0, 0)
+
+
+async def ranked(
+    db: Database, agent: str, query: KeywordQuery, k: int, *, cap: int = RANK_CAP, allow_fts5: bool = True
+) -> Ranked:
+    """The agent's ``k`` best memories for ``query`` by BM25, best first (the module docstring);
+    ``allow_fts5=False`` always ranks here."""
+    indexed = await totals(db)
+    weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
+    cap = max(cap, k)
+    if query.window is None and allow_fts5 and fts5_is_cheaper(query, cap):
+        return Ranked(await _fts5_bm25(db, agent, query, k), None)
+    if query.window is None:
+        candidates = await _rare_first(db, query, weights)
+        scored = await _score(db, agent, candidates, weights, indexed, cap)
+        return Ranked(scored.hits[:k], scored.whole if scored.read_all else None)
+    holding_all = await _newest(db, query.match_all, query.window)
+    scored = await _score(db, agent, holding_all, weights, indexed, cap)
+    hits = scored.hits
+    if len(hits) < k:
+        found = {memory_id for memory_id, _ in hits}
+        newest = await _newest(db, query.match_any, query.window)
+        more = await _score(db, agent, [i for i in newest if i not in found], weights, indexed, cap)
+        hits += more.hits[: k - len(hits)]
+    return Ranked(hits[:k], scored.whole if scored.read_all and len(holding_all) < query.window else None)
+
+
+def fts5_is_cheaper(query: KeywordQuery, cap: int) -> bool:
+    """Whether FTS5's own ``bm25()`` ranks the candidates for less CPU than reading their text.
+
+    It counts every term's whole doclist, which costs little while the store is small; reading
+    the candidates' text costs the same at any size. The counts are known before either runs.
+    """
+    candidates = sum(w.documents for w in query.terms)
+    walked = sum(w.documents for w, _ in query.scored)
+    return WALK_US * walked + FTS5_ROW_US * candidates <= READ_US * min(candidates, cap)
+
+
+async def _fts5_bm25(db: Database, agent: str, query: KeywordQuery, k: int) -> list[Hit]:
+    rows = await db.fetchall(
+        # CROSS JOIN keeps the full-text index the outer loop: see MemoryStore.holders.
+        "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
+        "CROSS JOIN memories AS m ON m.id = memories_fts.rowid "
+        "WHERE memories_fts MATCH ? AND m.agent = ? ORDER BY score DESC, m.id DESC LIMIT ?",
+        (query.match, agent, k),
+    )
+    return [(int(row[0]), float(row[1])) for row in rows]
+
+
+async def _rare_first(db: Database, query: KeywordQuery, weights: Sequence[tuple[Term, float]]) -> list[int]:
+    """Ids holding a candidate term, by partial score (the weights of those they hold), newest first
+    among equals."""
+    weight = dict(weights)
+    each = "SELECT * FROM (SELECT ? AS term, rowid FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
+    rows = await db.fetchall(
+        " UNION ALL ".join([each] * len(query.terms)),
+        [value for n, w in enumerate(query.terms) for value in (n, w.term.fts, max(w.documents, RANK_CAP))],
+    )
+    partial: dict[int, float] = {}
+    for n, memory_id in rows:
+        partial[memory_id] = partial.get(memory_id, 0.0) + weight[query.terms[n].term]
+    return sorted(partial, key=lambda memory_id: (-partial[memory_id], -memory_id))
+
+
+async def _newest(db: Database, match: str, window: int) -> list[int]:
+    rows = await db.fetchall(
+        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+        (match, window),
+    )
+    return [int(row[0]) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scored:
+    hits: list[Hit]
+    whole: list[int]
+    """Those holding every term."""
+    read_all: bool
+    """Whether every candidate was read (none was left out by the cap)."""
+
+
+async def _score(
+    db: Database,
+    agent: str,
+    candidates: Sequence[int],
+    weights: Sequence[tuple[Term, float]],
+    indexed: Totals,
+    cap: int,
+) -> _Scored:
+    """The first ``cap`` of ``candidates`` that are the agent's, scored, best first (newest among equals).
+
+    Read ``cap`` at a time: other agents' memories share the index, and are skipped.
+    """
+    hits: list[Hit] = []
+    whole: list[int] = []
+    start = 0
+    while start < len(candidates) and len(hits) < cap:
+        chunk = candidates[start : start + cap]
+        start += cap
+        rows = await db.fetchall(
+            # By primary key, the agent checked on each row: see MemoryStore.by_ids.
+            "SELECT id, content, tags FROM memories WHERE id IN (SELECT value FROM json_each(?)) "
+            "AND +agent = ?",
+            (json.dumps(list(chunk)), agent),
+        )
+        order = {memory_id: position for position, memory_id in enumerate(chunk)}
+        rows.sort(key=lambda row: order[row[0]])
+        for memory_id, content, tags in rows[: cap - len(hits)]:
+            score, holds_every_term = bm25(document_tokens(content, tags), weights, indexed.average_length)
+            hits.append((int(memory_id), score))
+            if holds_every_term:
+                whole.append(int(memory_id))
+    hits.sort(key=lambda hit: (-hit[1], -hit[0]))
+    return _Scored(hits, whole, start >= len(candidates))
+
+
+def _varints(blob: bytes) -> list[int]:
+    """The SQLite varints ``blob`` holds: 7 bits a byte, big-endian, a ninth byte whole."""
+    values: list[int] = []
+    position = 0
+    while position < len(blob):
+        value = 0
+        for length in range(9):
+            byte = blob[position + length] if position + length < len(blob) else 0
+            if length == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+        position += length + 1
+    return values
