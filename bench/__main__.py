@@ -22,6 +22,7 @@ from bench import (
     audit_append,
     cold_start,
     cron,
+    email_send,
     guard_corpus,
     idle_day,
     mcp_server_start,
@@ -65,6 +66,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "cron": (cron.measure, "cron fires"),
     "idle_day": (idle_day.measure, "idle day of autonomy"),
     "platform_turn": (platform_turn.measure, "turn overhead through chat platforms"),
+    "email_send": (email_send.measure, "email replies over SMTP"),
 }
 
 
