@@ -23,6 +23,7 @@ from bench import (
     cold_start,
     cron,
     dashboard_feed,
+    email_send,
     guard_corpus,
     idle_day,
     mcp_server_start,
@@ -67,6 +68,7 @@ MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "idle_day": (idle_day.measure, "idle day of autonomy"),
     "platform_turn": (platform_turn.measure, "turn overhead through chat platforms"),
     "dashboard_feed": (dashboard_feed.measure, "dashboard feed latency (10 pages)"),
+    "email_send": (email_send.measure, "email replies over SMTP"),
 }
 
 

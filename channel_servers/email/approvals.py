@@ -11,7 +11,7 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
 from channel_servers.email.settings import EmailSettings
-from channel_servers.email.smtp import deliver
+from channel_servers.email.smtp import SmtpSender
 from shared.protocol.channel import PermissionRequestParams, parse_permission_reply
 
 
@@ -43,10 +43,10 @@ def prompt_mail(settings: EmailSettings, approver: str, params: PermissionReques
     return message
 
 
-async def show(settings: EmailSettings, params: PermissionRequestParams) -> int:
+async def show(settings: EmailSettings, smtp: SmtpSender, params: PermissionRequestParams) -> int:
     """Mail the prompt to every approver; returns how many mails left (0: nobody will see it)."""
     shown = 0
     for approver in settings.approvers:
-        await deliver(settings, prompt_mail(settings, approver, params))
+        await smtp.send(prompt_mail(settings, approver, params))
         shown += 1
     return shown

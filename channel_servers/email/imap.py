@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 import aioimaplib
 import anyio
 
+from channel_servers.email.imapconnect import ImapProblem, checked, open_imap, quietly_logout
 from channel_servers.email.settings import EmailSettings
 from channel_servers.email.store import MailStore
 from shared import hosting
@@ -30,26 +31,17 @@ IDLE_RENEW_S = 29 * 60
 """RFC 2177: a client renews IDLE at least every 29 minutes."""
 
 
-class ImapProblem(Exception):
-    """The server refused a command; the connection is dropped and opened again."""
-
-
-def _checked(response: aioimaplib.Response, command: str) -> aioimaplib.Response:
-    if response.result != "OK":
-        detail = b" ".join(bytes(line) for line in response.lines[-1:]).decode(errors="replace")
-        raise ImapProblem(f"IMAP {command} failed: {response.result} {detail}")
-    return response
-
-
 class Inbox:
     def __init__(
         self,
         settings: EmailSettings,
+        tls: ssl.SSLContext,
         store: MailStore,
         handle: Handle,
         after_round: Callable[[], Awaitable[object]],
     ) -> None:
         self.settings = settings
+        self.tls = tls
         self.store = store
         self.handle = handle
         self.after_round = after_round
@@ -58,29 +50,16 @@ class Inbox:
 
     async def _connect(self) -> aioimaplib.IMAP4:
         settings = self.settings
-        client: aioimaplib.IMAP4
-        if settings.imap_security == "tls":
-            client = aioimaplib.IMAP4_SSL(
-                settings.imap_host, settings.imap_port, ssl_context=ssl.create_default_context()
-            )
-        else:
-            client = aioimaplib.IMAP4(settings.imap_host, settings.imap_port)
+        client = await open_imap(settings, self.tls)
         try:
-            await client.wait_hello_from_server()
-            login = await client.login(settings.login, settings.password.get_secret_value())
-            if login.result != "OK":
-                raise hosting.HostingError(
-                    f"the IMAP server {settings.imap_host} refused the login of {settings.login}: check "
-                    "NEXO_EMAIL_USERNAME and NEXO_EMAIL_PASSWORD (many providers need an app password)"
-                )
-            selected = _checked(await client.select(settings.folder), f"SELECT {settings.folder}")
+            selected = checked(await client.select(settings.folder), f"SELECT {settings.folder}")
             for line in selected.lines:
                 found = _UIDVALIDITY.search(bytes(line))
                 if found:
                     self.uidvalidity = int(found.group(1))
         except BaseException:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                await _quietly_logout(client)
+                await quietly_logout(client)
             raise
         return client
 
@@ -92,11 +71,7 @@ class Inbox:
                 client = await self._connect()
             except (TimeoutError, OSError, ImapProblem, aioimaplib.Abort) as exc:
                 if first:
-                    raise hosting.HostingError(
-                        f"cannot reach the IMAP server {self.settings.imap_host}:"
-                        f"{self.settings.imap_port}: {exc}; check NEXO_EMAIL_IMAP_HOST, "
-                        "NEXO_EMAIL_IMAP_PORT and NEXO_EMAIL_IMAP_SECURITY"
-                    ) from None
+                    raise hosting.HostingError(_unreachable(self.settings, exc)) from None
                 logger.warning(
                     "IMAP connection failed (%s); retrying in %.0f s", exc, self.settings.reconnect_s
                 )
@@ -114,7 +89,7 @@ class Inbox:
                 await anyio.sleep(self.settings.reconnect_s)
             finally:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await _quietly_logout(client)
+                    await quietly_logout(client)
 
     async def _follow(self, client: aioimaplib.IMAP4) -> None:
         idle = client.has_capability("IDLE")
@@ -127,7 +102,7 @@ class Inbox:
                 )
                 await client.wait_server_push(timeout=min(IDLE_RENEW_S, self.settings.poll_interval_s * 30))
                 client.idle_done()
-                _checked(await asyncio.wait_for(waiting, 30), "IDLE")
+                checked(await asyncio.wait_for(waiting, 30), "IDLE")
             else:
                 await anyio.sleep(self.settings.poll_interval_s)
 
@@ -135,31 +110,31 @@ class Inbox:
         """Hand every mail past the cursor to ``handle``, oldest first; returns how many."""
         folder = self.settings.folder
         last = await self.store.cursor(folder, self.uidvalidity)
-        found = _checked(await client.uid_search(f"UID {last + 1}:*"), "UID SEARCH")
+        found = checked(await client.uid_search(f"UID {last + 1}:*"), "UID SEARCH")
         uids = sorted(
             int(word) for line in found.lines[:-1] for word in bytes(line).split() if word.isdigit()
         )
         handled = 0
         for uid in (uid for uid in uids if uid > last):
-            fetched = _checked(await client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), "UID FETCH")
+            fetched = checked(await client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), "UID FETCH")
             raw = next((bytes(line) for line in fetched.lines if isinstance(line, bytearray)), None)
             if raw is None:
                 continue  # expunged meanwhile
             await self.handle(raw)
-            _checked(await client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)"), "UID STORE")
+            checked(await client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)"), "UID STORE")
             await self.store.advance(folder, self.uidvalidity, uid)
             handled += 1
         return handled
 
 
-async def _quietly_logout(client: aioimaplib.IMAP4) -> None:
-    try:
-        if client.has_pending_idle():
-            client.idle_done()
-        await client.logout()
-    except (TimeoutError, OSError, aioimaplib.Abort, aioimaplib.CommandTimeout):
-        logger.debug("IMAP logout failed; the connection is closed anyway")
-    finally:
-        transport = getattr(client.protocol, "transport", None)
-        if transport is not None:
-            transport.close()
+def _unreachable(settings: EmailSettings, exc: BaseException) -> str:
+    where = f"the IMAP server {settings.imap_host}:{settings.imap_port}"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            f"{where} showed a certificate this machine does not trust ({exc.verify_message}): set "
+            "NEXO_EMAIL_CA_FILE to the PEM file of the authority that signed it"
+        )
+    return (
+        f"cannot reach {where}: {exc}; check NEXO_EMAIL_IMAP_HOST, NEXO_EMAIL_IMAP_PORT and "
+        "NEXO_EMAIL_IMAP_SECURITY"
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import anyio
 from mcp.server import MCPServer
 
 from channel_servers.email.approvals import answer_in, show
@@ -18,18 +19,25 @@ from channel_servers.email.attachments import save_attachments
 from channel_servers.email.authentication import authenticated
 from channel_servers.email.imap import Inbox
 from channel_servers.email.mail import Mail, body_text, not_for_an_answer, parse
+from channel_servers.email.sent import SentFolder
 from channel_servers.email.settings import NAME, EmailSettings, load_settings
-from channel_servers.email.smtp import compose, deliver
+from channel_servers.email.smtp import SmtpSender, compose, reply_message_id
 from channel_servers.email.store import MailStore, Parent
 from shared.channelkit import Channel, SendFailed, channel_main, define_channel, message_content
+from shared.channelkit.outbox import OutboxEntry
 from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.email")
+CLOSE_TIMEOUT_S = 5.0
 
 
 class Email:
     def __init__(self, settings: EmailSettings) -> None:
         self.settings = settings
+        self.domain = settings.address.rpartition("@")[2]
+        self.tls = settings.tls_context()
+        self.smtp = SmtpSender(settings, self.tls)
+        self.sent = SentFolder(settings, self.tls)
         self.channel: Channel | None = None
         self.store: MailStore | None = None
 
@@ -37,7 +45,13 @@ class Email:
         self.channel = channel
         self.store = MailStore(channel.db)
         await self.store.create()
-        await Inbox(self.settings, self.store, self.handle, channel.flush_all).run(channel.ready)
+        inbox = Inbox(self.settings, self.tls, self.store, self.handle, channel.flush_all)
+        try:
+            await inbox.run(channel.ready)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
+                await self.smtp.close()
+                await self.sent.close()
 
     def _refusal(self, mail: Mail) -> str | None:
         reason = not_for_an_answer(mail, self.settings.address)
@@ -87,18 +101,25 @@ class Email:
         return int(row[0]) if row else 1
 
     async def prompt(self, params: PermissionRequestParams) -> int:
-        return await show(self.settings, params)
+        return await show(self.settings, self.smtp, params)
 
-    async def send(self, chat_id: str, text: str, reply_to: str | None) -> str:
+    async def send(self, chat_id: str, text: str, reply_to: str | None, idempotency_key: str) -> str:
         assert self.store is not None, "send before the channel started"
         parent = await self.store.parent(chat_id, reply_to)
         if parent is None:
             raise SendFailed(
                 f"no mail of thread {chat_id!r} was received: an email reply answers a received mail"
             )
-        message = compose(self.settings, parent, text)
-        await deliver(self.settings, message)
-        return str(message["Message-ID"]).strip("<>")
+        message_id = reply_message_id(idempotency_key, self.domain)
+        message = compose(self.settings, parent, text, message_id)
+        await self.smtp.send(message)
+        await self.sent.save(message)
+        return message_id
+
+    async def was_delivered(self, entry: OutboxEntry) -> str | None:
+        """A reply whose send was interrupted went out if the Sent folder holds its Message-ID."""
+        message_id = reply_message_id(entry.idempotency_key, self.domain)
+        return message_id if await self.sent.holds(message_id) else None
 
 
 def build_server(settings: EmailSettings, mail: Email | None = None) -> MCPServer[Any]:
@@ -107,7 +128,8 @@ def build_server(settings: EmailSettings, mail: Email | None = None) -> MCPServe
         NAME,
         settings=settings,
         receive=mail.receive,
-        send=mail.send,
+        send_keyed=mail.send,
+        was_delivered=mail.was_delivered,
         prompt=mail.prompt,
         wait_until_ready=True,
         instructions=(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+from pathlib import Path
 from typing import Literal, Self
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -26,8 +28,18 @@ class EmailSettings(ChannelSettings):
     """The mailbox's (app) password. In the config pass it as ``${file:PATH}`` or ``${VAR}``; never logged."""
     imap_host: str
     imap_port: int = Field(993, ge=1, le=65535)
-    imap_security: Literal["tls", "none"] = "tls"
-    """``tls`` (port 993); ``none`` only to a server on this machine."""
+    """Default 993, or 143 with ``imap_security=starttls``."""
+    imap_security: Security = "tls"
+    """``tls`` (implicit TLS, port 993) or ``starttls`` (port 143); ``none`` only to a server on this
+    machine (or with ``allow_plaintext_password``)."""
+    ca_file: Path | None = None
+    """A PEM file of the certificate authorities to trust for IMAP and SMTP (a server with a
+    self-signed or private certificate); default the system's."""
+    allow_plaintext_password: bool = False
+    """Let ``none`` reach another machine, password and mail in clear. Only for a network you trust."""
+    sent_folder: str = "Sent"
+    """Where each reply is filed after it went out (created if missing); a restart looks here for
+    replies whose send was interrupted."""
     folder: str = "INBOX"
     poll_interval_s: float = Field(60.0, gt=0, le=3600)
     """How often to look for new mail when the server offers no IDLE (with IDLE: how often to renew it)."""
@@ -57,6 +69,21 @@ class EmailSettings(ChannelSettings):
             )
         return value.strip().lower()
 
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_file(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        path = value.expanduser()
+        try:
+            ssl.create_default_context(cafile=str(path))
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(
+                f"{str(value)!r} is not a readable PEM file of certificates ({exc}): give the CA "
+                "certificate of your mail server, or leave the variable unset to trust the system's"
+            ) from None
+        return path
+
     @field_validator("approvers")
     @classmethod
     def _approvers(cls, value: list[str]) -> list[str]:
@@ -70,16 +97,23 @@ class EmailSettings(ChannelSettings):
                 "writes in Authentication-Results (see docs/channels/email.md), or set "
                 "NEXO_EMAIL_AUTHENTICATION=off for a mailbox nobody else can write to"
             )
+        if self.imap_security == "starttls" and "imap_port" not in self.model_fields_set:
+            self.imap_port = 143
         for kind, host, security in (
             ("IMAP", self.imap_host, self.imap_security),
             ("SMTP", self.smtp_host, self.smtp_security),
         ):
-            if security == "none" and not is_loopback(host):
+            if security == "none" and not is_loopback(host) and not self.allow_plaintext_password:
                 raise ValueError(
                     f"{kind} without TLS to {host} would send the password in clear: set "
-                    f"NEXO_EMAIL_{kind}_SECURITY to tls (or starttls for SMTP)"
+                    f"NEXO_EMAIL_{kind}_SECURITY to tls or starttls (or, only on a network you trust, "
+                    "NEXO_EMAIL_ALLOW_PLAINTEXT_PASSWORD=true)"
                 )
         return self
+
+    def tls_context(self) -> ssl.SSLContext:
+        """The one TLS context of IMAP and SMTP: the system's authorities, or those of ``ca_file``."""
+        return ssl.create_default_context(cafile=None if self.ca_file is None else str(self.ca_file))
 
     @property
     def login(self) -> str:

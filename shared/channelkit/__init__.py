@@ -3,7 +3,7 @@
 A new channel needs only the kit: ``from shared.channelkit import define_channel, ChannelSettings``.
 """
 
-from shared.channelkit.delivery import SendFailed, SendFile, SendResult, Unreachable
+from shared.channelkit.delivery import KeyedSend, SendFailed, SendFile, SendResult, Unreachable, WasDelivered
 from shared.channelkit.kit import Channel, Received, define_channel
 from shared.channelkit.media import Attachment, TooLarge, message_content, save_inbound_file
 from shared.channelkit.prompts import Closed, PromptClosed
@@ -18,6 +18,7 @@ __all__ = [
     "ChannelSettings",
     "Closed",
     "EventLogFull",
+    "KeyedSend",
     "PromptClosed",
     "Received",
     "SendFailed",
@@ -27,6 +28,7 @@ __all__ = [
     "TooLarge",
     "Typing",
     "Unreachable",
+    "WasDelivered",
     "channel_main",
     "define_channel",
     "message_content",

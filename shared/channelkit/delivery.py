@@ -19,6 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
 from shared.channelkit.files import FileRefused, resolve_outbound_file
+from shared.channelkit.inflight import InFlight
 from shared.channelkit.outbox import Outbox, OutboxEntry, OutboxStatus
 from shared.channelkit.typing import Typing
 from shared.db import Database
@@ -27,6 +28,12 @@ logger = logging.getLogger("nexo.channel")
 
 Send = Callable[[str, str, str | None], Awaitable[str]]
 """(chat_id, text, reply_to) -> the platform's id of the delivered message."""
+KeyedSend = Callable[[str, str, str | None, str], Awaitable[str]]
+"""(chat_id, text, reply_to, idempotency_key) -> the platform's id: for a platform that can stamp the
+key on the message itself (email derives the Message-ID from it), so that ``WasDelivered`` can look."""
+WasDelivered = Callable[[OutboxEntry], Awaitable[str | None]]
+"""For an entry whose send was interrupted: the platform's id when it arrived, None when it certainly
+did not; raise :class:`Unreachable` when the platform cannot say now."""
 SendFile = Callable[[str, Path, str | None, str | None, str], Awaitable[str]]
 """(chat_id, path, caption, reply_to, mime) -> the platform's id of the delivered message."""
 
@@ -72,16 +79,34 @@ class Platform:
     """What the channel's author gave the kit for sending."""
 
     name: str
-    send: Send
+    send: KeyedSend
     send_file: SendFile | None
     workspace: Path
     max_file_bytes: int
     typing: Typing | None
+    was_delivered: WasDelivered | None = None
+
+
+def keyed(send: Send) -> KeyedSend:
+    """A ``send`` that has no use for the idempotency key."""
+
+    async def send_keyed(chat_id: str, text: str, reply_to: str | None, _key: str) -> str:
+        return await send(chat_id, text, reply_to)
+
+    return send_keyed
 
 
 class Delivery:
-    def __init__(self, platform: Platform, db: Database, outbox: Outbox, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        platform: Platform,
+        db: Database,
+        outbox: Outbox,
+        clock: Callable[[], float],
+        inflight: InFlight,
+    ) -> None:
         self._platform = platform
+        self._inflight = inflight
         self._db = db
         self._outbox = outbox
         self._clock = clock
@@ -126,6 +151,37 @@ class Delivery:
         async with self._locks.hold(chat_id):
             return await self._flush_held(chat_id)
 
+    async def settle_uncertain(self) -> int:
+        """Ask the platform about every ``uncertain`` entry (with ``was_delivered``): one that arrived
+        is ``sent``, one that certainly did not is queued again and delivered in its place in the
+        chat; one the platform cannot tell about now stays ``uncertain`` until the next start.
+        Returns how many were queued again."""
+        check = self._platform.was_delivered
+        if check is None:
+            return 0
+        requeued: list[str] = []
+        for entry in await self._outbox.uncertain():
+            try:
+                platform_id = await check(entry)
+            except Unreachable as exc:
+                logger.warning(
+                    "%s: cannot tell whether message %d arrived (%s); it stays uncertain",
+                    self._platform.name,
+                    entry.id,
+                    exc,
+                )
+                continue
+            if platform_id is not None:
+                await self._outbox.mark_sent(entry.id, platform_id)
+                logger.info("%s: message %d had arrived before the restart", self._platform.name, entry.id)
+            else:
+                await self._outbox.mark_pending(entry.id)
+                requeued.append(entry.chat_id)
+                logger.info("%s: message %d never arrived; sending it again", self._platform.name, entry.id)
+        for chat_id in dict.fromkeys(requeued):
+            await self.flush(chat_id)
+        return len(requeued)
+
     def _stop_typing(self, chat_id: str) -> None:
         if self._platform.typing is not None:
             self._platform.typing.stop(chat_id)
@@ -158,14 +214,15 @@ class Delivery:
     async def _flush_held(self, chat_id: str, caller: int | None = None) -> int:
         delivered = 0
         for entry in await self._outbox.pending(chat_id):
-            # Claimed by a conditional update, so two processes sharing the file never deliver twice.
-            claimed = await self._db.execute(
-                "UPDATE outbox SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'pending'",
-                (self._clock(), entry.id),
-            )
-            if not claimed:
+            # Shielded: a server told to stop (its host went away) first finishes the hand-over it
+            # began (bounded by the platform client's own timeouts) and records how it went, so
+            # only a killed process leaves an entry ``sending``, which ``recover()`` makes
+            # ``uncertain`` at the next start.
+            with anyio.CancelScope(shield=True):
+                outcome = await self._claim_and_attempt(entry)
+            if outcome is None:
                 continue
-            state, detail = await self._attempt(entry)
+            state, detail = outcome
             if state == "pending":
                 break
             if state == "sent":
@@ -181,8 +238,17 @@ class Delivery:
                 )
         return delivered
 
+    async def _claim_and_attempt(self, entry: OutboxEntry) -> tuple[OutboxStatus, str] | None:
+        """(state, platform id or why not), recorded before it returns; None when another flush
+        claimed the entry first (a conditional update, so two processes never deliver it twice)."""
+        async with self._inflight.sending():
+            claimed = await self._db.execute(
+                "UPDATE outbox SET status = 'sending', updated_at = ? WHERE id = ? AND status = 'pending'",
+                (self._clock(), entry.id),
+            )
+            return await self._attempt(entry) if claimed else None
+
     async def _attempt(self, entry: OutboxEntry) -> tuple[OutboxStatus, str]:
-        """(state, platform id or why not). A cancel leaves it ``sending``: ``recover()`` handles that."""
         try:
             platform_id = await self._hand_over(entry)
         except Unreachable as exc:
@@ -203,7 +269,7 @@ class Delivery:
 
     async def _hand_over(self, entry: OutboxEntry) -> str:
         if entry.file_path is None:
-            return await self._platform.send(entry.chat_id, entry.text, entry.reply_to)
+            return await self._platform.send(entry.chat_id, entry.text, entry.reply_to, entry.idempotency_key)
         if self._platform.send_file is None:
             raise SendFailed("this channel no longer sends files")
         path = Path(entry.file_path)

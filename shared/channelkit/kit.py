@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final, Literal
 
 import anyio
@@ -32,11 +33,15 @@ from mcp.server import MCPServer
 
 from shared.channelkit.delivery import (
     Delivery,
+    KeyedSend,
     Platform,
     Send,
     SendFile,
     SendResult,
+    WasDelivered,
+    keyed,
 )
+from shared.channelkit.inflight import InFlight
 from shared.channelkit.media import Attachment, save_inbound_file
 from shared.channelkit.outbox import OUTBOX_MIGRATIONS, Outbox, OutboxEntry
 from shared.channelkit.prompts import Closed, OpenPrompts, PromptClosed
@@ -100,7 +105,8 @@ class Channel:
         self.db = db
         self.events = EventLog(db, max_pending=definition.settings.max_pending, clock=definition.clock)
         self.outbox = Outbox(db, clock=definition.clock)
-        self.delivery = Delivery(definition.platform, db, self.outbox, definition.clock)
+        self.inflight = InFlight(Path(f"{definition.settings.database(definition.name)}.sending"))
+        self.delivery = Delivery(definition.platform, db, self.outbox, definition.clock, self.inflight)
         self._definition = definition
         self._sessions = sessions
         self._prompts = OpenPrompts(definition.settings.approval_ttl_s, definition.monotonic)
@@ -214,8 +220,10 @@ class Channel:
         return await self._definition.prompt(params)
 
     async def recover(self) -> list[OutboxEntry]:
-        """Sends in flight when the process died become ``uncertain``: reported, never resent."""
-        interrupted = await self.outbox.recover()
+        """Sends in flight when the process died become ``uncertain``: reported, never resent blindly
+        (with ``was_delivered`` the platform is asked once the receive side is up)."""
+        async with self.inflight.recovering(self.name):
+            interrupted = await self.outbox.recover()
         for entry in interrupted:
             logger.warning(
                 "%s: message %d to chat %r may not have been delivered", self.name, entry.id, entry.chat_id
@@ -297,8 +305,10 @@ def define_channel(
     *,
     settings: ChannelSettings,
     receive: Receive,
-    send: Send,
+    send: Send | None = None,
     instructions: str,
+    send_keyed: KeyedSend | None = None,
+    was_delivered: WasDelivered | None = None,
     outbound_tool: str = "send_message",
     prompt: Prompt | None = None,
     closed: Closed | None = None,
@@ -318,18 +328,28 @@ def define_channel(
     With ``send_file`` the server also offers the ``send_file`` tool, for workspace files of at most
     ``max_file_bytes`` (the lower of it and the ``max_file_bytes`` setting). With ``typing``,
     ``channel.typing_started(chat_id)`` shows typing until the chat's next message goes out.
+    Give ``send_keyed`` instead of ``send`` when the platform can carry the outbox entry's idempotency
+    key on the message, and ``was_delivered`` when it can then tell whether an interrupted send
+    arrived: ``uncertain`` entries are checked at each start, once ``receive`` is ready.
     """
+    if send_keyed is None:
+        if send is None:
+            raise ValueError(f"channel {name!r}: give send= (or send_keyed=)")
+        send_keyed = keyed(send)
+    elif send is not None:
+        raise ValueError(f"channel {name!r}: give send= or send_keyed=, not both")
     if closed is not None and prompt is None:
         raise ValueError(f"channel {name!r}: closed= needs prompt= (only relayed prompts are closed)")
     if max_file_bytes is not None and max_file_bytes < 1:
         raise ValueError(f"channel {name!r}: max_file_bytes {max_file_bytes!r} must be at least 1")
     platform = Platform(
         name,
-        send,
+        send_keyed,
         send_file,
         settings.workspace(),
         min(settings.max_file_bytes, max_file_bytes or settings.max_file_bytes),
         None if typing is None else Typing(typing, interval_s=typing_interval_s, max_s=typing_max_s),
+        was_delivered,
     )
     definition = _Definition(
         name, settings, receive, platform, prompt, closed, wait_until_ready, clock, monotonic
@@ -346,10 +366,12 @@ def define_channel(
                 if platform.typing is not None:
                     platform.typing.bind(tg)
                 await tg.start(channel._receive)
+                await channel.delivery.settle_uncertain()
                 try:
                     yield channel
                 finally:
                     tg.cancel_scope.cancel()
+            channel.inflight.close()
 
     server, sessions = make_channel_server(
         name,

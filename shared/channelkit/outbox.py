@@ -169,6 +169,12 @@ class Outbox:
         )
         return [str(row[0]) for row in rows]
 
+    async def uncertain(self) -> list[OutboxEntry]:
+        rows = await self._db.fetchall(
+            f"SELECT {_COLUMNS} FROM outbox WHERE status = 'uncertain' ORDER BY id"
+        )
+        return [_entry(r) for r in rows]
+
     async def recover(self) -> list[OutboxEntry]:
         """After a restart: sends that were in flight are now of unknown outcome."""
         rows = await self._db.fetchall(f"SELECT {_COLUMNS} FROM outbox WHERE status = 'sending' ORDER BY id")

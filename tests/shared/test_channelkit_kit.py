@@ -369,29 +369,6 @@ async def test_an_unexpected_send_error_leaves_the_message_uncertain_not_resent(
     )
 
 
-async def test_a_send_in_flight_when_the_server_stops_is_uncertain_after_the_restart(tmp_path: Path) -> None:
-    crashed = Platform()
-    crashed.held.add("in flight")
-    async with Client(build(tmp_path, crashed)) as client, anyio.create_task_group() as tg:
-        tg.start_soon(lambda: send_message(client, text="in flight", chat_id="c1", idempotency_key="k"))
-        with anyio.fail_after(5):
-            await crashed.entered.wait()
-        tg.cancel_scope.cancel()
-    restarted = Platform()
-    async with Client(build(tmp_path, restarted)) as client:
-        again = await send_message(client, text="in flight", chat_id="c1", idempotency_key="k")
-        entry = await restarted.live.outbox.get(1)
-    assert again.structured_content == {
-        "status": "duplicate",
-        "message_id": "1",
-        "platform_message_id": None,
-        "state": "uncertain",
-    }
-    assert entry is not None
-    assert entry.error == "interrupted by a restart"
-    assert (crashed.sent, restarted.sent) == ([], [])
-
-
 async def test_two_flushes_of_one_chat_deliver_each_message_once_and_in_order(tmp_path: Path) -> None:
     platform = Platform()
     async with Client(build(tmp_path, platform)) as client:

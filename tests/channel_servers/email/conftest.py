@@ -4,9 +4,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.channel_servers.email.mailserver import Dovecot, ReceivingMta, running_dovecot, running_mta
+from tests.channel_servers.email.dovecot import Dovecot, running_dovecot
+from tests.channel_servers.email.mailserver import ReceivingMta, running_mta
 
-AGENTS = [f"agent{n}" for n in range(8)]
+AGENTS = [f"agent{n}" for n in range(11)]
 SIGNED = {"ana@example.org", "eve@lists.example.org"}
 
 

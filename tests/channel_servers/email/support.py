@@ -13,7 +13,8 @@ from mcp import Client
 from channel_servers.email.server import build_server
 from channel_servers.email.settings import EmailSettings
 from shared.protocol.events import Event, PullParams, PullRequest, PullResult
-from tests.channel_servers.email.mailserver import AUTHSERV_ID, PASSWORD, Dovecot
+from tests.channel_servers.email.dovecot import PASSWORD, Dovecot
+from tests.channel_servers.email.mailserver import AUTHSERV_ID
 
 
 def settings_for(tmp_path: Path, dovecot: Dovecot, smtp_port: int, agent: str) -> EmailSettings:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.channel_servers.email.mailserver import Dovecot, ReceivingMta
+from tests.channel_servers.email.dovecot import Dovecot
+from tests.channel_servers.email.mailserver import ReceivingMta
 from tests.channel_servers.email.support import email_channel, pull, settings_for, submit
 
 pytestmark = pytest.mark.anyio

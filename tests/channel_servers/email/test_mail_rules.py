@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from channel_servers.email.authentication import authenticated
 from channel_servers.email.mail import body_text, html_to_text, not_for_an_answer, parse
 from channel_servers.email.settings import EmailSettings
-from channel_servers.email.smtp import compose, reply_subject
+from channel_servers.email.smtp import compose, reply_message_id, reply_subject
 from channel_servers.email.store import Parent
 
 TRUSTED = "mx.agent.test"
@@ -142,13 +142,19 @@ def test_a_reply_is_threaded_plain_text_and_quotes_nothing(tmp_path: Path) -> No
         authentication="off",
     )
     parent = Parent("b@x", "ana@example.org", "RE: plans", ("a@x",))
-    reply = compose(settings, parent, "Sure, **see** [here](https://example.org).")
+    message_id = reply_message_id("reply:email:message-id:b@x", "example.org")
+    reply = compose(settings, parent, "Sure, **see** [here](https://example.org).", message_id)
     assert (reply["To"], reply["Subject"], reply["In-Reply-To"], reply["References"]) == (
         "ana@example.org",
         "RE: plans",
         "<b@x>",
         "<a@x> <b@x>",
     )
+    # One Message-ID per idempotency key, for every attempt: the Sent folder can be asked for it.
+    assert reply["Message-ID"] == f"<{message_id}>"
+    assert message_id == reply_message_id("reply:email:message-id:b@x", "example.org")
+    assert message_id != reply_message_id("reply:email:message-id:c@x", "example.org")
+    assert message_id.endswith("@example.org")
     assert reply.get_content() == "Sure, see here (https://example.org).\n"
     assert reply_subject("Lunch") == "Re: Lunch"
     assert reply_subject("") == "Re: (no subject)"
@@ -167,10 +173,21 @@ def test_settings_fail_closed_with_the_variable_to_set(tmp_path: Path) -> None:
 
     with pytest.raises(ValidationError, match="NEXO_EMAIL_TRUSTED_AUTHSERV_ID is not set"):
         settings()
-    with pytest.raises(ValidationError, match="NEXO_EMAIL_IMAP_SECURITY to tls"):
+    with pytest.raises(ValidationError, match="NEXO_EMAIL_IMAP_SECURITY to tls or starttls"):
         settings(authentication="off", imap_security="none")
-    with pytest.raises(ValidationError, match="NEXO_EMAIL_SMTP_SECURITY to tls"):
+    with pytest.raises(ValidationError, match="NEXO_EMAIL_ALLOW_PLAINTEXT_PASSWORD=true"):
         settings(authentication="off", smtp_security="none")
+    allowed = settings(authentication="off", imap_security="none", allow_plaintext_password=True)
+    assert (allowed.imap_security, allowed.imap_host) == ("none", "imap.example.org")
+    assert settings(authentication="off", imap_security="starttls").imap_port == 143
+    assert settings(authentication="off", imap_security="starttls", imap_port=1143).imap_port == 1143
+    assert settings(authentication="off").imap_port == 993
+    not_pem = tmp_path / "ca.pem"
+    not_pem.write_text("not a certificate")
+    with pytest.raises(ValidationError, match="is not a readable PEM file of certificates"):
+        settings(authentication="off", ca_file=str(not_pem))
+    with pytest.raises(ValidationError, match="is not a readable PEM file of certificates"):
+        settings(authentication="off", ca_file=str(tmp_path / "missing.pem"))
     with pytest.raises(ValidationError, match="is not an email address"):
         settings(address="agent", authentication="off")
     assert settings(trusted_authserv_id="mx.example.org").login == "agent@example.org"

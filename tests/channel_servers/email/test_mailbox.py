@@ -12,7 +12,8 @@ from channel_servers.email.imap import Inbox
 from channel_servers.email.store import MailStore
 from shared.db import Database
 from shared.hosting import HostingError
-from tests.channel_servers.email.mailserver import Dovecot, ReceivingMta, free_port
+from tests.channel_servers.email.dovecot import Dovecot, free_port
+from tests.channel_servers.email.mailserver import ReceivingMta
 from tests.channel_servers.email.support import email_channel, mail, pull, settings_for, submit
 
 pytestmark = pytest.mark.anyio
@@ -237,7 +238,9 @@ async def test_a_wrong_password_fails_the_start_naming_the_variable_and_never_th
         update={"password": SecretStr(wrong)}
     )
     async with Database.open(tmp_path / "email.db") as db:
-        inbox = Inbox(settings, MailStore(db), handle=_never, after_round=_never_round)
+        inbox = Inbox(
+            settings, settings.tls_context(), MailStore(db), handle=_never, after_round=_never_round
+        )
         with pytest.raises(HostingError) as caught:
             await inbox.run(ready=lambda: None)
     assert "NEXO_EMAIL_PASSWORD" in str(caught.value)
