@@ -170,6 +170,29 @@ def running(
             process.stderr.close()
 
 
+@contextmanager
+def http_console(port: int, state: Path, token: str) -> Iterator[list[int]]:
+    """``nexo serve console --http`` on ``port`` with a bearer token, its state in ``state``; yields its
+    pid. An orchestrator configured with ``http_server_entry(port, token)`` waits for it to listen."""
+    process = subprocess.Popen(
+        nexo_argv("serve", "console", "--http", f"127.0.0.1:{port}"),
+        env=base_env({"NEXO_SERVER_TOKEN": token, "NEXO_STATE_DIR": str(state)}),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield [process.pid]
+    finally:
+        stop(process)
+
+
+def http_server_entry(port: int, token: str) -> dict[str, Any]:
+    """The config entry of a server reached over Streamable HTTP on loopback ``port``."""
+    return {"transport": "http", "url": f"http://127.0.0.1:{port}/mcp", "token": token}
+
+
 def chat(
     config: Path, *lines: str, timeout: float = 60.0, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

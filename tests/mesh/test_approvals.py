@@ -1,10 +1,17 @@
-"""Approvals end to end: a tool with a side effect asks on the console; the answer decides."""
+"""Approvals end to end: a tool with a side effect asks on the console; the answer decides.
+
+The first scenario runs twice: with the console as the orchestrator's stdio child, and with it as its
+own ``nexo serve console --http`` process reached over Streamable HTTP with a bearer token, where the
+prompt, the operator's answer and the verdict take the same course.
+"""
 
 from __future__ import annotations
 
 import json
 import signal
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,18 +20,34 @@ from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, ScriptItem
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.console import next_frame
 from tests.mesh.console import operator as open_operator
-from tests.mesh.harness import python_server, running, write_config
+from tests.mesh.harness import (
+    free_port,
+    http_console,
+    http_server_entry,
+    python_server,
+    running,
+    write_config,
+)
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 
 
-def _config(tmp_path: Path, llm_url: str, notes: Path, timeout_s: float = 600.0) -> Path:
+TOKEN = "approvals-http-token"
+
+
+def _config(
+    tmp_path: Path,
+    llm_url: str,
+    notes: Path,
+    timeout_s: float = 600.0,
+    console: dict[str, Any] | None = None,
+) -> Path:
     return write_config(
         tmp_path / "agents.yaml",
         state_dir=tmp_path / "state",
         llm_base_url=llm_url,
         servers={
-            "console": python_server("channel_servers.console"),
+            "console": console or python_server("channel_servers.console"),
             "notes": python_server("tests.fakes.notes_server", env={"NOTES_FILE": str(notes)}),
         },
         extra={"channel_options": {"console": {"approval_timeout_s": timeout_s}}},
@@ -36,7 +59,8 @@ def _tool_result(request: RecordedRequest) -> tuple[str, bool]:
     return content, is_error
 
 
-async def test_an_approved_call_runs_and_a_denied_one_does_not(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_an_approved_call_runs_and_a_denied_one_does_not(tmp_path: Path, transport: str) -> None:
     notes = tmp_path / "notes.txt"
     seen: list[tuple[str, bool]] = []
 
@@ -50,7 +74,14 @@ async def test_an_approved_call_runs_and_a_denied_one_does_not(tmp_path: Path) -
         CallTool("notes__write_note", {"text": "sell the car"}),
         report,
     ]
-    with FakeLLM(script) as llm, running(_config(tmp_path, llm.openai_base_url, notes)):
+    with ExitStack() as stack:
+        llm = stack.enter_context(FakeLLM(script))
+        console = None
+        if transport == "http":
+            port = free_port()
+            stack.enter_context(http_console(port, tmp_path / "state", TOKEN))
+            console = http_server_entry(port, TOKEN)
+        stack.enter_context(running(_config(tmp_path, llm.openai_base_url, notes, console=console)))
         async with open_operator(tmp_path / "state") as operator:
             await operator.send(Say(id="m1", text="note: buy milk"))
             await next_frame(operator, Queued)

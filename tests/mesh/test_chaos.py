@@ -11,11 +11,8 @@ recorded as ``uncertain`` and never shown again; none may be lost or left unackn
 from __future__ import annotations
 
 import random
-import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +32,7 @@ from tests.mesh.chaos_support import (
     read_outbox,
     reply_key,
 )
-from tests.mesh.harness import REPO, base_env, free_port, nexo_argv, python_server, stop, write_config
+from tests.mesh.harness import free_port, http_console, http_server_entry, python_server, write_config
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 
@@ -48,23 +45,6 @@ RUNS = [
     pytest.param("http", 100, 3, id="http"),
 ]
 """Transport, messages, kills."""
-
-
-@contextmanager
-def _http_console(port: int, state: Path) -> Iterator[list[int]]:
-    """``nexo serve console --http`` on ``port`` for one epoch; the orchestrator waits for it to listen."""
-    process = subprocess.Popen(
-        nexo_argv("serve", "console", "--http", f"127.0.0.1:{port}"),
-        env=base_env({"NEXO_SERVER_TOKEN": TOKEN, "NEXO_STATE_DIR": str(state)}),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield [process.pid]
-    finally:
-        stop(process)
 
 
 def _summary(
@@ -92,8 +72,8 @@ async def test_every_message_is_answered_once_or_reported_uncertain_across_sigki
     alongside = None
     if transport == "http":
         port = free_port()
-        console = {"transport": "http", "url": f"http://127.0.0.1:{port}/mcp", "token": TOKEN}
-        alongside = lambda: _http_console(port, state)  # noqa: E731
+        console = http_server_entry(port, TOKEN)
+        alongside = lambda: http_console(port, state, TOKEN)  # noqa: E731
     with FakeLLM(default=echo_model) as llm:
         config = write_config(
             tmp_path / "agents.yaml",
