@@ -3,8 +3,9 @@
 The daemon keeps only today's figure; the ledger keeps every unattended model call's spend as the
 ``turn`` entries (``unattended: true``) and the ``spend_reserved`` entries written before each call.
 Both carry the goal's running total, so a goal's spend on a day is its newest total that day minus
-its newest total before that day (within the days read), the way autonomy rebuilds today's counter
-after a restart. Days start at midnight in ``autonomy.day_timezone``, as the budget's do.
+its newest total before that day (the day before the first one shown is read too), the way autonomy
+rebuilds today's counter after a restart. Days start at midnight in ``autonomy.day_timezone``, as the
+budget's do.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ async def read_spend(daemon: Daemon, since: datetime) -> list[dict[str, Any]]:
 async def unattended_days(daemon: Daemon, count: int, now: datetime) -> list[DaySpend]:
     zone = ZoneInfo(str(daemon.budgets.get("day_timezone") or "UTC"))
     days = window(now.astimezone(zone).date(), count)
-    since = datetime.combine(days[0], time(), zone)
+    # One day more than shown: a goal that spent across the first midnight counts only what it grew.
+    since = datetime.combine(days[0] - timedelta(days=1), time(), zone)
     prices = {key: Price.model_validate(value) for key, value in (daemon.budgets.get("prices") or {}).items()}
     return per_day(await read_spend(daemon, since), days, zone, prices)
