@@ -31,6 +31,7 @@ from orchestrator.lock import InstanceLock
 from orchestrator.mesh import Mesh
 from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
+from orchestrator.permissions.answers import withdraw_pairing_prompts
 from orchestrator.proactive.runtime import Autonomy
 from orchestrator.relay import relay, relay_tool
 from orchestrator.storage import StorageWatch
@@ -258,7 +259,9 @@ class Orchestrator:
         if op == "refused":
             return {"refused": self.refused()}
         if op == "request":
-            return await relay(self.mesh, request)
+            answer = await relay(self.mesh, request)
+            withdraw_pairing_prompts([intake.broker for intake in self.intakes], request, answer)
+            return answer
         if op == "tool":
             return await relay_tool(self.mesh, request)
         if op in ("send", "cron_create"):

@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from orchestrator.dashboard.client import Daemon, DaemonError
 from orchestrator.dashboard.feed import FeedFilter, LedgerFollower, entry_html
+from orchestrator.dashboard.goals import goal_status
 from orchestrator.dashboard.layout import empty, page, problem
 from orchestrator.dashboard.markup import Markup, join, render
 from shared.protocol.audit import ENTRY_KINDS
@@ -23,6 +24,8 @@ SEEN_COOKIE = "nexo_seen"
 AWAY_S = 15 * 60.0
 """After this long without opening the page, it starts with what happened meanwhile."""
 PING_S = 15.0
+GOAL_CHANGES = frozenset({"goal", "turn", "checkpoint"})
+"""Entries after which a goal's status, phase or budget may read differently."""
 
 
 def _filters(wanted: FeedFilter) -> Markup:
@@ -103,6 +106,16 @@ async def activity(request: Request) -> Response:
     return response
 
 
+async def _goal_header(request: Request, goal_id: str) -> str | None:
+    """The goal page's header as it is now; None while the daemon cannot say (the next change retries)."""
+    daemon: Daemon = request.app.state.daemon
+    try:
+        found = (await daemon.request(daemon.audit_server, "nexo/audit/goals/get", id=goal_id))["goal"]
+    except DaemonError:
+        return None
+    return goal_status(request, found).replace("\n", " ")
+
+
 def _cursor(request: Request) -> int | None:
     raw = request.headers.get("last-event-id") or request.query_params.get("after")
     try:
@@ -127,5 +140,9 @@ async def stream(request: Request) -> Response:
             yield ServerSentEvent(
                 data=entry_html(entry).replace("\n", " "), id=str(entry["seq"]), event="entry"
             )
+            if wanted.goal and entry.get("kind") in GOAL_CHANGES:
+                header = await _goal_header(request, wanted.goal)
+                if header is not None:
+                    yield ServerSentEvent(data=header, event="goal")
 
     return EventSourceResponse(events(), ping=int(PING_S), send_timeout=10)

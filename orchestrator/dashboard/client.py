@@ -24,7 +24,8 @@ class Daemon:
     memory_server: str
     budgets: dict[str, Any] = field(default_factory=dict)
     """The configured limits, for the Spend page: ``autonomy`` (name -> tokens, usd) and
-    ``per_goal_tokens`` (agent -> max_tokens). Read from the config at start, not state."""
+    ``per_goal_tokens`` (agent -> max_tokens), ``prices`` and ``day_timezone`` (``autonomy.*``).
+    Read from the config at start, not state."""
 
     async def op(self, request: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -94,11 +94,19 @@ class LedgerFollower:
         self._watchers = 0
         self._watched = anyio.Event()
         self._closed = False
+        self._generation = 0
 
     def close(self) -> None:
-        """End every stream (the server is stopping): a page reconnects to the next one."""
+        """End every stream for good (the server is stopping): a page reconnects to the next one."""
         self._closed = True
+        self.end_streams()
+
+    def end_streams(self) -> None:
+        """End the streams open now, as a restart does: each page's browser reconnects by itself with
+        ``Last-Event-ID`` and goes on from the entry after the last one it got."""
+        self._generation += 1
         self._changed.set()
+        self._changed = anyio.Event()
 
     async def run(self) -> None:
         while True:
@@ -142,8 +150,9 @@ class LedgerFollower:
         """Every entry after ``cursor`` that ``wanted`` matches, as it is written, until cancelled."""
         self._watchers += 1
         self._watched.set()
+        generation = self._generation
         try:
-            while not self._closed:
+            while not self._closed and generation == self._generation:
                 changed = self._changed
                 batch = await self.after(cursor)
                 for entry in batch:

@@ -63,6 +63,28 @@ async def goals(request: Request) -> Response:
     return page(request, "Goals", body)
 
 
+def goal_status(request: Request, found: dict[str, Any]) -> Markup:
+    """The header of a goal's page: what the live stream sends again whenever the goal changes."""
+    goal_id = str(found["id"])
+    live = found["status"] not in TERMINAL_STATUSES
+    return render(
+        '<section id="goal-status" aria-live="polite"><dl><dt>Agent</dt><dd>{agent}</dd><dt>Kind</dt>'
+        '<dd>{kind}</dd><dt>Status</dt><dd class="status-{status}">{status}</dd><dt>Phase</dt>'
+        "<dd>{phase}</dd><dt>Budget used</dt><dd>{budget}</dd><dt>Origin</dt><dd>{origin}</dd>"
+        "<dt>Outcome</dt><dd>{outcome}</dd></dl>{cancel}</section>",
+        agent=found["agent"],
+        kind=found["kind"],
+        status=found["status"],
+        phase=found.get("phase") or "-",
+        budget=_budget(found),
+        origin=found.get("origin", {}).get("source"),
+        outcome=found.get("outcome") or "-",
+        cancel=button_form(request, f"/goals/{goal_id}/cancel", "Cancel this goal", danger=True)
+        if live
+        else Markup(""),
+    )
+
+
 async def goal(request: Request, flash: str | None = None, status: int = 200) -> Response:
     daemon: Daemon = request.app.state.daemon
     goal_id = request.path_params["goal_id"]
@@ -73,21 +95,10 @@ async def goal(request: Request, flash: str | None = None, status: int = 200) ->
         return problem(request, f"Goal {goal_id}", str(exc), status=404)
     live = found["status"] not in TERMINAL_STATUSES
     body = render(
-        "<dl><dt>Agent</dt><dd>{agent}</dd><dt>Kind</dt><dd>{kind}</dd><dt>Status</dt><dd>{status}</dd>"
-        "<dt>Phase</dt><dd>{phase}</dd><dt>Budget used</dt><dd>{budget}</dd><dt>Origin</dt><dd>{origin}</dd>"
-        "<dt>Outcome</dt><dd>{outcome}</dd></dl><h2>Prompt</h2><pre>{prompt}</pre>{cancel}<h2>Turn log</h2>"
-        '<ol class="feed" id="feed" data-stream="{stream}">{log}</ol>',
-        agent=found["agent"],
-        kind=found["kind"],
-        status=found["status"],
-        phase=found.get("phase") or "-",
-        budget=_budget(found),
-        origin=found.get("origin", {}).get("source"),
-        outcome=found.get("outcome") or "-",
+        '{header}<h2>Prompt</h2><pre>{prompt}</pre><h2>Turn log</h2><ol class="feed" id="feed" '
+        'data-stream="{stream}">{log}</ol>',
+        header=goal_status(request, found),
         prompt=found.get("prompt"),
-        cancel=button_form(request, f"/goals/{goal_id}/cancel", "Cancel this goal", danger=True)
-        if live
-        else Markup(""),
         stream=f"/feed/stream?goal={goal_id}&after={log[-1]['seq'] if log else 0}" if live else "",
         log=join(entry_html(entry) for entry in reversed(log)),
     )

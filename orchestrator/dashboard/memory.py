@@ -1,7 +1,9 @@
-"""Memory: hybrid search with each result's provenance, forget, MEMORY.md and its revisions."""
+"""Memory: hybrid search with each result's provenance, forget, MEMORY.md, its revisions and what
+each revision changed (the diff comes from the memory server, where git runs)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +16,21 @@ from orchestrator.dashboard.layout import button_form, empty, page, problem, whe
 from orchestrator.dashboard.markup import Markup, join, render
 
 RESULTS = 20
+REV = re.compile(r"[0-9a-f]{4,64}")
+
+
+def diff_html(diff: str) -> Markup:
+    """A unified diff, escaped line by line, with added, removed and hunk lines marked for the CSS
+    (lines before the first hunk are git's header, whatever they start with)."""
+    lines: list[Markup] = []
+    in_hunk = False
+    for text in diff.splitlines():
+        in_hunk = in_hunk or text.startswith("@@")
+        style = {"+": "add", "-": "del", "@": "hunk"}.get(text[:1], "same") if in_hunk else "meta"
+        lines.append(render('<span class="{style}">{text}</span>\n', style=style, text=text))
+    if not lines:
+        return empty("This revision left MEMORY.md's text as it was.")
+    return render('<pre class="diff">{lines}</pre>', lines=join(lines))
 
 
 def _hit(request: Request, memory: dict[str, Any], query: str) -> Markup:
@@ -36,8 +53,18 @@ def _hit(request: Request, memory: dict[str, Any], query: str) -> Markup:
 async def memory(request: Request, flash: str | None = None, status: int = 200, query: str = "") -> Response:
     daemon: Daemon = request.app.state.daemon
     query = query or request.query_params.get("q", "")[:500]
+    rev = request.query_params.get("rev", "").strip().lower()
+    if rev and not REV.fullmatch(rev):
+        return problem(
+            request,
+            "Memory",
+            f"{rev[:80]!r} is not a revision: pick one from the list on /memory",
+            status=400,
+        )
     try:
-        history = await daemon.request(daemon.memory_server, "nexo/memory/history", limit=20)
+        history = await daemon.request(
+            daemon.memory_server, "nexo/memory/history", limit=20, **({"rev": rev} if rev else {})
+        )
         found = (
             await daemon.request(daemon.memory_server, "nexo/memory/search", query=query, limit=RESULTS)
             if query.strip()
@@ -60,18 +87,29 @@ async def memory(request: Request, flash: str | None = None, status: int = 200, 
         )
     revisions = join(
         render(
-            "<li>{when} <code>{rev}</code> {message}</li>",
+            '<li>{when} <a href="/memory?rev={rev}"><code>{short}</code></a> {message}</li>',
             when=when(r["when"]),
-            rev=r["rev"][:10],
+            rev=r["rev"],
+            short=r["rev"][:10],
             message=r["message"],
         )
         for r in history["revisions"]
     )
+    changed = (
+        render(
+            '<h2 id="diff">What revision <code>{rev}</code> changed</h2>{diff}',
+            rev=rev[:10],
+            diff=diff_html(history.get("diff") or ""),
+        )
+        if rev
+        else Markup("")
+    )
     body = render(
         '<form method="get" action="/memory" class="filters" role="search"><label>Search <input name="q" '
         'value="{q}" type="search"></label><button type="submit">Search</button></form>{results}'
-        "<h2>MEMORY.md</h2>{content}<h2>Revisions</h2>{revisions}",
+        "{changed}<h2>MEMORY.md</h2>{content}<h2>Revisions</h2>{revisions}",
         q=query,
+        changed=changed,
         results=results,
         content=render("<pre>{text}</pre>", text=history["content"])
         if history["content"].strip()

@@ -56,6 +56,8 @@ async def start_dashboard(
     budgets = {
         "autonomy": {name: budget.model_dump() for name, budget in config.autonomy.budgets.items()},
         "per_goal_tokens": {agent.id: agent.budgets.max_tokens for agent in config.agents},
+        "prices": {key: price.model_dump() for key, price in config.autonomy.prices.items()},
+        "day_timezone": config.autonomy.day_timezone,
     }
     daemon = Daemon(
         control,

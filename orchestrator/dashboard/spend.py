@@ -13,7 +13,8 @@ from starlette.responses import Response
 from orchestrator.dashboard.charts import bars
 from orchestrator.dashboard.client import Daemon, DaemonError
 from orchestrator.dashboard.layout import button_form, empty, page, problem
-from orchestrator.dashboard.markup import join, render
+from orchestrator.dashboard.markup import Markup, join, render
+from orchestrator.dashboard.spend_history import DaySpend, unattended_days
 
 DAYS = 14
 GOALS_READ = 1000
@@ -39,6 +40,7 @@ async def spend(request: Request) -> Response:
             daemon.audit_server, "nexo/audit/goals/list", active_only=False, limit=GOALS_READ
         )
         status = await daemon.status()
+        unattended = await unattended_days(daemon, DAYS, datetime.now(UTC))
     except DaemonError as exc:
         return problem(request, "Spend", str(exc))
     goals: list[dict[str, Any]] = listed["goals"]
@@ -111,7 +113,7 @@ async def spend(request: Request) -> Response:
         "<p>Unattended work today: {inp} input and {out} output tokens, ${usd} (the day resets at {reset})."
         " Autonomy is {state}.</p>{switch}<h2>Autonomy budgets</h2>"
         '<div class="scroll"><table><thead><tr><th>Budget</th><th>Tokens</th><th>Money</th></tr></thead>'
-        "<tbody>{budgets}</tbody></table></div>",
+        "<tbody>{budgets}</tbody></table></div>{history}",
         budgets=budget_rows,
         inp=day_spent.get("input_tokens", 0),
         out=day_spent.get("output_tokens", 0),
@@ -119,5 +121,46 @@ async def spend(request: Request) -> Response:
         reset=autonomy.get("day_resets_at", "-"),
         state=f"paused by {autonomy.get('paused_by')}" if paused else "running",
         switch=switch,
+        history=unattended_history(unattended, limits.get("per_day") or {}),
     )
     return page(request, "Spend", render("{head}{body}", head=head, body=body))
+
+
+def _of_budget(spent: float, limit: object, shown: str) -> str:
+    if not isinstance(limit, int | float) or limit <= 0:
+        return "-"
+    return f"{spent / limit:.0%} of {shown}"
+
+
+def unattended_history(days: list[DaySpend], budget: dict[str, Any]) -> Markup:
+    """Unattended tokens and cost per day (the budget's days), each against ``autonomy.budgets.per_day``."""
+    tokens, usd = budget.get("tokens"), budget.get("usd")
+    rows = join(
+        render(
+            "<tr{over}><td>{day}</td><td>{t}</td><td>{tshare}</td><td>${c}{unpriced}</td>"
+            "<td>{ushare}</td></tr>",
+            over=Markup(' class="warning"')
+            if (isinstance(tokens, int) and d.tokens > tokens)
+            or (isinstance(usd, int | float) and d.usd > usd)
+            else Markup(""),
+            day=d.day.isoformat(),
+            t=f"{d.tokens:,}",
+            tshare=_of_budget(d.tokens, tokens, f"{tokens:,}" if isinstance(tokens, int) else ""),
+            c=f"{d.usd:.4f}",
+            unpriced="" if d.priced else " (a model without a price in autonomy.prices)",
+            ushare=_of_budget(d.usd, usd, f"${usd:g}" if isinstance(usd, int | float) else ""),
+        )
+        for d in reversed(days)
+    )
+    return render(
+        "<h2>Unattended spend per day</h2>{chart}<p>Heartbeats, proactive ticks and cron fires, read from "
+        "the ledger's turn and spend_reserved entries, against <code>autonomy.budgets.per_day</code>."
+        '</p><div class="scroll"><table><thead><tr><th>Day</th><th>Tokens</th><th>Of the day\'s tokens</th>'
+        "<th>Cost</th><th>Of the day's money</th></tr></thead><tbody>{rows}</tbody></table></div>",
+        chart=bars(
+            f"Unattended tokens per day (last {len(days)} days)",
+            [(d.day.isoformat()[5:], float(d.tokens)) for d in days],
+            "tokens",
+        ),
+        rows=rows,
+    )

@@ -28,6 +28,7 @@ from orchestrator.intake.outbound import reply_sender
 from orchestrator.intake.refusals import NO_SENDER, Refusals, describe
 from orchestrator.mesh import CatalogTool, Mesh, ServerConnection, ServerUnavailable, describe_error
 from orchestrator.permissions import ApprovalBroker
+from orchestrator.permissions.answers import pairing_prompt_call
 from orchestrator.permissions.claude_relay import Relay
 from orchestrator.permissions.policy import Standing
 from shared.protocol.audit import EntryDraft, PairingBody
@@ -280,9 +281,9 @@ class Admissions:
         self, channel: str, sender: str, name: str, pending_id: str, relays: list[Relay]
     ) -> None:
         arguments = {"channel": channel, "sender": sender, "name": name}
-        decision = await self._broker.ask(PAIR_TOOL, arguments, f"pair:{pending_id}", relays)
+        decision = await self._broker.ask(PAIR_TOOL, arguments, pairing_prompt_call(pending_id), relays)
         if not decision.allowed:
-            logger.info("pairing of %s:%s not approved: %s", channel, sender, decision.reason)
+            logger.info("pairing of %s:%s not taken from the prompt: %s", channel, sender, decision.reason)
             return
         pairing = self.server
         if pairing is None:

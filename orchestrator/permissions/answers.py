@@ -8,9 +8,20 @@ answered and the operator named by the surface as the approver.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.permissions.approvals import OPERATOR_SURFACES, ApprovalBroker
+
+PAIRING_VERDICTS: dict[str, Literal["allow", "deny"]] = {
+    "nexo/pairing/approve": "allow",
+    "nexo/pairing/deny": "deny",
+}
+"""Forwarded pairing requests that settle a pending pairing, and so its one-tap prompt."""
+
+
+def pairing_prompt_call(pending_id: str) -> str:
+    """The call id the pairing gate asks the operator's one-tap prompt under, for one pending request."""
+    return f"pair:{pending_id}"
 
 
 def pending_approvals(brokers: Iterable[ApprovalBroker]) -> dict[str, Any]:
@@ -37,3 +48,24 @@ def answer_approval(brokers: Iterable[ApprovalBroker], request: dict[str, Any]) 
     if ended is not None:
         return {"error": f"request {request_id} was already answered: {ended}"}
     return {"error": f"no pending approval {request_id!r} (answered, expired, or asked before a restart)"}
+
+
+def withdraw_pairing_prompts(
+    brokers: Iterable[ApprovalBroker], request: dict[str, Any], answer: dict[str, Any]
+) -> None:
+    """After a forwarded ``nexo/pairing/approve`` or ``deny`` succeeded (from the dashboard, or any
+    client of the control socket), withdraw the one-tap prompt the gate raised for the same pending
+    request: the operator decided once and is not asked again."""
+    behavior = PAIRING_VERDICTS.get(str(request.get("method")))
+    result = answer.get("result")
+    if behavior is None or not isinstance(result, dict):
+        return
+    params, settled = request.get("params"), result.get("request")
+    params = params if isinstance(params, dict) else {}
+    settled = settled if isinstance(settled, dict) else {}
+    pending_id = settled.get("pending_id") or params.get("pending_id")
+    if not isinstance(pending_id, str) or not pending_id:
+        return
+    by = str(params.get("by") or "cli")
+    for broker in brokers:
+        broker.withdraw(pairing_prompt_call(pending_id), behavior, by)

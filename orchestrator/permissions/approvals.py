@@ -67,6 +67,10 @@ class _Pending:
     asked_at_wall: float = field(default_factory=time.time)
     approver: str = ""
     """The person who answered on an operator surface (the dashboard's logged-in operator)."""
+    call_id: str = ""
+    withdrawn: bool = False
+    """Settled by acting on what it asked elsewhere (a pairing approved with `nexo pair approve` or on
+    the dashboard): nothing is left for the asker to do."""
 
 
 OPERATOR_SURFACES = frozenset({"dashboard"})
@@ -139,7 +143,7 @@ class ApprovalBroker:
             input_preview=approval_preview(arguments),
         )
         pending.description, pending.preview = params.description, params.input_preview
-        pending.origin = origin
+        pending.origin, pending.call_id = origin, call_id
         self._pending[pending.request_id] = pending
         try:
             delivered = 0
@@ -192,6 +196,10 @@ class ApprovalBroker:
                 return Decision(False, f"no answer within {self._timeout:g}s: treated as deny")
             pending.outcome = "allowed" if pending.behavior == "allow" else "denied"
             self._answered(pending, pending.behavior, pending.answered_by)
+            if pending.withdrawn:
+                return Decision(
+                    False, f"already {pending.outcome} by {pending.decided_by}: nothing left to do"
+                )
             if pending.behavior == "allow":
                 return Decision(True, f"approved by {pending.answered_by}")
             return Decision(False, f"the operator denied {tool.qualified} (request {pending.request_id})")
@@ -273,6 +281,17 @@ class ApprovalBroker:
             pending.approver = pending.decided_by
         pending.done.set()
         return True
+
+    def withdraw(self, call_id: str, behavior: Literal["allow", "deny"], by: str) -> bool:
+        """Settle the prompt asked for ``call_id`` because ``by`` (``dashboard:ana``, ``cli``) already
+        did or refused what it asks; the channels that show it are told so. False when none waits."""
+        waiting = [p for p in self._pending.values() if p.call_id == call_id and not p.done.is_set()]
+        for pending in waiting:
+            pending.behavior, pending.withdrawn = behavior, True
+            pending.answered_by = by.split(":", 1)[0][:DECIDED_BY_MAX] or "-"
+            pending.decided_by = pending.approver = by[:DECIDED_BY_MAX]
+            pending.done.set()
+        return bool(waiting)
 
     def pending(self) -> list[dict[str, Any]]:
         """The prompts waiting for an answer, oldest first, as an operator surface lists them."""

@@ -261,8 +261,10 @@ async def _rollback(service: MemoryService, params: RollbackParams) -> RollbackR
 
 
 async def _history(service: MemoryService, params: HistoryParams) -> HistoryResult:
-    notes = await service.notebooks.notes(params.agent or service.settings.default_agent, params.limit)
+    agent = params.agent or service.settings.default_agent
+    notes = await service.notebooks.notes(agent, params.limit)
     return HistoryResult(
+        diff=await service.notebooks.diff(agent, params.rev) if params.rev else None,
         content=notes.content,
         revisions=[
             HistoryRevision(rev=r.rev, when=r.when.isoformat(timespec="seconds"), message=r.message)

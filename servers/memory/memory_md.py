@@ -94,6 +94,14 @@ class MemoryFile:
         result = await run_git(self.directory, "log", f"--max-count={limit}", _LOG_FORMAT)
         return [_revision(record) for record in result.stdout.decode().split("\x1e") if record.strip()]
 
+    async def diff(self, rev: str) -> str:
+        """What ``rev`` changed in MEMORY.md, as a unified diff against its parent ("" if nothing)."""
+        commit = await self._resolve(rev)
+        shown = await run_git(
+            self.directory, "show", "--no-color", "--no-ext-diff", "--format=", commit, "--", FILENAME
+        )
+        return shown.stdout.decode(errors="replace")
+
     # -- edits ---------------------------------------------------------------------------------
 
     async def append(self, section: str, entry: str, *, reason: str, promotion: bool = False) -> Revision:

@@ -65,6 +65,12 @@ class Notebooks:
         except _REFUSALS as exc:
             raise MemoryRefused(str(exc)) from exc
 
+    async def diff(self, agent: str, rev: str) -> str:
+        try:
+            return await self.file(agent).diff(rev)
+        except _REFUSALS as exc:
+            raise MemoryRefused(str(exc)) from exc
+
     async def append(
         self, agent: str, section: str, entry: str, *, reason: str, promotion: bool = False
     ) -> str:

@@ -276,6 +276,8 @@ class RollbackResult(types.Result):
 class HistoryParams(types.RequestParams):
     agent: AgentId | None = None
     limit: int = Field(20, ge=1, le=MAX_HISTORY)
+    rev: str | None = Field(None, min_length=4, max_length=64)
+    """A revision (full or a prefix of at least 4 characters) whose change to show as ``diff``."""
 
 
 class HistoryRevision(BaseModel):
@@ -290,6 +292,9 @@ class HistoryResult(types.Result):
     """MEMORY.md as it is now."""
     revisions: list[HistoryRevision]
     """Newest first; any ``rev`` (or a prefix of at least 4 characters) can be rolled back to."""
+    diff: str | None = None
+    """With ``rev``: that revision's change to MEMORY.md as a unified diff against the revision before
+    it (the whole file, added, for the first one)."""
 
 
 class EmbedderInfo(BaseModel):

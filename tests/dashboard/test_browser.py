@@ -1,11 +1,13 @@
 """The operator's journey in a real headless Chromium against ``nexo run`` in this process: log in
 with the one-time link, watch a console message reach the feed, approve a goal's tool call from the
-page (it runs once; a stale page's click is refused), approve a pairing code, drop and reopen the
-live feed (no gap, no duplicate), and see a contact's ``<script>`` as text. Screenshots of each page
+page (it runs once; a stale page's click is refused), follow a goal's status live, approve a pairing
+code, see a MEMORY.md revision's diff, have the server end the live feed (the browser reconnects:
+no gap, no duplicate), and see a contact's ``<script>`` as text. Screenshots of each page
 at desktop and phone width go to ``$NEXO_SCREENSHOTS`` (default: the test's temporary directory)."""
 
 from __future__ import annotations
 
+import html
 import os
 import time
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright
 
 from orchestrator.cli.chat import ChatSession
+from orchestrator.dashboard.feed import LedgerFollower
 from shared.protocol.console_wire import Approval, Reply, Say
 from tests.dashboard.mesh import ledger, login_link, nexo
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest
@@ -47,6 +50,9 @@ def model(request: RecordedRequest) -> ModelReply | CallTool:
     if last.get("role") == "tool":
         return ModelReply("done")
     text = request.last_user_text or ""
+    if "remember:" in text:
+        entry = html.unescape(text.split("remember:", 1)[1].split("</channel>", 1)[0].strip())
+        return CallTool("memory__memory_note", {"op": "append", "section": "People", "text": entry})
     if "note:" in text:
         return CallTool("notes__write_note", {"text": text.split("note:", 1)[1].split("<", 1)[0].strip()})
     return ModelReply("ok")
@@ -83,6 +89,7 @@ class Journey:
     page: Page
     console: ChatSession
     llm: FakeLLM
+    follower: LedgerFollower
 
     @property
     def state(self) -> Path:
@@ -141,8 +148,16 @@ async def goal_cancelled_from_its_page(journey: Journey) -> None:
     await page.locator("tr", has_text="running").locator("a").first.click()
     goal_id = (await page.locator("h1").inner_text()).removeprefix("Goal ")
     assert "note: sell the car" in await page.locator("main pre").first.inner_text()
+    watcher = await journey.context.new_page()
+    await watcher.goto(page.url)
+    await watcher.wait_for_selector("#feed[data-connected=yes]", state="attached")
+    assert await watcher.locator("#goal-status dd[class^=status-]").inner_text() == "running"
     await page.locator("button", has_text="Cancel this goal").click()
     assert await flash(page) == f"Cancelled goal {goal_id}."
+    # The page opened before the cancel follows it without a reload: status and no Cancel button.
+    await watcher.locator("#goal-status dd.status-cancelled").wait_for()
+    assert await watcher.locator("#goal-status button").count() == 0
+    await watcher.close()
     await page.goto(journey.base + "/approvals")
     await page.locator("p.empty").wait_for()
     assert await page.locator(f"#approval-{asked.request_id}").count() == 0
@@ -154,10 +169,38 @@ async def pairing_from_the_people_page(journey: Journey) -> None:
     await journey.live_feed("/?kind=pairing")
     await send(journey.tmp_path, [{"content": "hi, this is Bob", "meta": {**BOB, "message_id": "b1"}}])
     await page.locator("#feed li.kind-pairing").first.wait_for()
+    asked = await next_frame(journey.console, Approval)
+    assert asked.tool_name == "nexo__pair_sender"
     await page.goto(journey.base + "/people")
     await page.locator("li.card", has_text="u42").locator("button", has_text="Approve").click()
     assert await flash(page) == "Approved: paired."
     assert await page.locator("table td code", has_text="u42").count() == 1
+    # The one-tap prompt the gate raised for the same request is withdrawn: nothing left to answer.
+    await page.goto(journey.base + "/approvals")
+    assert await page.locator(f"#approval-{asked.request_id}").count() == 0
+
+
+async def memory_revision_diff(journey: Journey) -> None:
+    """A MEMORY.md edit the operator allowed, shown as its revision's diff: added lines marked, escaped."""
+    page = journey.page
+    await journey.console.send(Say(id="m4", text="remember: Ana likes <b>tea</b>"))
+    asked = await next_frame(journey.console, Approval)
+    assert asked.tool_name == "memory__memory_note"
+    await journey.console.send(Say(id="m5", text=f"yes {asked.request_id}"))
+    while (await next_frame(journey.console, Reply)).text != "done":
+        pass
+    [call] = await ledger(journey.state, kind="tool_call", limit=1)
+    assert (call["body"]["tool"], call["body"]["outcome"]) == ("memory__memory_note", "ok"), call
+    await page.goto(journey.base + "/memory")
+    assert await page.locator("main ol a code").count() == 1, await page.locator("main").inner_text()
+    await page.locator("main ol a code").first.click()
+    assert await page.locator("h2#diff").inner_text() == f"What revision {page.url[-40:][:10]} changed"
+    assert await page.locator("pre.diff span.add").all_inner_texts() == [
+        "+## People",
+        "+",
+        "+- Ana likes <b>tea</b>",
+    ]
+    assert await page.locator("pre.diff b").count() == 0
 
 
 async def contact_script_is_text(journey: Journey) -> None:
@@ -171,16 +214,19 @@ async def contact_script_is_text(journey: Journey) -> None:
     assert await page.locator("main script").count() == 0
 
 
-async def feed_reopened_without_gap_or_duplicate(journey: Journey) -> None:
+async def feed_resumed_after_the_server_ends_it(journey: Journey) -> None:
+    """The dashboard ends the open streams (as a restart of its listener does); the browser's own
+    EventSource reconnects with Last-Event-ID and shows what was written meanwhile once each."""
     page = journey.page
     await journey.live_feed("/")
-    await page.evaluate("window.nexoFeed.drop()")
+    journey.follower.end_streams()
+    await page.wait_for_selector("#feed[data-connected=no]", state="attached")
     for n in range(3):
         await journey.console.send(Say(id=f"r{n}", text=f"while the feed is down {n}"))
         await next_frame(journey.console, Reply)
     [newest] = await ledger(journey.state, limit=1)
-    await page.evaluate("window.nexoFeed.connect()")
     await page.locator(f"#e{newest['seq']}").wait_for(state="attached")
+    assert await page.get_attribute("#feed", "data-connected") == "yes"
     shown = await feed_seqs(page)
     assert len(shown) == len(set(shown))
     written = [e["seq"] for e in await ledger(journey.state, since_seq=min(shown) - 1, limit=1000)]
@@ -235,7 +281,8 @@ async def every_page_says_what_is_there(journey: Journey) -> None:
     await page.goto(journey.base + "/schedules")
     assert "No schedules." in await page.locator("main p.empty").first.inner_text()
     await page.goto(journey.base + "/spend")
-    assert await page.locator("figure.chart svg rect").count() == 2 * 14
+    assert await page.locator("figure.chart svg rect").count() == 3 * 14
+    assert await page.locator("table", has_text="Of the day's tokens").locator("tbody tr").count() == 14
     assert await page.locator("table a[href^='/goals/']").count() >= 1
     assert "2,000,000 tokens" in await page.locator("table", has_text="per_day").inner_text()
     assert "of 200,000" in await page.locator("table", has_text="Of its budget").inner_text()
@@ -257,13 +304,16 @@ async def test_the_operator_works_from_the_dashboard(tmp_path: Path, shots: Path
                 context.set_default_timeout(WAIT_MS)
                 page = await login(context, tmp_path / "state")
                 async with operator(tmp_path / "state") as console:
-                    journey = Journey(tmp_path, orch.dashboard.url, context, page, console, llm)
+                    journey = Journey(
+                        tmp_path, orch.dashboard.url, context, page, console, llm, orch.dashboard.follower
+                    )
                     await console_message_reaches_the_feed(journey)
                     await approval_from_the_page(journey)
                     await goal_cancelled_from_its_page(journey)
                     await pairing_from_the_people_page(journey)
                     await contact_script_is_text(journey)
-                    await feed_reopened_without_gap_or_duplicate(journey)
+                    await memory_revision_diff(journey)
+                    await feed_resumed_after_the_server_ends_it(journey)
                     await every_page_says_what_is_there(journey)
                 taken = await screenshots(page, orch.dashboard.url, shots)
             finally:

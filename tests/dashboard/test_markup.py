@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from orchestrator.dashboard.feed import FeedFilter, entry_html
 from orchestrator.dashboard.markup import Markup, esc, render
+from orchestrator.dashboard.memory import diff_html
 
 
 def test_values_are_escaped_and_only_markup_passes_as_is() -> None:
@@ -44,3 +45,18 @@ def test_the_feed_filter_matches_agent_channel_kind_and_goal() -> None:
     assert not FeedFilter.of({"kind": "turn"}).matches(entry)
     assert not FeedFilter.of({"agent": "other"}).matches(entry)
     assert not FeedFilter.of({"goal": "g-2"}).matches(entry)
+
+
+def test_a_revision_diff_is_escaped_with_added_removed_and_hunk_lines_marked() -> None:
+    diff = (
+        "diff --git a/MEMORY.md b/MEMORY.md\n--- a/MEMORY.md\n+++ b/MEMORY.md\n@@ -1,3 +1,3 @@\n"
+        " ## People\n--- old <i>x</i>\n+- new <script>alert(1)</script>\n"
+    )
+    assert diff_html(diff) == (
+        '<pre class="diff"><span class="meta">diff --git a/MEMORY.md b/MEMORY.md</span>\n'
+        '<span class="meta">--- a/MEMORY.md</span>\n<span class="meta">+++ b/MEMORY.md</span>\n'
+        '<span class="hunk">@@ -1,3 +1,3 @@</span>\n<span class="same"> ## People</span>\n'
+        '<span class="del">--- old &lt;i&gt;x&lt;/i&gt;</span>\n'
+        '<span class="add">+- new &lt;script&gt;alert(1)&lt;/script&gt;</span>\n</pre>'
+    )
+    assert diff_html("") == '<p class="empty">This revision left MEMORY.md&#x27;s text as it was.</p>'

@@ -30,12 +30,25 @@ function feed(list) {
     if (empty) empty.remove();
   }
 
+  function header(html) {
+    const holder = document.createElement("template");
+    holder.innerHTML = html; // escaped by the server, as the entries are
+    const fresh = holder.content.firstElementChild;
+    const shown = document.getElementById("goal-status");
+    if (!fresh || !shown || fresh.id !== "goal-status") return;
+    localTimes(fresh);
+    shown.replaceWith(fresh);
+  }
+
   state.connect = function () {
     const url = new URL(base, location.href);
     url.searchParams.set("after", String(last));
     state.source = new EventSource(url.pathname + url.search);
     state.source.addEventListener("entry", (event) => add(event.data));
+    state.source.addEventListener("goal", (event) => header(event.data));
     state.source.addEventListener("open", () => { list.dataset.connected = "yes"; });
+    // The browser reconnects by itself, sending Last-Event-ID; until then the page shows it is behind.
+    state.source.addEventListener("error", () => { list.dataset.connected = "no"; });
   };
   state.drop = function () {
     if (state.source) state.source.close();

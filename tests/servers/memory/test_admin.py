@@ -251,9 +251,36 @@ async def test_history_lists_the_revisions_of_memory_md_like_the_tool_does(
     assert listed.model_dump(exclude={"meta"}) == {
         "content": tool["content"],
         "revisions": tool["revisions"][:1],
+        "diff": None,
     }
     assert [r["rev"] for r in tool["revisions"]] == [second["rev"], first["rev"]]
     assert (other.content, other.revisions) == ("", [])
+
+
+async def test_history_with_a_rev_gives_that_revisions_unified_diff(
+    settings: MemorySettings, embedder: Embedder
+) -> None:
+    async with connect(settings, embedder) as client:
+        first = await call(
+            client, "memory_note", {"op": "append", "section": "People", "text": "Ana likes tea"}
+        )
+        second = await call(client, "memory_note", {"op": "replace", "old": "tea", "text": "<b>coffee</b>"})
+        changed = await ask(
+            client, HistoryRequest(params=HistoryParams(rev=second["rev"][:8])), HistoryResult
+        )
+        created = await ask(client, HistoryRequest(params=HistoryParams(rev=first["rev"])), HistoryResult)
+        unknown = await refused(client, HistoryRequest(params=HistoryParams(rev="deadbeef")), HistoryResult)
+    assert changed.diff is not None
+    assert created.diff is not None
+    assert [
+        line for line in changed.diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")
+    ] == [
+        "-- Ana likes tea",
+        "+- Ana likes <b>coffee</b>",
+    ]
+    assert "new file mode" in created.diff
+    assert "+- Ana likes tea" in created.diff.splitlines()
+    assert "unknown revision 'deadbeef'" in unknown
 
 
 async def test_rollback_restores_memory_md_as_a_new_revision(
