@@ -8,14 +8,18 @@ forwarded: the socket is the operator's, but a request it does not know is refus
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp import MCPError
 from pydantic import ValidationError
 
+from orchestrator.intake.admission import platform_of
 from orchestrator.mesh import Mesh, ServerUnavailable
 from shared.protocol import audit, cron, memory, pairing
+
+if TYPE_CHECKING:
+    from orchestrator.config import NexoConfig
 
 RELAY_TIMEOUT_S = 30.0
 
@@ -38,6 +42,7 @@ RELAYED: dict[str, tuple[type[types.Request[Any, Any]], type[types.Result]]] = {
         (pairing.ApproveRequest, pairing.ApproveResult),
         (pairing.DenyRequest, pairing.DenyResult),
         (pairing.RevokeRequest, pairing.RevokeResult),
+        (pairing.SeedRequest, pairing.SeedResult),
     )
 }
 """Method name -> (request model, result model)."""
@@ -69,6 +74,33 @@ async def relay(mesh: Mesh, request: dict[str, Any]) -> dict[str, Any]:
             by_alias=True,
         )
     }
+
+
+OPERATOR_PAIRING = frozenset(
+    {
+        pairing.LIST_METHOD,
+        pairing.APPROVE_METHOD,
+        pairing.DENY_METHOD,
+        pairing.REVOKE_METHOD,
+        pairing.SEED_METHOD,
+    }
+)
+"""What ``nexo pair`` asks of the running daemon's pairing server."""
+
+
+async def relay_pairing(mesh: Mesh, config: NexoConfig, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"op": "pairing", "method": M, "params": {...}}`` from ``nexo pair``, which reads no config:
+    sent to the daemon's own pairing server, with the channel's platform for ``seed`` and ``revoke``
+    taken from the daemon's config, the one its pairing gate canonicalises sender ids by."""
+    method = request.get("method")
+    if method not in OPERATOR_PAIRING:
+        return {"error": f"`nexo pair` sends {', '.join(sorted(OPERATOR_PAIRING))}; not {method!r}"}
+    raw = request.get("params")
+    params: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
+    channel = params.get("channel")
+    if method in (pairing.SEED_METHOD, pairing.REVOKE_METHOD) and isinstance(channel, str):
+        params["platform"] = platform_of(channel, config.channel(channel).pairing)
+    return await relay(mesh, {"server": config.pairing.server, "method": method, "params": params})
 
 
 RELAYED_TOOLS = frozenset({"audit_search"})
