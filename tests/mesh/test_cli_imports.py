@@ -47,6 +47,11 @@ def _heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
 
 
+def _command_modules(modules: set[str]) -> list[str]:
+    """The ``orchestrator.cli`` modules among ``modules``, without the prefix."""
+    return sorted(m.removeprefix("orchestrator.cli.") for m in modules if m.startswith("orchestrator.cli."))
+
+
 def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mesh(
     tmp_path: Path,
 ) -> None:
@@ -79,6 +84,9 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
     assert _heavy(status_modules) == []
     assert "pydantic" not in status_modules  # it reads one value of the config and validates nothing
     assert "pydantic" not in chat_modules  # console frames are checked by hand: nothing to build
+    # The parser is built for the named command only: no other command's module is imported.
+    assert _command_modules(status_modules) == ["common", "locate", "status"]
+    assert _command_modules(chat_modules) == ["chat", "common", "locate"]
     assert (agent.returncode, agent.stdout) == (0, "hello back\n"), agent.stderr
     assert "in the running nexo]" in agent.stderr
     assert _heavy(agent_modules) == []
