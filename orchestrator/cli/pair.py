@@ -1,8 +1,8 @@
 """``nexo pair list | approve CODE | deny ID | revoke CHANNEL:SENDER | seed CHANNEL ACCOUNT SENDER...``.
 
 Pairing changes only here, out of band, or by the operator's one-tap answer on their own channel:
-no model-facing tool can change it. These talk to the pairing server directly, so they work while
-``nexo run`` is down.
+no model-facing tool can change it. With ``nexo run`` up they ask its own pairing server through
+its control socket; while it is down they start the pairing server themselves and talk to it.
 """
 
 from __future__ import annotations
