@@ -32,7 +32,7 @@ from orchestrator.mesh import Mesh
 from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
 from orchestrator.proactive.runtime import Autonomy
-from orchestrator.relay import relay, relay_pairing, relay_tool
+from orchestrator.relay import relay, relay_operator, relay_tool
 from orchestrator.storage import StorageWatch
 from shared.protocol.audit import ConfigChangeBody, EntryDraft, NoticeBody
 from shared.protocol.channel import (
@@ -259,8 +259,8 @@ class Orchestrator:
             return {"refused": self.refused()}
         if op == "request":
             return await relay(self.mesh, request)
-        if op == "pairing":
-            return await relay_pairing(self.mesh, self.config, request)
+        if op == "operator":
+            return await relay_operator(self.mesh, self.config, request)
         if op == "tool":
             return await relay_tool(self.mesh, request)
         if op in ("send", "cron_create"):
@@ -270,7 +270,7 @@ class Orchestrator:
             return dashboard_command(self, request)
         return {
             "error": f"unknown op {op!r}; expected submit, run, cancel, channels, refused, autonomy, dlq, "
-            "request, pairing, tool, send, cron_create, dashboard_login, approvals or approve"
+            "request, operator, tool, send, cron_create, dashboard_login, approvals or approve"
         }
 
     async def _followed(self, goal: TrackedGoal, emit: Emit) -> dict[str, Any]:

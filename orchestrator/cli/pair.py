@@ -142,26 +142,14 @@ def _role(args: argparse.Namespace) -> str:
 
 def _through_daemon(args: argparse.Namespace, method: str, params: dict[str, Any]) -> int | None:
     """The request answered by the running daemon; None when none is running."""
-    from orchestrator.cli.locate import state_dir
-    from orchestrator.control import ask, control_path
+    from orchestrator.cli.running import ask_running
 
-    path = control_path(state_dir(args.config))
-    if not path.exists():
+    answer = ask_running(args.config, method, params)
+    if answer is None:
         return None
-    request = {"op": "pairing", "method": method, "params": params}
-    try:
-        answer = anyio.run(ask, path, request, TIMEOUT_S + 5)
-    except (ConnectionRefusedError, FileNotFoundError):
-        return None  # a socket left behind by a daemon that is gone
-    except (OSError, TimeoutError, anyio.EndOfStream, anyio.IncompleteRead) as exc:
-        return fail(
-            f"the running nexo did not answer ({exc.__class__.__name__}); nothing may have changed: "
-            "check with `nexo pair list` and `nexo status`"
-        )
     result = answer.get("result")
     if not isinstance(result, dict):
         return fail(f"pairing: {answer.get('error', answer)}")
-    result.pop("_meta", None)
     return _show(args, result)
 
 

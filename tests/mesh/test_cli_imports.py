@@ -1,5 +1,5 @@
 """One-shot commands against a running mesh stay light: they never import the MCP SDK or the mesh,
-and ``nexo pair`` no pydantic either.
+and ``nexo pair`` and ``nexo agent ps`` no pydantic either.
 
 Each command runs under ``python -X importtime``, whose report (on stderr) names every module the
 process imported; the command's own output is checked too, so a command that failed early (and
@@ -56,8 +56,8 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
     tmp_path: Path,
 ) -> None:
     """``agent run`` hands its goal to the running daemon (whose servers are up) instead of starting
-    its own, and ``pair`` its request to the daemon's pairing server: the same answers, none of the
-    weight, and no pairing server of their own."""
+    its own, and ``pair`` and ``agent ps`` their requests to the daemon's pairing and audit servers:
+    the same answers, none of the weight, and no server of their own."""
     with FakeLLM(default=Reply("hello back")) as llm:
         config = write_config(
             tmp_path / "agents.yaml",
@@ -66,12 +66,14 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
             servers={
                 "console": python_server("channel_servers.console"),
                 "pairing": python_server("servers.pairing"),
+                "audit": python_server("servers.audit"),
             },
         )
         with running(config):
             chat, chat_modules = _traced("chat", "--config", str(config), "--timeout", "30", stdin="hi\n")
             status, status_modules = _traced("status", "--config", str(config))
             agent, agent_modules = _traced("agent", "run", "hi", "--config", str(config))
+            ps, ps_modules = _traced("agent", "ps", "--all", "--config", str(config))
             seed, seed_modules = _traced(
                 "pair", "seed", "console", "default", "alice", "--config", str(config)
             )
@@ -79,7 +81,8 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
             username, _ = _traced("pair", "seed", "telegram", "default", "@bob", "--config", str(config))
     assert (chat.returncode, chat.stdout) == (0, "hello back\n"), chat.stderr
     assert status.returncode == 0, status.stderr
-    assert status.stdout.splitlines()[2].split()[:4] == ["console", "stdio", "ready", "1"]
+    servers = {line.split()[0]: line.split()[1:4] for line in status.stdout.splitlines()[2:5]}
+    assert servers["console"] == ["stdio", "ready", "1"]
     assert _heavy(chat_modules) == []
     assert _heavy(status_modules) == []
     assert "pydantic" not in status_modules  # it reads one value of the config and validates nothing
@@ -90,6 +93,11 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
     assert (agent.returncode, agent.stdout) == (0, "hello back\n"), agent.stderr
     assert "in the running nexo]" in agent.stderr
     assert _heavy(agent_modules) == []
+    assert ps.returncode == 0, ps.stderr
+    goals = sorted((row[1], row[2], row[-1]) for row in map(str.split, ps.stdout.splitlines()[2:]))
+    assert goals == [("bg", "done", "hi"), ("interactive", "done", "hi")]  # agent run's, chat's
+    assert _heavy(ps_modules) == []
+    assert "pydantic" not in ps_modules
     assert (seed.returncode, seed.stdout) == (0, "seeded 1 (1 changed) on console\n"), seed.stderr
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split("(via")[0].split() == ["console:default", "dm", "contact", "alice"]
