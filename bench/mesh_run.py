@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,9 +54,11 @@ def scripted_model() -> Iterator[FakeLLM]:
 
 
 @contextmanager
-def default_mesh(fake: FakeLLM, workdir: Path, label: str) -> Iterator[Started]:
+def default_mesh(
+    fake: FakeLLM, workdir: Path, label: str, also: Mapping[str, str] | None = None
+) -> Iterator[Started]:
     """``nexo run`` on a fresh state dir, timed to its ready line; stopped on exit."""
-    config = mesh_config(fake, workdir, label)
+    config = mesh_config(fake, workdir, label, also)
     start = time.perf_counter()
     try:
         with running(config, timeout=READY_TIMEOUT_S) as orch:
@@ -72,13 +74,15 @@ def default_mesh(fake: FakeLLM, workdir: Path, label: str) -> Iterator[Started]:
         raise MeshNotReady(f"no ready line within {READY_TIMEOUT_S:g}s; log: {_interesting(log)}") from exc
 
 
-def mesh_config(fake: FakeLLM, workdir: Path, label: str) -> Path:
-    """The default mesh's config on a fresh state dir, with the scripted model."""
+def mesh_config(fake: FakeLLM, workdir: Path, label: str, also: Mapping[str, str] | None = None) -> Path:
+    """The default mesh's config on a fresh state dir, with the scripted model; ``also`` adds servers
+    (name -> module)."""
+    servers = {**DEFAULT_SERVERS, **(also or {})}
     return write_config(
         workdir / f"{label}.yaml",
         state_dir=workdir / f"state-{label}",
         llm_base_url=fake.openai_base_url,
-        servers={name: python_server(module) for name, module in DEFAULT_SERVERS.items()},
+        servers={name: python_server(module) for name, module in servers.items()},
     )
 
 

@@ -1,5 +1,6 @@
 """What a person feels from one command: wall time and CPU of ``echo hi | nexo chat`` against a running
-default mesh, of ``nexo agent run "hi"`` with and without a running daemon, and restart to first reply.
+default mesh, of ``nexo agent run "hi"`` and ``nexo pair seed`` with and without a running daemon, and
+restart to first reply.
 
 Each command is a real process; its CPU is its own user + system time as the kernel counts it
 (``wait4``), children that it waited for included. Baselines are measured in the same run: the
@@ -31,6 +32,8 @@ AGENT_RUN_ALONE_S = 2.0
 AGENT_RUN_ALONE_CPU_S = 2.5
 RESTART_TO_REPLY_S = 1.5
 COMMAND_TIMEOUT_S = 120.0
+ALSO = {"pairing": "servers.pairing"}
+"""Added to the default mesh for ``nexo pair seed`` (the built-in defaults have it too)."""
 REPLY = "ok"
 """What the scripted model answers every request with."""
 
@@ -93,6 +96,10 @@ def _agent_run(config: Path) -> list[str]:
     return nexo_argv("agent", "run", "hi", "--config", str(config))
 
 
+def _pair_seed(config: Path) -> list[str]:
+    return nexo_argv("pair", "seed", "console", "default", "bench-contact", "--config", str(config))
+
+
 @dataclass
 class Rows:
     chat_wall: Result
@@ -101,6 +108,10 @@ class Rows:
     agent_daemon_cpu: Result
     agent_alone_wall: Result
     agent_alone_cpu: Result
+    seed_daemon_wall: Result
+    seed_daemon_cpu: Result
+    seed_alone_wall: Result
+    seed_alone_cpu: Result
     restart: Result
 
     @classmethod
@@ -121,6 +132,10 @@ class Rows:
             agent_alone_cpu=Result(
                 'nexo agent run "hi", no daemon (CPU)', "s", python, target=AGENT_RUN_ALONE_CPU_S
             ),
+            seed_daemon_wall=Result("nexo pair seed, daemon running (wall)", "s", python),
+            seed_daemon_cpu=Result("nexo pair seed, daemon running (CPU)", "s", python),
+            seed_alone_wall=Result("nexo pair seed, no daemon (wall)", "s", python),
+            seed_alone_cpu=Result("nexo pair seed, no daemon (CPU)", "s", python),
             restart=Result(
                 "restart to first reply",
                 "s",
@@ -137,6 +152,10 @@ class Rows:
             self.agent_daemon_cpu,
             self.agent_alone_wall,
             self.agent_alone_cpu,
+            self.seed_daemon_wall,
+            self.seed_daemon_cpu,
+            self.seed_alone_wall,
+            self.seed_alone_cpu,
             self.restart,
         ]
 
@@ -161,6 +180,8 @@ def _baselines(rows: Rows, n: int, env: Mapping[str, str]) -> None:
         for wall, cpu in (
             (rows.agent_daemon_wall, rows.agent_daemon_cpu),
             (rows.agent_alone_wall, rows.agent_alone_cpu),
+            (rows.seed_daemon_wall, rows.seed_daemon_cpu),
+            (rows.seed_alone_wall, rows.seed_alone_cpu),
         ):
             wall.baseline.append(idle.wall_s)
             cpu.baseline.append(idle.cpu_s)
@@ -184,6 +205,11 @@ def _against_running_mesh(rows: Rows, config: Path, n: int, env: Mapping[str, st
     for _ in range(n):
         ran = run_child(_agent_run(config), env)
         if not _record(rows.agent_daemon_wall, rows.agent_daemon_cpu, ran, ran.problem("nexo agent run"), 1):
+            break
+    progress(f"one-shot: {n} x nexo pair seed with the daemon running")
+    for _ in range(n):
+        ran = run_child(_pair_seed(config), env)
+        if not _record(rows.seed_daemon_wall, rows.seed_daemon_cpu, ran, ran.problem("nexo pair seed"), 1):
             break
 
 
@@ -220,18 +246,30 @@ def measure(quick: bool) -> list[Result]:
     _baselines(rows, n, env)
     with scripted_model() as fake, workdir() as tmp:
         try:
-            with default_mesh(fake, tmp, "one-shot") as started:
+            with default_mesh(fake, tmp, "one-shot", ALSO) as started:
                 _against_running_mesh(rows, started.config, n, env)
         except MeshNotReady as exc:
-            for row in (rows.chat_wall, rows.chat_cpu, rows.agent_daemon_wall, rows.agent_daemon_cpu):
+            for row in (
+                rows.chat_wall,
+                rows.chat_cpu,
+                rows.agent_daemon_wall,
+                rows.agent_daemon_cpu,
+                rows.seed_daemon_wall,
+                rows.seed_daemon_cpu,
+            ):
                 row.errors.append(str(exc))
-        config = mesh_config(fake, tmp, "one-shot")
+        config = mesh_config(fake, tmp, "one-shot", ALSO)
         progress(f"one-shot: {runs} x nexo agent run with no daemon")
         for _ in range(runs):
             ran = run_child(_agent_run(config), env)
             if not _record(
                 rows.agent_alone_wall, rows.agent_alone_cpu, ran, ran.problem("nexo agent run"), 1
             ):
+                break
+        progress(f"one-shot: {runs} x nexo pair seed with no daemon")
+        for _ in range(runs):
+            ran = run_child(_pair_seed(config), env)
+            if not _record(rows.seed_alone_wall, rows.seed_alone_cpu, ran, ran.problem("nexo pair seed"), 1):
                 break
         progress(f"one-shot: {runs} x restart to first reply")
         for _ in range(runs):

@@ -33,7 +33,7 @@ from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics, 
 from orchestrator.permissions import ApprovalBroker
 from orchestrator.permissions.answers import withdraw_pairing_prompts
 from orchestrator.proactive.runtime import Autonomy
-from orchestrator.relay import relay, relay_tool
+from orchestrator.relay import relay, relay_operator, relay_tool
 from orchestrator.storage import StorageWatch
 from shared.protocol.audit import ConfigChangeBody, EntryDraft, NoticeBody
 from shared.protocol.channel import (
@@ -262,6 +262,10 @@ class Orchestrator:
             answer = await relay(self.mesh, request)
             withdraw_pairing_prompts([intake.broker for intake in self.intakes], request, answer)
             return answer
+        if op == "operator":
+            answer = await relay_operator(self.mesh, self.config, request)
+            withdraw_pairing_prompts([intake.broker for intake in self.intakes], request, answer)
+            return answer
         if op == "tool":
             return await relay_tool(self.mesh, request)
         if op in ("send", "cron_create"):
@@ -271,7 +275,7 @@ class Orchestrator:
             return dashboard_command(self, request)
         return {
             "error": f"unknown op {op!r}; expected submit, run, cancel, channels, refused, autonomy, dlq, "
-            "request, tool, send, cron_create, dashboard_login, approvals or approve"
+            "request, operator, tool, send, cron_create, dashboard_login, approvals or approve"
         }
 
     async def _followed(self, goal: TrackedGoal, emit: Emit) -> dict[str, Any]:

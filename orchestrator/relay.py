@@ -8,14 +8,20 @@ forwarded: the socket is the operator's, but a request it does not know is refus
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp import MCPError
 from pydantic import ValidationError
 
+from orchestrator.intake.admission import platform_of
 from orchestrator.mesh import Mesh, ServerUnavailable
 from shared.protocol import audit, cron, memory, pairing
+from shared.protocol.goal_terms import GOAL_GET_METHOD, GOAL_LIST_METHOD
+
+if TYPE_CHECKING:
+    from orchestrator.config import NexoConfig
 
 RELAY_TIMEOUT_S = 30.0
 
@@ -38,14 +44,16 @@ RELAYED: dict[str, tuple[type[types.Request[Any, Any]], type[types.Result]]] = {
         (pairing.ApproveRequest, pairing.ApproveResult),
         (pairing.DenyRequest, pairing.DenyResult),
         (pairing.RevokeRequest, pairing.RevokeResult),
+        (pairing.SeedRequest, pairing.SeedResult),
     )
 }
 """Method name -> (request model, result model)."""
 
 
-async def relay(mesh: Mesh, request: dict[str, Any]) -> dict[str, Any]:
+async def relay(mesh: Mesh, request: dict[str, Any], *, by_alias: bool = True) -> dict[str, Any]:
     """``{"op": "request", "server": NAME, "method": M, "params": {...}}`` answered with the server's
-    result as JSON, or ``{"error": ..., "code": ...}`` naming what went wrong."""
+    result as JSON (its wire names, or with ``by_alias=False`` the models' field names), or
+    ``{"error": ..., "code": ...}`` naming what went wrong."""
     server, method = request.get("server"), request.get("method")
     models = RELAYED.get(str(method))
     if models is None:
@@ -66,9 +74,45 @@ async def relay(mesh: Mesh, request: dict[str, Any]) -> dict[str, Any]:
     return {
         "result": result.model_dump(
             mode="json",
-            by_alias=True,
+            by_alias=by_alias,
         )
     }
+
+
+OPERATOR_METHODS: dict[str, Callable[[NexoConfig], str]] = {
+    **dict.fromkeys(
+        (
+            pairing.LIST_METHOD,
+            pairing.APPROVE_METHOD,
+            pairing.DENY_METHOD,
+            pairing.REVOKE_METHOD,
+            pairing.SEED_METHOD,
+        ),
+        lambda config: config.pairing.server,
+    ),
+    **dict.fromkeys((GOAL_LIST_METHOD, GOAL_GET_METHOD), lambda config: config.audit.server),
+}
+"""What ``nexo pair`` and ``nexo agent ps | attach | discover`` ask of the running daemon, and which
+server of its config answers each."""
+
+
+async def relay_operator(mesh: Mesh, config: NexoConfig, request: dict[str, Any]) -> dict[str, Any]:
+    """``{"op": "operator", "method": M, "params": {...}}`` from a command that reads no config: sent
+    to the server the daemon's config names for M, with the channel's platform for pairing ``seed``
+    and ``revoke`` taken from that config too, the one its pairing gate canonicalises sender ids by."""
+    method = request.get("method")
+    server_of = OPERATOR_METHODS.get(str(method))
+    if server_of is None:
+        return {"error": f"operator requests are {', '.join(sorted(OPERATOR_METHODS))}; not {method!r}"}
+    raw = request.get("params")
+    params: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
+    channel = params.get("channel")
+    if method in (pairing.SEED_METHOD, pairing.REVOKE_METHOD) and isinstance(channel, str):
+        params["platform"] = platform_of(channel, config.channel(channel).pairing)
+    # Field names, not the wire's camelCase: the command prints this as its own ``--json``.
+    return await relay(
+        mesh, {"server": server_of(config), "method": method, "params": params}, by_alias=False
+    )
 
 
 RELAYED_TOOLS = frozenset({"audit_search"})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from orchestrator.cli.common import EXIT_USAGE
 
@@ -21,12 +21,20 @@ class NexoArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole ``nexo`` parser; with ``command``, only that command's part, so that running one
+    command imports no other command's module (``main`` parses with this one)."""
     parser = NexoArgumentParser(
         prog="nexo", description="An autonomous personal agent built from MCP servers."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    adders = COMMANDS.values() if command is None else [COMMANDS[command]]
+    for add in dict.fromkeys(adders):
+        add(sub)
+    return parser
 
+
+def _add_run(sub: Any) -> None:
     run = sub.add_parser("run", help="start the mesh and answer on every bound channel")
     run.add_argument("--config", help=CONFIG_HELP)
     run.add_argument(
@@ -35,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--chat", action="store_true", help="also open the console chat in this terminal")
     run.add_argument("--json", action="store_true", help="with --check-config: print the report as JSON")
 
+
+def _add_chat(sub: Any) -> None:
     chat = sub.add_parser("chat", help="talk to the running agent through the console channel")
     chat.add_argument("--config", help=CONFIG_HELP)
     chat.add_argument("--agent", help="agent id (default: the first agent)")
@@ -43,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=300.0, help="seconds to wait for each reply when piped"
     )
 
+
+def _add_agent(sub: Any) -> None:
     agent = sub.add_parser("agent", help="run goals")
     agent_sub = agent.add_subparsers(dest="agent_command", required=True, metavar="SUBCOMMAND")
     agent_run = agent_sub.add_parser("run", help="run one goal in the foreground")
@@ -65,42 +77,62 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_goal_subparsers(agent_sub)
 
+
+def _add_audit(sub: Any) -> None:
     from orchestrator.cli.audit import add_audit_parser
 
     add_audit_parser(sub)
 
+
+def _add_memory(sub: Any) -> None:
     from orchestrator.cli.memory_args import add_memory_parser
 
     add_memory_parser(sub)
 
+
+def _add_channel(sub: Any) -> None:
     from orchestrator.cli.channel import add_channel_parser
 
     add_channel_parser(sub)
 
+
+def _add_dlq(sub: Any) -> None:
     from orchestrator.cli.dlq import add_dlq_parser
 
     add_dlq_parser(sub)
 
+
+def _add_pair(sub: Any) -> None:
     from orchestrator.cli.pair import add_pair_parser
 
     add_pair_parser(sub)
 
+
+def _add_cron_and_autonomy(sub: Any) -> None:
     from orchestrator.cli.cron import add_cron_parsers
 
     add_cron_parsers(sub)
 
+
+def _add_doctor_and_setup(sub: Any) -> None:
     from orchestrator.cli.doctor import add_doctor_parsers
 
     add_doctor_parsers(sub)
 
+
+def _add_mcp_server(sub: Any) -> None:
     from orchestrator.cli.mcp_server import add_mcp_server_parser
 
     add_mcp_server_parser(sub)
 
+
+def _add_dashboard(sub: Any) -> None:
     from orchestrator.cli.dashboard import add_dashboard_parser
 
     add_dashboard_parser(sub, CONFIG_HELP)
 
+
+def _add_serve(sub: Any) -> None:
     serve = sub.add_parser("serve", help="run one built-in server alone (stdio, or HTTP with --http)")
     serve.add_argument("name", help="audit, console, cron, memory, pairing, sample, time, webhook, workspace")
     serve.add_argument(
@@ -113,17 +145,42 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
 
+
+def _add_status(sub: Any) -> None:
     status = sub.add_parser(
         "status", help="each server of the running orchestrator: state, tools, last error"
     )
     status.add_argument("--config", help=CONFIG_HELP)
     status.add_argument("--json", action="store_true", help="print the whole status as JSON")
-    return parser
+
+
+COMMANDS: dict[str, Callable[[Any], None]] = {
+    "run": _add_run,
+    "chat": _add_chat,
+    "agent": _add_agent,
+    "audit": _add_audit,
+    "memory": _add_memory,
+    "channel": _add_channel,
+    "dlq": _add_dlq,
+    "pair": _add_pair,
+    "cron": _add_cron_and_autonomy,
+    "autonomy": _add_cron_and_autonomy,
+    "doctor": _add_doctor_and_setup,
+    "setup": _add_doctor_and_setup,
+    "mcp-server": _add_mcp_server,
+    "dashboard": _add_dashboard,
+    "serve": _add_serve,
+    "status": _add_status,
+}
+"""Each command's parser, in ``nexo --help`` order; a module that adds two commands is called once."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        code = _dispatch(build_parser().parse_args(argv))
+        words = sys.argv[1:] if argv is None else list(argv)
+        # Only the named command's parser; help, no command or a typo get the whole one.
+        command = words[0] if words and words[0] in COMMANDS else None
+        code = _dispatch(build_parser(command).parse_args(words))
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`nexo status --json | head`): no traceback, and no second error

@@ -1,8 +1,8 @@
 """``nexo pair list | approve CODE | deny ID | revoke CHANNEL:SENDER | seed CHANNEL ACCOUNT SENDER...``.
 
 Pairing changes only here, out of band, or by the operator's one-tap answer on their own channel:
-no model-facing tool can change it. These talk to the pairing server directly, so they work while
-``nexo run`` is down.
+no model-facing tool can change it. With ``nexo run`` up they ask its own pairing server through
+its control socket; while it is down they start the pairing server themselves and talk to it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import anyio
 
 from orchestrator.cli.common import EXIT_OK, fail, load_config, print_json, setup_logging
 from orchestrator.cli.direct import with_server
+from shared.protocol import pairing_methods as m
 
 if TYPE_CHECKING:
     from orchestrator.config import NexoConfig
@@ -58,22 +59,98 @@ def add_pair_parser(sub: Any) -> None:
 
 
 def command_pair(args: argparse.Namespace) -> int:
+    """With ``nexo run`` up, the request goes through its control socket to its own pairing server
+    (no MCP client, no config validation, no second server process); otherwise this command starts
+    the pairing server itself."""
+    problem = _bad_argument(args)
+    if problem is not None:
+        return fail(problem)
+    method, params = _request(args)
+    answered = _through_daemon(args, method, params)
+    if answered is not None:
+        return answered
     setup_logging("WARNING")
     config = load_config(args.config)
+    if args.pair_command in ("revoke", "seed"):
+        params["platform"] = _platform(config, params["channel"])
+
+    async def action(connection: ServerConnection) -> int:
+        from shared.protocol import pairing as p
+
+        request_model, result_model = _MODELS[method]
+        request = getattr(p, request_model).model_validate({"method": method, "params": params})
+        result = await connection.request(request, getattr(p, result_model), timeout=TIMEOUT_S)
+        return _show(args, result.model_dump(mode="json", exclude={"meta"}))
+
+    return anyio.run(lambda: with_server(config, config.pairing.server, action, hint=PAIRING_HINT))
+
+
+_MODELS = {
+    m.LIST_METHOD: ("ListRequest", "ListResult"),
+    m.APPROVE_METHOD: ("ApproveRequest", "ApproveResult"),
+    m.DENY_METHOD: ("DenyRequest", "DenyResult"),
+    m.REVOKE_METHOD: ("RevokeRequest", "RevokeResult"),
+    m.SEED_METHOD: ("SeedRequest", "SeedResult"),
+}
+"""Method -> the names of its request and result models in :mod:`shared.protocol.pairing`."""
+
+
+def _bad_argument(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line, checked before anything is sent."""
     if args.pair_command == "revoke" and ":" not in args.target:
-        return fail(f"expected CHANNEL:SENDER, e.g. telegram:123456789; got {args.target!r}")
+        return f"expected CHANNEL:SENDER, e.g. telegram:123456789; got {args.target!r}"
     if args.pair_command == "approve":
         from shared.protocol.identities import InvalidCode, normalize_code
 
         try:
             normalize_code(args.code)
         except InvalidCode as exc:
-            return fail(f"{exc} (nothing was sent, so this does not count toward the approval lockout)")
+            return f"{exc} (nothing was sent, so this does not count toward the approval lockout)"
+    return None
 
-    async def action(connection: ServerConnection) -> int:
-        return await _run(config, connection, args)
 
-    return anyio.run(lambda: with_server(config, config.pairing.server, action, hint=PAIRING_HINT))
+def _request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The pairing method and its params as JSON, the same for the daemon and the server itself."""
+    command = args.pair_command
+    if command == "list":
+        return m.LIST_METHOD, {"channel": args.channel, "include_revoked": args.all}
+    if command == "approve":
+        return m.APPROVE_METHOD, {"code": args.code, "by": "cli", "role": _role(args)}
+    if command == "deny":
+        return m.DENY_METHOD, {"pending_id": args.pending_id}
+    if command == "revoke":
+        channel, sender = args.target.split(":", 1)
+        return m.REVOKE_METHOD, {
+            "channel": channel,
+            "sender": sender,
+            "account": args.account,
+            "scope": args.scope,
+        }
+    return m.SEED_METHOD, {
+        "channel": args.channel,
+        "account": args.account,
+        "senders": args.senders,
+        "role": _role(args),
+        "scope": args.scope,
+        "by": "cli",
+    }
+
+
+def _role(args: argparse.Namespace) -> str:
+    return "owner" if args.owner else "contact"
+
+
+def _through_daemon(args: argparse.Namespace, method: str, params: dict[str, Any]) -> int | None:
+    """The request answered by the running daemon; None when none is running."""
+    from orchestrator.cli.running import ask_running
+
+    answer = ask_running(args.config, method, params)
+    if answer is None:
+        return None
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        return fail(f"pairing: {answer.get('error', answer)}")
+    return _show(args, result)
 
 
 def _platform(config: NexoConfig, channel: str) -> str:
@@ -82,97 +159,46 @@ def _platform(config: NexoConfig, channel: str) -> str:
     return platform_of(channel, config.channel(channel).pairing)
 
 
-async def _run(config: NexoConfig, connection: ServerConnection, args: argparse.Namespace) -> int:
-    from shared.protocol import pairing as p
-
+def _show(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    """Print a pairing result (as JSON, the same from the daemon and from the server itself)."""
     command = args.pair_command
-    if command == "list":
-        listed = await connection.request(
-            p.ListRequest(params=p.ListParams(channel=args.channel, include_revoked=args.all)),
-            p.ListResult,
-            timeout=TIMEOUT_S,
-        )
-        if args.json:
-            print_json(listed.model_dump(mode="json", exclude={"meta"}))
-        else:
-            _print_list(listed)
-        return EXIT_OK
-    if command == "approve":
-        approved = await connection.request(
-            p.ApproveRequest(
-                params=p.ApproveParams(code=args.code, by="cli", role="owner" if args.owner else "contact")
-            ),
-            p.ApproveResult,
-            timeout=TIMEOUT_S,
-        )
-        record = approved.record
-        return _done(args, approved, f"paired {record.channel}:{record.sender} as {record.role}")
-    if command == "deny":
-        denied = await connection.request(
-            p.DenyRequest(params=p.DenyParams(pending_id=args.pending_id)), p.DenyResult, timeout=TIMEOUT_S
-        )
-        return _done(args, denied, f"request {args.pending_id}: {denied.status}")
-    if command == "revoke":
-        channel, sender = args.target.split(":", 1)
-        revoked = await connection.request(
-            p.RevokeRequest(
-                params=p.RevokeParams(
-                    channel=channel,
-                    sender=sender,
-                    account=args.account,
-                    scope=args.scope,
-                    platform=_platform(config, channel),
-                )
-            ),
-            p.RevokeResult,
-            timeout=TIMEOUT_S,
-        )
-        if not revoked.revoked:
-            return fail(f"{args.target} is not paired (see `nexo pair list`)")
-        return _done(args, revoked, f"revoked {revoked.revoked} pairing(s) of {args.target}")
-    seeded = await connection.request(
-        p.SeedRequest(
-            params=p.SeedParams(
-                channel=args.channel,
-                account=args.account,
-                platform=_platform(config, args.channel),
-                senders=args.senders,
-                role="owner" if args.owner else "contact",
-                scope=args.scope,
-                by="cli",
-            )
-        ),
-        p.SeedResult,
-        timeout=TIMEOUT_S,
-    )
-    return _done(args, seeded, f"seeded {len(seeded.records)} ({seeded.changed} changed) on {args.channel}")
-
-
-def _done(args: argparse.Namespace, result: Any, text: str) -> int:
     if args.json:
-        print_json(result.model_dump(mode="json", exclude={"meta"}))
-    else:
-        print(text)
+        print_json(result)
+    elif command == "list":
+        _print_list(result)
+    elif command == "approve":
+        record = result["record"]
+        print(f"paired {record['channel']}:{record['sender']} as {record['role']}")
+    elif command == "deny":
+        print(f"request {args.pending_id}: {result['status']}")
+    elif command == "revoke" and result["revoked"]:
+        print(f"revoked {result['revoked']} pairing(s) of {args.target}")
+    elif command == "seed":
+        print(f"seeded {len(result['records'])} ({result['changed']} changed) on {args.channel}")
+    if command == "revoke" and not result["revoked"]:
+        return fail(f"{args.target} is not paired (see `nexo pair list`)")
     return EXIT_OK
 
 
-def _print_list(listed: Any) -> None:
-    if listed.lockout.until:
-        print(f"approvals locked until {listed.lockout.until} after {listed.lockout.failures} wrong codes")
-    if not listed.records and not listed.pending:
+def _print_list(listed: dict[str, Any]) -> None:
+    lockout, records, pending = listed["lockout"], listed["records"], listed["pending"]
+    if lockout["until"]:
+        print(f"approvals locked until {lockout['until']} after {lockout['failures']} wrong codes")
+    if not records and not pending:
         print("nobody is paired and no request is open")
         return
-    for record in listed.records:
-        revoked = f"  revoked {record.revoked_at[:19]}" if record.revoked_at else ""
+    for record in records:
+        revoked = f"  revoked {record['revoked_at'][:19]}" if record["revoked_at"] else ""
         print(
-            f"{record.channel}:{record.account}  {record.scope:5} {record.role:7} {record.sender}  "
-            f"(via {record.via} by {record.by}, {record.paired_at[:19]}){revoked}"
+            f"{record['channel']}:{record['account']}  {record['scope']:5} {record['role']:7} "
+            f"{record['sender']}  (via {record['via']} by {record['by']}, "
+            f"{record['paired_at'][:19]}){revoked}"
         )
-    if listed.pending:
+    if pending:
         print("open requests (approve with `nexo pair approve CODE`, the code the sender was given):")
-    for request in listed.pending:
-        name = f" ({request.display_name})" if request.display_name else ""
+    for request in pending:
+        name = f" ({request['display_name']})" if request["display_name"] else ""
         print(
-            f"  {request.pending_id}  {request.channel}:{request.account}  {request.sender}{name}  "
-            f"expires {request.expires_at[:19]}"
+            f"  {request['pending_id']}  {request['channel']}:{request['account']}  "
+            f"{request['sender']}{name}  expires {request['expires_at'][:19]}"
         )

@@ -15,12 +15,13 @@ from typing import Annotated, Any, Literal, get_args
 import mcp_types as types
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from shared.protocol import goal_terms as _goal_terms
+
 AUDIT_EXTENSION = "nexo/audit"
 MAX_APPEND = 500
 MAX_TAIL = 1_000
 MAX_SUBJECT = 500
-GOAL_NOT_FOUND = -32044
-"""JSON-RPC error code (implementation-defined range) for an unknown goal id."""
+GOAL_NOT_FOUND = _goal_terms.GOAL_NOT_FOUND
 TRANSITION_REFUSED = -32049
 """JSON-RPC error code for a goal status change the lifecycle does not allow."""
 
@@ -29,15 +30,15 @@ EntryKind = Literal[
     "memory_promotion", "config_change", "goal", "notice", "checkpoint", "spend_reserved",
 ]  # fmt: skip
 ToolOutcome = Literal["ok", "error", "cancelled", "timeout", "rate_limited", "denied"]
-GoalKind = Literal["interactive", "bg", "daemon", "daemon_worker"]
+GoalKind = _goal_terms.GoalKind
 GoalStatus = Literal[
     "running", "sleeping", "queued", "paused", "done", "failed", "cancelled", "lost_on_restart"
 ]
 ProblemKind = Literal["hash_mismatch", "seq_gap", "prev_link_broken", "checkpoint_mismatch", "head_mismatch"]
 
 ENTRY_KINDS: tuple[str, ...] = get_args(EntryKind)
-GOAL_KINDS: tuple[str, ...] = get_args(GoalKind)
-TERMINAL_STATUSES: frozenset[str] = frozenset({"done", "failed", "cancelled", "lost_on_restart"})
+GOAL_KINDS = _goal_terms.GOAL_KINDS
+TERMINAL_STATUSES = _goal_terms.TERMINAL_STATUSES
 
 
 Short = Annotated[str, Field(min_length=1, max_length=200)]

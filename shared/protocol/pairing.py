@@ -17,14 +17,15 @@ from typing import Annotated, Literal, get_args
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, Field
 
-PAIRING_EXTENSION = "nexo/pairing"
+from shared.protocol import pairing_methods as _methods
 
-CHECK_METHOD = "nexo/pairing/check"
-APPROVE_METHOD = "nexo/pairing/approve"
-DENY_METHOD = "nexo/pairing/deny"
-REVOKE_METHOD = "nexo/pairing/revoke"
-SEED_METHOD = "nexo/pairing/seed"
-LIST_METHOD = "nexo/pairing/list"
+PAIRING_EXTENSION = _methods.PAIRING_EXTENSION
+CHECK_METHOD = _methods.CHECK_METHOD
+APPROVE_METHOD = _methods.APPROVE_METHOD
+DENY_METHOD = _methods.DENY_METHOD
+REVOKE_METHOD = _methods.REVOKE_METHOD
+SEED_METHOD = _methods.SEED_METHOD
+LIST_METHOD = _methods.LIST_METHOD
 
 CODE_INVALID = -32060
 """JSON-RPC error code: the approval code is malformed, wrong, expired, used or denied."""

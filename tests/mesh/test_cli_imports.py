@@ -1,4 +1,5 @@
-"""One-shot commands against a running mesh stay light: they never import the MCP SDK or the mesh.
+"""One-shot commands against a running mesh stay light: they never import the MCP SDK or the mesh,
+and ``nexo pair`` and ``nexo agent ps`` no pydantic either.
 
 Each command runs under ``python -X importtime``, whose report (on stderr) names every module the
 process imported; the command's own output is checked too, so a command that failed early (and
@@ -46,29 +47,63 @@ def _heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
 
 
-def test_chat_status_and_agent_run_against_a_running_mesh_import_neither_mcp_nor_the_mesh(
+def _command_modules(modules: set[str]) -> list[str]:
+    """The ``orchestrator.cli`` modules among ``modules``, without the prefix."""
+    return sorted(m.removeprefix("orchestrator.cli.") for m in modules if m.startswith("orchestrator.cli."))
+
+
+def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mesh(
     tmp_path: Path,
 ) -> None:
     """``agent run`` hands its goal to the running daemon (whose servers are up) instead of starting
-    its own: the same answer, and none of the weight."""
+    its own, and ``pair`` and ``agent ps`` their requests to the daemon's pairing and audit servers:
+    the same answers, none of the weight, and no server of their own."""
     with FakeLLM(default=Reply("hello back")) as llm:
         config = write_config(
             tmp_path / "agents.yaml",
             state_dir=tmp_path / "state",
             llm_base_url=llm.openai_base_url,
-            servers={"console": python_server("channel_servers.console")},
+            servers={
+                "console": python_server("channel_servers.console"),
+                "pairing": python_server("servers.pairing"),
+                "audit": python_server("servers.audit"),
+            },
         )
         with running(config):
             chat, chat_modules = _traced("chat", "--config", str(config), "--timeout", "30", stdin="hi\n")
             status, status_modules = _traced("status", "--config", str(config))
             agent, agent_modules = _traced("agent", "run", "hi", "--config", str(config))
+            ps, ps_modules = _traced("agent", "ps", "--all", "--config", str(config))
+            seed, seed_modules = _traced(
+                "pair", "seed", "console", "default", "alice", "--config", str(config)
+            )
+            listed, list_modules = _traced("pair", "list", "--config", str(config))
+            username, _ = _traced("pair", "seed", "telegram", "default", "@bob", "--config", str(config))
     assert (chat.returncode, chat.stdout) == (0, "hello back\n"), chat.stderr
     assert status.returncode == 0, status.stderr
-    assert status.stdout.splitlines()[2].split()[:4] == ["console", "stdio", "ready", "1"]
+    servers = {line.split()[0]: line.split()[1:4] for line in status.stdout.splitlines()[2:5]}
+    assert servers["console"] == ["stdio", "ready", "1"]
     assert _heavy(chat_modules) == []
     assert _heavy(status_modules) == []
     assert "pydantic" not in status_modules  # it reads one value of the config and validates nothing
     assert "pydantic" not in chat_modules  # console frames are checked by hand: nothing to build
+    # The parser is built for the named command only: no other command's module is imported.
+    assert _command_modules(status_modules) == ["common", "locate", "status"]
+    assert _command_modules(chat_modules) == ["chat", "common", "locate"]
     assert (agent.returncode, agent.stdout) == (0, "hello back\n"), agent.stderr
     assert "in the running nexo]" in agent.stderr
     assert _heavy(agent_modules) == []
+    assert ps.returncode == 0, ps.stderr
+    goals = sorted((row[1], row[2], row[-1]) for row in map(str.split, ps.stdout.splitlines()[2:]))
+    assert goals == [("bg", "done", "hi"), ("interactive", "done", "hi")]  # agent run's, chat's
+    assert _heavy(ps_modules) == []
+    assert "pydantic" not in ps_modules
+    assert (seed.returncode, seed.stdout) == (0, "seeded 1 (1 changed) on console\n"), seed.stderr
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split("(via")[0].split() == ["console:default", "dm", "contact", "alice"]
+    for modules in (seed_modules, list_modules):
+        assert _heavy(modules) == []
+        assert "pydantic" not in modules
+    # The platform comes from the daemon's config: a Telegram channel's ids are numeric.
+    assert username.returncode == 1
+    assert "is a Telegram username" in username.stderr, username.stderr

@@ -180,8 +180,9 @@ def test_a_lost_goal_snapshot_says_whether_its_origin_was_told() -> None:
         outcome="",
         notified=False,
     )
-    assert snapshot(goal).splitlines()[-1] == "- **origin told:** not yet"
-    assert snapshot(goal.model_copy(update={"notified": True})).splitlines()[-1] == "- **origin told:** yes"
+    told = goal.model_copy(update={"notified": True})
+    assert snapshot(goal.model_dump(mode="json")).splitlines()[-1] == "- **origin told:** not yet"
+    assert snapshot(told.model_dump(mode="json")).splitlines()[-1] == "- **origin told:** yes"
 
 
 @pytest.mark.parametrize("status", ["done", "failed", "cancelled", "lost_on_restart"])
@@ -201,11 +202,13 @@ def test_a_finished_goal_shows_no_phase_even_if_an_older_ledger_kept_one(status:
         outcome="",
         notified=False,
     )
-    header, row = goals_table([goal]).splitlines()
+    header, row = goals_table([goal.model_dump(mode="json")]).splitlines()
     assert header.split()[4] == "PHASE"
     assert row.split()[:5] == ["g-8", "bg", status, "nexo", "-"]
-    assert "- **phase:** -" in snapshot(goal).splitlines()
-    live = goals_table([goal.model_copy(update={"status": "running"})]).splitlines()[1]
+    assert "- **phase:** -" in snapshot(goal.model_dump(mode="json")).splitlines()
+    live = goals_table([goal.model_copy(update={"status": "running"}).model_dump(mode="json")]).splitlines()[
+        1
+    ]
     assert live.split()[:5] == ["g-8", "bg", "running", "nexo", "running"]
 
 

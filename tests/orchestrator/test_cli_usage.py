@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 
 import pytest
 
-from orchestrator.cli.main import main
+from orchestrator.cli.main import COMMANDS, build_parser, main
 
 
 @pytest.mark.parametrize(
@@ -28,3 +29,15 @@ def test_a_usage_error_exits_64_with_the_usage(
     assert caught.value.code == 64
     assert err.startswith("usage: nexo")
     assert complaint in err
+
+
+def _subcommand_help(parser: argparse.ArgumentParser, command: str) -> str:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return str(action.choices[command].format_help())
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_the_parser_of_one_command_is_that_command_of_the_whole_parser(command: str) -> None:
+    """``main`` builds only the named command's parser: it must parse and explain exactly as the
+    whole one (which ``nexo --help`` and the docs checks use)."""
+    assert _subcommand_help(build_parser(command), command) == _subcommand_help(build_parser(), command)
