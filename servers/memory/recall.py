@@ -35,12 +35,11 @@ from dataclasses import dataclass
 import anyio
 
 from servers.memory.embeddings import EmbeddingError
-from servers.memory.errors import MemoryRefused
+from servers.memory.errors import MemoryRefused, VectorDimensionError
 from servers.memory.keyword import CANDIDATE_CAP, PROBE, KeywordQuery, keyword_query
 from servers.memory.keyword_rank import idf
 from servers.memory.models import Memory, Vector
 from servers.memory.store import MemoryStore
-from servers.memory.vectors import VectorDimensionError
 from shared.protocol.memory import RecallMode
 
 logger = logging.getLogger("nexo.memory.recall")

@@ -5,7 +5,7 @@ import anyio
 import numpy as np
 import pytest
 
-from servers.memory import vector_cache, vectors
+from servers.memory import vector_cache, vector_search
 from servers.memory.vector_codes import (
     CodeBlock,
     VectorDimensionError,
@@ -319,7 +319,7 @@ async def test_large_agents_are_searched_on_a_worker_thread_with_the_same_answer
     index = await filled(db, {"ana": data})
     query = near(data[5], seed=5)
     inline = await index.search("ana", query, 10)
-    monkeypatch.setattr(vectors, "THREAD_ABOVE", 1000)
+    monkeypatch.setattr(vector_search, "THREAD_ABOVE", 1000)
     assert await index.search("ana", query, 10) == inline
 
 
