@@ -78,7 +78,9 @@ async def measure_size(n: int, quick: bool) -> list[Result]:
         f"vector index recall@{K} vs exact, {size} synthetic vectors (mean)", "", "exact search (1.0)"
     )
     load = Result(
-        f"vector index load, {size} synthetic vectors", "ms", "none (a one-off cost when the server starts)"
+        f"vector index load, {size} synthetic vectors",
+        "ms",
+        "none (a one-off cost at the first search after a start)",
     )
     rows = [search, recall, load]
     try:

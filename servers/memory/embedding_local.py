@@ -21,15 +21,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import numpy as np
 
-from servers.memory.batching import Batch, Encoding, batches, mean_pooled
 from servers.memory.embeddings import EmbeddingError, check_texts, unit_rows
 from servers.memory.model_files import MODEL_SHA256, TOKENIZER_SHA256, PinnedFile, VerifiedReader
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from servers.memory.batching import Batch, Encoding
 
 logger = logging.getLogger("nexo.memory.embeddings")
 
@@ -167,6 +170,11 @@ class LocalEmbedder:
         return True
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        # numpy comes with the first embedding: an idle server never holds it (see `vectors`).
+        import numpy as np
+
+        from servers.memory.batching import batches, mean_pooled
+
         listed = check_texts(texts)
         out = np.empty((len(listed), self.dim), dtype=np.float32)
         if not listed:
@@ -189,6 +197,8 @@ class LocalEmbedder:
 
     async def infer(self, batch: Batch) -> np.ndarray:
         """The model's token states for one batch: ONNX Runtime alone, nothing before or after."""
+        import numpy as np  # see embed()
+
         model = await self._loaded()
         self._last_used = time.monotonic()
         feed = {

@@ -14,13 +14,15 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
-import numpy as np
 
 from servers.memory.embeddings import EmbeddingError, check_texts, unit_rows
+
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger("nexo.memory.embeddings")
 
@@ -134,6 +136,8 @@ class OpenAICompatEmbedder:
         await self._client.aclose()
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np  # comes with the first embedding, not with the server (see `vectors`)
+
         listed = check_texts(texts)
         if not listed:
             return np.empty((0, self.dim), dtype=np.float32)
@@ -144,6 +148,8 @@ class OpenAICompatEmbedder:
         return np.concatenate(parts)
 
     async def _request(self, batch: list[str]) -> np.ndarray:
+        import numpy as np  # see embed()
+
         body: dict[str, Any] = {"model": self.model, "input": batch}
         if self._dimensions is not None:
             body["dimensions"] = self._dimensions

@@ -3,18 +3,21 @@
 Two implementations exist: the offline default runs all-MiniLM-L6-v2 (int8 ONNX) in this process
 (`embedding_local`), the other calls any OpenAI-compatible `/embeddings` endpoint (`embedding_remote`).
 Both return float32 rows of unit length, so a dot product is the cosine similarity. They are imported
-only when built, so a server using one never pays for importing the other (onnxruntime is heavy).
+only when built, so a server using one never pays for importing the other (onnxruntime is heavy),
+and neither imports numpy before its first embedding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 from urllib.parse import urlsplit
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _REMOTE_ONLY = ("base_url", "model", "api_key", "dimensions")
 _LOCAL_ONLY = ("model_path",)
@@ -133,6 +136,8 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
 
 def unit_rows(matrix: np.ndarray, source: str) -> np.ndarray:
     """The rows of the 2-D `matrix` as float32, scaled to unit length; errors name `source`."""
+    import numpy as np  # loaded with the first embedding, not with the server (see `vectors`)
+
     rows = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     bad = np.flatnonzero(~np.isfinite(norms[:, 0]) | (norms[:, 0] == 0))

@@ -32,3 +32,10 @@ class ModelMismatch(MemoryUnavailable):
             "cannot be compared. Fix: run `nexo memory reindex` to re-embed every memory with the "
             "configured model, or configure the old model again (NEXO_MEMORY_EMBEDDING__*)"
         )
+
+
+class VectorDimensionError(ValueError):
+    """A vector has a different number of dimensions than the index was built for.
+
+    Here rather than beside the vector kernels so that catching it imports no numpy.
+    """

@@ -4,41 +4,49 @@ One registry per server (no global state). The server has no port of its own: th
 through the control method ``nexo/memory/metrics`` in the Prometheus text format, which the
 orchestrator appends to its own ``/metrics`` and ``nexo memory stats`` summarises. Labels are
 bounded sets (recall modes, states, outcome words), never an agent's text.
+
+The Prometheus client is imported, and the registry built, by the first figure recorded or read:
+an idle server holds neither (about 1 MB).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 RECALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
-class MemoryMetrics:
+class _Figures:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram  # see the docstring
+
+        self.registry: CollectorRegistry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.recall_seconds = Histogram(
+        self.recall_seconds: Histogram = Histogram(
             "nexo_memory_recall_seconds",
             "Wall time of a recall (memory_recall or nexo memory search), by the mode that answered.",
             ["mode"],
             registry=r,
             buckets=RECALL_BUCKETS,
         )
-        self.memories = Gauge(
+        self.memories: Gauge = Gauge(
             "nexo_memory_memories", "Memories stored, by state (active, archived).", ["state"], registry=r
         )
-        self.imported = Counter(
+        self.imported: Counter = Counter(
             "nexo_memory_import_records",
             "Records of nexo memory import, by outcome (imported, refreshed, rejected).",
             ["outcome"],
             registry=r,
         )
-        self.import_seconds = Counter(
+        self.import_seconds: Counter = Counter(
             "nexo_memory_import_seconds",
             "Time spent importing (checking, embedding, storing); records / seconds is the import rate.",
             registry=r,
         )
-        self.import_rate = Gauge(
+        self.import_rate: Gauge = Gauge(
             "nexo_memory_import_records_per_second",
             "Records per second of the latest import batch.",
             registry=r,
@@ -46,19 +54,38 @@ class MemoryMetrics:
         for state in ("active", "archived"):
             self.memories.labels(state)
 
+
+class MemoryMetrics:
+    def __init__(self) -> None:
+        self._built: _Figures | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the Prometheus client and the registry are in this process yet."""
+        return self._built is not None
+
+    def _figures(self) -> _Figures:
+        if self._built is None:
+            self._built = _Figures()
+        return self._built
+
     def recall(self, mode: str, seconds: float) -> None:
-        self.recall_seconds.labels(mode).observe(seconds)
+        self._figures().recall_seconds.labels(mode).observe(seconds)
 
     def import_batch(self, imported: int, refreshed: int, rejected: int, seconds: float) -> None:
+        figures = self._figures()
         for outcome, count in (("imported", imported), ("refreshed", refreshed), ("rejected", rejected)):
-            self.imported.labels(outcome).inc(count)
-        self.import_seconds.inc(seconds)
+            figures.imported.labels(outcome).inc(count)
+        figures.import_seconds.inc(seconds)
         if seconds > 0:
-            self.import_rate.set((imported + refreshed + rejected) / seconds)
+            figures.import_rate.set((imported + refreshed + rejected) / seconds)
 
     def count_memories(self, total: int, archived: int) -> None:
-        self.memories.labels("active").set(total - archived)
-        self.memories.labels("archived").set(archived)
+        figures = self._figures()
+        figures.memories.labels("active").set(total - archived)
+        figures.memories.labels("archived").set(archived)
 
     def render(self) -> str:
-        return generate_latest(self.registry).decode()
+        from prometheus_client import generate_latest  # see the docstring
+
+        return generate_latest(self._figures().registry).decode()

@@ -6,14 +6,16 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from shared.protocol.memory import Kind, MemoryRecord, Provenance
 
-Vector = npt.NDArray[np.float32]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+Vector: TypeAlias = "npt.NDArray[np.float32]"
+"""An embedding; a string so that importing the records imports no numpy (see ``vectors``)."""
 
 
 def content_hash(content: str) -> str:

@@ -35,12 +35,11 @@ from dataclasses import dataclass
 import anyio
 
 from servers.memory.embeddings import EmbeddingError
-from servers.memory.errors import MemoryRefused
+from servers.memory.errors import MemoryRefused, VectorDimensionError
 from servers.memory.keyword import CANDIDATE_CAP, PROBE, KeywordQuery, keyword_query
 from servers.memory.keyword_rank import idf
 from servers.memory.models import Memory, Vector
 from servers.memory.store import MemoryStore
-from servers.memory.vectors import VectorDimensionError
 from shared.protocol.memory import RecallMode
 
 logger = logging.getLogger("nexo.memory.recall")
@@ -57,8 +56,9 @@ of the vector side, never a clear preference. On the tuning questions the vector
 second were equally often right when their cosines were less than 0.02 apart, and the second never
 was when they were further apart."""
 MIN_NEIGHBOURS = 10
-"""Vector candidates per recall: max(2 x limit, this). The index reranks ~40 float vectors per
-neighbour asked for, so fewer are fetched than on the keyword side."""
+"""Vector candidates per recall: max(2 x limit, this). The index reranks 20 to 40 float vectors
+per neighbour asked for (``vector_search.rerank_rows``), so fewer are fetched than on the keyword
+side."""
 
 VectorBlocker = Callable[[], str | None]
 """Why vector search cannot run right now (e.g. a pending reindex), or None when it can."""

@@ -152,9 +152,7 @@ async def _service(
     model = await check_model(
         store, embedder.model_id, embedder.dim, allow_mismatch=settings.allow_model_mismatch
     )
-    if model.matches:
-        await index.load()
-    else:
+    if not model.matches:
         logger.warning("%s; vector search is off until then", model.blocker())
     sessions = SessionStore(db, max_entries=settings.transcript_max_entries, clock=clock)
     removed = await sessions.gc(settings.session_idle_gc_s)

@@ -15,17 +15,35 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
+from servers.memory.errors import VectorDimensionError
+
+__all__ = [
+    "CodeBlock",
+    "Snapshot",
+    "VectorDimensionError",
+    "asymmetric_scores",
+    "codes_from_blobs",
+    "dimension_error",
+    "hamming_distances",
+    "sign_codes",
+    "smallest",
+    "unit_matrix",
+    "words_for",
+]
+
 WORD_BITS = 64
 _CHUNK = 65_536  # rows per pass: the temporaries stay in the CPU cache
-# Row v: the signs (+1/-1) of the 8 bits of byte value v, most significant first as np.packbits packs.
-_BYTE_SIGNS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, np.newaxis], axis=1).astype(np.float32) * 2 - 1
 
 
-class VectorDimensionError(ValueError):
-    """A vector has a different number of dimensions than the index was built for."""
+@cache
+def _byte_signs() -> np.ndarray:
+    """Row v: the signs (+1/-1) of the 8 bits of byte value v, most significant first as np.packbits packs."""
+    bits = np.unpackbits(np.arange(256, dtype=np.uint8)[:, np.newaxis], axis=1)
+    return np.asarray(bits.astype(np.float32) * 2 - 1, dtype=np.float32)
 
 
 def words_for(dim: int) -> int:
@@ -101,7 +119,7 @@ def asymmetric_scores(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
     padded = np.zeros(n_bytes * 8, dtype=np.float32)
     padded[: query.size] = query
     # table[b, v]: the dot product of the 8 query components of byte b with the signs of value v.
-    table = (padded.reshape(n_bytes, 8) @ _BYTE_SIGNS.T).ravel()
+    table = (padded.reshape(n_bytes, 8) @ _byte_signs().T).ravel()
     offsets = np.arange(n_bytes, dtype=np.intp) * 256
     return np.asarray(table[as_bytes.astype(np.intp) + offsets].sum(axis=1), dtype=np.float32)
 

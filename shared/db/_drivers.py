@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 from shared.db._errors import problem
@@ -25,12 +27,21 @@ def as_stdlib_error(exc: Exception) -> sqlite3.Error:
     return translated
 
 
+def vec_extension() -> str | None:
+    """The path of sqlite-vec's loadable extension (what ``sqlite_vec.loadable_path()`` gives), found
+    without importing the package: it imports numpy when it can, about 11 MB that a process opening
+    a database does not otherwise need. None when the package is not installed."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or spec.origin is None:
+        return None
+    return str(Path(spec.origin).parent / "vec0")
+
+
 def connect_with_vec(target: str, where: object, timeout: float) -> tuple[str, Any, Any]:
     """Open `target` with the first driver that loads sqlite-vec: (driver name, module, connection)."""
-    try:
-        import sqlite_vec
-    except ImportError:
-        raise problem(where, "the sqlite-vec package is not installed", "pip install sqlite-vec") from None
+    extension = vec_extension()
+    if extension is None:
+        raise problem(where, "the sqlite-vec package is not installed", "pip install sqlite-vec")
     tried: list[str] = []
     for name in VEC_DRIVERS:
         try:
@@ -44,7 +55,7 @@ def connect_with_vec(target: str, where: object, timeout: float) -> tuple[str, A
         conn = module.connect(target, isolation_level=None, timeout=timeout)
         try:
             conn.enable_load_extension(True)
-            sqlite_vec.load(conn)
+            conn.load_extension(extension)
             # Only sqlite-vec is trusted: SQL must not be able to load anything else later.
             conn.enable_load_extension(False)
         except module.Error as exc:

@@ -1,6 +1,7 @@
 import sqlite3
 import stat
 import struct
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from shared.db import (
     DatabaseError,
     Migration,
     Synchronous,
+    _drivers,
     split_statements,
     sqlite_driver_for_vec,
 )
@@ -589,19 +591,38 @@ async def test_no_driver_for_vec_names_what_was_tried_and_the_fix(
 
 
 def test_driver_that_fails_to_load_the_extension_is_reported(
-    monkeypatch: pytest.MonkeyPatch, stdlib_cannot_load_extensions: None
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stdlib_cannot_load_extensions: None
 ) -> None:
-    def refuse(conn: object) -> None:
-        raise sqlean.OperationalError("not authorized")
-
-    monkeypatch.setattr(sqlite_vec, "load", refuse)
+    not_a_library = tmp_path / "vec0.so"
+    not_a_library.write_text("not an ELF file")
+    monkeypatch.setattr(_drivers, "vec_extension", lambda: str(not_a_library.with_suffix("")))
     monkeypatch.setitem(sys.modules, "pysqlite3", None)
     with pytest.raises(DatabaseError) as caught:
         sqlite_driver_for_vec()
-    assert str(caught.value) == (
+    tried, _, fix = str(caught.value).partition(")). Fix: ")
+    assert tried.startswith(
         "sqlite-vec: cannot load sqlite-vec (tried sqlite3 (built without extension loading), "
-        f"sqlean (not authorized), pysqlite3 (not installed)). Fix: {VEC_FIX}"
+        f"sqlean ({not_a_library}"
     )
+    assert tried.endswith("pysqlite3 (not installed")
+    assert fix == VEC_FIX
+
+
+def test_opening_a_database_with_sqlite_vec_does_not_import_its_package() -> None:
+    """The package imports numpy when it can; a server opening its database must not pay for that."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from shared.db._drivers import sqlite_driver_for_vec; sqlite_driver_for_vec(); "
+            "print(sorted(m for m in ('sqlite_vec', 'numpy') if m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "[]\n", "")
 
 
 def test_missing_sqlite_vec_package_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
