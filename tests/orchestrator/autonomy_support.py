@@ -17,6 +17,7 @@ from orchestrator.daemon import Orchestrator
 from orchestrator.proactive.runtime import Autonomy
 from tests.mesh.harness import python_server, write_config
 from tests.mesh.inbox import inbox_server
+from tests.orchestrator.daemon_support import daemon_in_process
 
 DAY_START = datetime(2026, 11, 21, 0, 0, tzinfo=UTC)
 
@@ -49,20 +50,9 @@ async def running(config_path: Path, clock: Callable[[], datetime]) -> AsyncIter
     config = load(config_path)
     orch = Orchestrator(config, config_label=str(config_path))
     orch.autonomy = Autonomy(config, orch.mesh, orch.sink, clock=clock, rng=random.Random(3))
-    ready = anyio.Event()
-    finished = anyio.Event()
-
-    async def on_ready(_: Orchestrator) -> None:
-        ready.set()
-        await finished.wait()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: orch.run(on_ready=on_ready))
-        with anyio.fail_after(60):
-            await ready.wait()
+    async with daemon_in_process(orch, 60):
         try:
             yield orch
         finally:
             with anyio.CancelScope(shield=True):
                 await orch.sink.flush(5)
-            finished.set()

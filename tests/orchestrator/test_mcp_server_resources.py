@@ -27,6 +27,7 @@ from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import python_server, write_config
 from tests.mesh.inbox import inbox_server
+from tests.orchestrator.daemon_support import daemon_in_process
 
 pytestmark = [pytest.mark.scenario, pytest.mark.anyio]
 WAIT_S = 60.0
@@ -62,20 +63,8 @@ async def _daemon(tmp_path: Path, llm_url: str) -> AsyncIterator[Orchestrator]:
         extra={"operator": {"channel": "inbox", "chat_id": "op"}},
     )
     orch = Orchestrator(load(config_path), config_label=str(config_path))
-    ready, finished = anyio.Event(), anyio.Event()
-
-    async def on_ready(_: Orchestrator) -> None:
-        ready.set()
-        await finished.wait()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: orch.run(on_ready=on_ready))
-        with anyio.fail_after(WAIT_S):
-            await ready.wait()
-        try:
-            yield orch
-        finally:
-            finished.set()
+    async with daemon_in_process(orch, WAIT_S):
+        yield orch
 
 
 # The SDK's client warns that 2026-07-28 removed resources/subscribe; this is the handshake era's own.
