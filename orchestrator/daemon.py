@@ -51,6 +51,10 @@ logger = logging.getLogger("nexo.daemon")
 STARTUP_WAIT_S = 30.0
 STARTUP_NOTICE_S = 1.0
 SHUTDOWN_FLUSH_S = 2.0
+AGENT_OPS = frozenset({"submit", "run", "send", "cron_create"})
+"""Control operations that need the agents, which exist only once the servers are up."""
+READY_WAIT_S = 4.0
+"""How long such an operation waits for a starting daemon: under the CLI's 5 s answer timeout."""
 PUSH_QUEUE = 1000
 Pushed = ChannelParams | PermissionVerdictParams
 
@@ -88,6 +92,7 @@ class Orchestrator:
         self.intakes: list[Intake] = []
         self.started = time.time()
         self.ready = anyio.Event()
+        self.ready_wait_s = READY_WAIT_S
         audit = self.mesh.get(config.audit.server)
         self.metrics = Metrics()
         self.metrics_address: tuple[str, int] | None = None
@@ -221,6 +226,14 @@ class Orchestrator:
     async def command(self, request: dict[str, Any], emit: Emit) -> dict[str, Any]:
         """Operator commands over the control socket: submit and cancel goals, forward reads."""
         op = request.get("op")
+        if op in AGENT_OPS and not self.ready.is_set():
+            with anyio.move_on_after(self.ready_wait_s):
+                await self.ready.wait()
+            if not self.ready.is_set():
+                return {
+                    "error": "nexo is still starting (its servers are not all up yet); "
+                    "try again in a moment, or see `nexo status`"
+                }
         if op in ("submit", "run"):
             prompt = request.get("prompt")
             if not isinstance(prompt, str) or not prompt.strip():
