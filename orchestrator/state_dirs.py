@@ -17,6 +17,12 @@ from shared.private import make_private_dirs
 
 PRIVATE_DIR_MODE = 0o700
 OWNER_ACCESS = stat.S_IRWXU
+CONTROL_SOCKET = "orchestrator.sock"
+CONSOLE_SOCKET = "console/console.sock"
+"""The Unix sockets nexo keeps under the state directory: the daemon's, and the console's when the
+console channel runs as the daemon's child."""
+MAX_SOCKET_PATH = 107
+"""Bytes a Unix socket path may have on Linux (``sun_path`` holds 108, the last one a NUL)."""
 
 
 class StateDirError(Exception):
@@ -48,12 +54,16 @@ def _user_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def prepare_state_dirs(state_dir: Path, *, workspace: Path | None = None) -> list[Repair]:
+def prepare_state_dirs(
+    state_dir: Path, *, workspace: Path | None = None, sockets: tuple[str, ...] = (CONTROL_SOCKET,)
+) -> list[Repair]:
     """Create ``state_dir`` (0700) if missing, then check it and every directory below it.
 
     The workspace root is checked but not entered: what the agent keeps there is its own.
-    Raises ``StateDirError`` for a directory this user neither owns nor can use.
+    Raises ``StateDirError`` for a directory this user neither owns nor can use, or one so deeply
+    nested that the sockets nexo keeps in it would not fit a Unix socket path.
     """
+    _check_socket_room(state_dir, sockets)
     try:
         make_private_dirs(state_dir)
     except OSError as exc:
@@ -117,3 +127,14 @@ def _check(directory: Path, repairs: list[Repair]) -> None:
         f"Fix: `chown -R {me} {directory}` as its owner or root, or set state_dir (NEXO_STATE_DIR) "
         "to a directory this user owns"
     )
+
+
+def _check_socket_room(state_dir: Path, sockets: tuple[str, ...]) -> None:
+    longest = max((state_dir.absolute() / name for name in sockets), key=lambda p: len(os.fsencode(p)))
+    size = len(os.fsencode(longest))
+    if size > MAX_SOCKET_PATH:
+        raise StateDirError(
+            f"state directory {state_dir} is too deep for nexo's sockets: {longest} would be {size} bytes, "
+            f"and a Unix socket path holds at most {MAX_SOCKET_PATH}. Fix: set state_dir (NEXO_STATE_DIR) "
+            f"to a path at least {size - MAX_SOCKET_PATH} bytes shorter"
+        )

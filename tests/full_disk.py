@@ -9,6 +9,7 @@ import errno
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -66,16 +67,21 @@ def _mount(root: Path) -> str | None:
 
 
 @pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[FullDisk]:
-    root = tmp_path / "small"
+def full_disk() -> Iterator[FullDisk]:
+    # A short path of its own: a console socket under it must fit AF_UNIX's 108 bytes, which a deep
+    # pytest temporary directory does not always leave room for.
+    base = Path(tempfile.mkdtemp(prefix="nexo-full-"))
+    root = base / "small"
     root.mkdir()
     why = _mount(root)
     if why is not None:
+        shutil.rmtree(base)
         pytest.skip(why)
     try:
         yield FullDisk(root)
     finally:
         subprocess.run(["umount", "--lazy", str(root)], check=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 ATTEMPTS = 200

@@ -18,7 +18,7 @@ from orchestrator.cli.common import (
     setup_logging,
 )
 from orchestrator.cli.run_log import TerminalNotices, divert_stderr, log_file
-from orchestrator.state_dirs import Repair, StateDirError, prepare_state_dirs
+from orchestrator.state_dirs import CONSOLE_SOCKET, CONTROL_SOCKET, Repair, StateDirError, prepare_state_dirs
 
 logger = logging.getLogger("nexo.run")
 
@@ -39,7 +39,8 @@ def command_run(args: argparse.Namespace) -> int:
     from orchestrator.config import workspace_root
 
     try:
-        repairs = prepare_state_dirs(config.state_path, workspace=workspace_root(config))
+        sockets = (CONTROL_SOCKET, CONSOLE_SOCKET) if "console" in config.servers else (CONTROL_SOCKET,)
+        repairs = prepare_state_dirs(config.state_path, workspace=workspace_root(config), sockets=sockets)
     except StateDirError as exc:
         return fail(str(exc))
     terminal = sys.stderr

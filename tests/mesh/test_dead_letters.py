@@ -107,10 +107,13 @@ async def test_a_reply_that_keeps_failing_is_retried_then_set_aside_and_the_oper
                         b'{"content": "hello", "meta": {"chat_id": "local", "user_id": "local"}}\n'
                     )
                 notice = await next_frame(session, Reply)
+            # The notice can overtake the daemon's stderr on its way into the test: wait for the lines.
+            first = orch.wait_for_line("message cc:-1 failed (attempt 1 of 2)")
+            second = orch.wait_for_line("message cc:-1 failed (attempt 2 of 2)", start=first)
             log = orch.log()
         assert len(llm.requests) == 2
-    assert "message cc:-1 failed (attempt 1 of 2)" in log
-    assert "message cc:-1 failed (attempt 2 of 2)" in log
+    assert log.count("message cc:-1 failed (attempt") == 2
+    assert second > first
     assert notice.notice
     assert notice.text.startswith(
         "[dead letter] a message from cc (event -1) failed 2 times and was set aside"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.state_dirs import Repair, StateDirError, prepare_state_dirs
+from orchestrator.state_dirs import CONSOLE_SOCKET, CONTROL_SOCKET, Repair, StateDirError, prepare_state_dirs
 from shared.private import make_private_dirs
 from tests.orchestrator.another_user import NOBODY, answer_as_nobody, reachable_tmp
 
@@ -91,3 +91,21 @@ def test_a_directory_of_another_user_that_this_user_cannot_use_is_an_error_namin
         f"{state / 'cron'}` as its owner or root, or set state_dir (NEXO_STATE_DIR) to a directory "
         "this user owns"
     )
+
+
+def test_a_state_directory_too_deep_for_a_unix_socket_is_refused_with_how_much_shorter(
+    tmp_path: Path,
+) -> None:
+    room = 107 - len(os.fsencode(tmp_path.absolute() / "console" / "console.sock"))
+    fits, too_deep = tmp_path / ("s" * (room - 1)), tmp_path / ("s" * (room + 2))
+    sockets = (CONTROL_SOCKET, CONSOLE_SOCKET)
+    assert prepare_state_dirs(fits, sockets=sockets) == []
+    assert prepare_state_dirs(too_deep) == []  # without the console, the control socket still fits
+    with pytest.raises(StateDirError) as refused:
+        prepare_state_dirs(too_deep / "x", sockets=sockets)
+    assert str(refused.value) == (
+        f"state directory {too_deep / 'x'} is too deep for nexo's sockets: {too_deep}/x/console/console.sock "
+        "would be 112 bytes, and a Unix socket path holds at most 107. Fix: set state_dir "
+        "(NEXO_STATE_DIR) to a path at least 5 bytes shorter"
+    )
+    assert not (too_deep / "x").exists()
