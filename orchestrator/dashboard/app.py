@@ -18,6 +18,7 @@ from orchestrator.dashboard.client import Daemon
 from orchestrator.dashboard.feed import LedgerFollower
 from orchestrator.dashboard.forms import checked_form
 from orchestrator.dashboard.guard import Guard
+from orchestrator.dashboard.layout import keyring_of, session_of
 
 LOGIN_HELP = "Log in with the one-time link `nexo dashboard` prints (it works once, for a short while)."
 
@@ -45,6 +46,7 @@ async def login(request: Request) -> Response:
 
 async def logout(request: Request) -> Response:
     await checked_form(request)
+    keyring_of(request).end(session_of(request))
     response = PlainTextResponse("Logged out. " + LOGIN_HELP)
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response

@@ -48,6 +48,8 @@ class Keyring:
     ) -> None:
         self._key = secrets.token_bytes(32)
         self._logins: dict[str, tuple[float, str]] = {}
+        self._ended: dict[str, float] = {}
+        """Sessions logged out before they expire (id -> expiry): a copy of their cookie opens nothing."""
         self._login_ttl = login_ttl_s
         self.session_ttl_s = session_ttl_s
         self._clock = clock
@@ -90,7 +92,15 @@ class Keyring:
             session = Session(str(data["id"]), str(data["op"]), float(data["exp"]))
         except (ValueError, KeyError, TypeError):
             return None
-        return session if session.expires_at > self._clock() else None
+        if session.expires_at <= self._clock() or session.id in self._ended:
+            return None
+        return session
+
+    def end(self, session: Session) -> None:
+        """Log ``session`` out: its cookie, wherever a copy of it is, opens nothing any more."""
+        now = self._clock()
+        self._ended = {sid: expiry for sid, expiry in self._ended.items() if expiry > now}
+        self._ended[session.id] = session.expires_at
 
     def csrf_token(self, session: Session) -> str:
         return self._mac("csrf", session.id)

@@ -128,3 +128,20 @@ def test_a_bind_beyond_loopback_needs_tls_termination_configured() -> None:
     )
     assert proxied.public_origin == "https://nexo.example"
     assert DashboardOptions().port is None
+
+
+async def test_after_logging_out_a_copy_of_the_session_cookie_opens_nothing(tmp_path: Path) -> None:
+    async with dashboard(tmp_path) as board:
+        await board.login()
+        copied = board.client.cookies[COOKIE]
+        page = await board.client.get("/approvals")
+        assert page.status_code == 200
+        csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        logged_out = await board.client.post("/logout", data={"csrf": csrf}, headers={"origin": BASE})
+        assert logged_out.status_code == 200
+        board.client.cookies.clear()
+        board.client.cookies.set(COOKIE, copied)
+        assert (await board.client.get("/approvals")).status_code == 303
+        assert (
+            await board.client.post("/logout", data={"csrf": csrf}, headers={"origin": BASE})
+        ).status_code == 401
