@@ -167,16 +167,12 @@ def command_agent_cancel(args: argparse.Namespace) -> int:
 
 
 def _to_daemon(args: argparse.Namespace, request: dict[str, Any]) -> int:
-    from orchestrator.cli.locate import state_dir
-    from orchestrator.control import ask, control_path
+    from orchestrator.cli.running import NotAnswered, daemon_answer
 
-    state = state_dir(args.config)
     try:
-        answer = anyio.run(ask, control_path(state), request)
-    except (OSError, TimeoutError) as exc:
-        return fail(f"nexo is not running on {state} ({exc.__class__.__name__}); start it with `nexo run`")
-    if "error" in answer:
-        return fail(str(answer["error"]))
+        answer = daemon_answer(args.config, request)
+    except NotAnswered as exc:
+        return fail(str(exc))
     if args.json:
         print_json(answer)
     elif "goal_id" in answer:

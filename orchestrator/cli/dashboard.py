@@ -6,10 +6,7 @@ import argparse
 import getpass
 from typing import Any
 
-import anyio
-
 from orchestrator.cli.common import EXIT_OK, fail, print_json
-from orchestrator.control import ask, control_path
 
 
 def add_dashboard_parser(sub: Any, config_help: str) -> None:
@@ -19,16 +16,12 @@ def add_dashboard_parser(sub: Any, config_help: str) -> None:
 
 
 def command_dashboard(args: argparse.Namespace) -> int:
-    from orchestrator.cli.locate import state_dir
+    from orchestrator.cli.running import NotAnswered, daemon_answer
 
-    state = state_dir(args.config)
-    request = {"op": "dashboard_login", "operator": getpass.getuser()}
     try:
-        answer = anyio.run(ask, control_path(state), request)
-    except (OSError, TimeoutError) as exc:
-        return fail(f"nexo is not running on {state} ({exc.__class__.__name__}); start it with `nexo run`")
-    if "error" in answer:
-        return fail(str(answer["error"]))
+        answer = daemon_answer(args.config, {"op": "dashboard_login", "operator": getpass.getuser()})
+    except NotAnswered as exc:
+        return fail(str(exc))
     if args.json:
         print_json(answer)
         return EXIT_OK

@@ -14,6 +14,26 @@ import anyio
 from orchestrator.cli.locate import state_dir
 from orchestrator.control import ask, control_path
 
+
+class NotAnswered(Exception):
+    """The running daemon could not be asked, or refused; the message is the line to show."""
+
+
+def daemon_answer(config: str | None, request: dict[str, Any]) -> dict[str, Any]:
+    """The answer of ``config``'s running daemon to one control request (5 s at most); raises
+    NotAnswered naming ``nexo run`` when none runs, or with the daemon's own error."""
+    state = state_dir(config)
+    try:
+        answer: dict[str, Any] = anyio.run(ask, control_path(state), request)
+    except (OSError, TimeoutError) as exc:
+        raise NotAnswered(
+            f"nexo is not running on {state} ({exc.__class__.__name__}); start it with `nexo run`"
+        ) from exc
+    if "error" in answer:
+        raise NotAnswered(str(answer["error"]))
+    return answer
+
+
 ANSWER_TIMEOUT_S = 35.0
 """The daemon's own wait for the server (30 s), and a little more."""
 
