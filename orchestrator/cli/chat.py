@@ -267,8 +267,8 @@ def command_chat(args: argparse.Namespace) -> int:
             return fail(str(exc))
     state = state_dir(args.config)
     terminal = sys.stdin.fileno() if sys.stdin.isatty() else None
-    lines = [] if terminal is not None else [line.rstrip("\n") for line in sys.stdin if line.strip()]
     try:
+        lines = [] if terminal is not None else [line.rstrip("\n") for line in sys.stdin if line.strip()]
         return chat(
             state,
             chat_id=args.chat_id,

@@ -152,7 +152,8 @@ class InteractiveChat:
             print(f"[error] {frame.message}", file=self.err, flush=True)
 
     def closed(self, problem: ConnectionError, *, while_sending: bool = False) -> None:
-        print(f"{'' if while_sending else chr(10)}[console closed] {problem}", file=self.err)
+        lead = "" if while_sending else "\n"  # a reply may be mid-screen; a typed line ended its own
+        print(f"{lead}[console closed] {problem}", file=self.err)
 
     def say(self, line: bytes) -> Say | None:
         """The message for one typed line; None for a blank one."""

@@ -21,7 +21,8 @@ from shared.protocol.console_wire import (
     encode,
 )
 
-Answer = Callable[[Say], list[ServerFrame]]
+Answer = Callable[[Say], list[ServerFrame] | None]
+"""The frames that answer a say; None hangs up."""
 WAIT_S = 20.0
 
 
@@ -73,7 +74,10 @@ class FakeConsole:
                         replies += self.on_hello
                     else:
                         self.said.append(frame)
-                        replies = self.answer(frame)
+                        answer = self.answer(frame)
+                        if answer is None:
+                            return
+                        replies = answer
                     connection.sendall(b"".join(encode(reply) for reply in replies))
 
     def close(self) -> None:

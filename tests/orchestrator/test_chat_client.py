@@ -39,6 +39,10 @@ def only_queue(say: Say) -> list[ServerFrame]:
     return [Queued(id=say.id, seq=1)]
 
 
+def hang_up(say: Say) -> None:
+    return None
+
+
 def test_a_pipe_gets_the_warnings_first_then_each_reply_from_one_status_request(tmp_path: Path) -> None:
     state = tmp_path / "state"
     out, err = io.StringIO(), io.StringIO()
@@ -169,6 +173,35 @@ def test_at_a_terminal_replies_show_as_they_come_a_bare_y_answers_the_one_approv
     assert [say.text for say in console.said] == ["hello", "y kmpqr"]  # the blank line is not sent
     greeting = f"connected to the console channel ({console_socket(state)}); Ctrl-D or Ctrl-C to leave"
     assert screen.getvalue().startswith(f"WARNING: {DANGER}\n{greeting}\n")
+
+
+def test_at_a_terminal_a_console_that_goes_away_is_one_line_and_exit_0(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    screen = Screen()
+    codes: list[int] = []
+    with terminal_pair() as (typed, read), fake_console(console_socket(state), hang_up):
+        chatting = threading.Thread(
+            target=lambda: codes.append(
+                chat(
+                    state,
+                    chat_id="operator",
+                    timeout_s=WAIT_S,
+                    terminal=read,
+                    lines=[],
+                    out=screen,
+                    err=screen,
+                )
+            )
+        )
+        chatting.start()
+        screen.wait_for("Ctrl-D or Ctrl-C to leave")
+        os.write(typed, b"hello\n")
+        chatting.join(WAIT_S)
+    assert codes == [0]
+    assert screen.getvalue().endswith(
+        "\n[console closed] the console channel closed the connection (its server stopped or is "
+        "restarting); run `nexo status` to see why, then `nexo chat` again\n"
+    )
 
 
 @pytest.mark.scenario
