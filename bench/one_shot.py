@@ -1,6 +1,6 @@
-"""What a person feels from one command: wall time and CPU of ``echo hi | nexo chat`` against a running
-default mesh, of ``nexo agent run "hi"`` and ``nexo pair seed`` with and without a running daemon, and
-restart to first reply.
+"""What a person feels from one command: wall time and CPU of ``echo hi | nexo chat`` and ``nexo status``
+against a running default mesh, of ``nexo agent run "hi"`` and ``nexo pair seed`` with and without a
+running daemon, and restart to first reply.
 
 Each command is a real process; its CPU is its own user + system time as the kernel counts it
 (``wait4``), children that it waited for included. Baselines are measured in the same run: the
@@ -96,6 +96,10 @@ def _agent_run(config: Path) -> list[str]:
     return nexo_argv("agent", "run", "hi", "--config", str(config))
 
 
+def _status(config: Path) -> list[str]:
+    return nexo_argv("status", "--config", str(config))
+
+
 def _pair_seed(config: Path) -> list[str]:
     return nexo_argv("pair", "seed", "console", "default", "bench-contact", "--config", str(config))
 
@@ -104,6 +108,8 @@ def _pair_seed(config: Path) -> list[str]:
 class Rows:
     chat_wall: Result
     chat_cpu: Result
+    status_wall: Result
+    status_cpu: Result
     agent_daemon_wall: Result
     agent_daemon_cpu: Result
     agent_alone_wall: Result
@@ -122,6 +128,8 @@ class Rows:
                 "echo hi | nexo chat, running mesh (wall)", "ms", python, relative_target=CHAT_VS_PYTHON
             ),
             chat_cpu=Result("echo hi | nexo chat, running mesh (CPU)", "ms", python),
+            status_wall=Result("nexo status, running mesh (wall)", "ms", python),
+            status_cpu=Result("nexo status, running mesh (CPU)", "ms", python),
             agent_daemon_wall=Result(
                 'nexo agent run "hi", daemon running (wall)', "s", python, target=AGENT_RUN_WITH_DAEMON_S
             ),
@@ -148,6 +156,8 @@ class Rows:
         return [
             self.chat_wall,
             self.chat_cpu,
+            self.status_wall,
+            self.status_cpu,
             self.agent_daemon_wall,
             self.agent_daemon_cpu,
             self.agent_alone_wall,
@@ -175,8 +185,9 @@ def _baselines(rows: Rows, n: int, env: Mapping[str, str]) -> None:
     progress(f"one-shot: {n} x python -c pass and python -c 'import mcp' (baselines)")
     for _ in range(n):
         idle = run_child(_python("pass"), env)
-        rows.chat_wall.baseline.append(idle.wall_s * 1000)
-        rows.chat_cpu.baseline.append(idle.cpu_s * 1000)
+        for wall, cpu in ((rows.chat_wall, rows.chat_cpu), (rows.status_wall, rows.status_cpu)):
+            wall.baseline.append(idle.wall_s * 1000)
+            cpu.baseline.append(idle.cpu_s * 1000)
         for wall, cpu in (
             (rows.agent_daemon_wall, rows.agent_daemon_cpu),
             (rows.agent_alone_wall, rows.agent_alone_cpu),
@@ -200,6 +211,11 @@ def _against_running_mesh(rows: Rows, config: Path, n: int, env: Mapping[str, st
     for _ in range(n):
         ran = run_child(_chat(config), env, stdin_text="hi\n")
         if not _record(rows.chat_wall, rows.chat_cpu, ran, ran.problem("nexo chat", f"{REPLY}\n"), 1000):
+            break
+    progress(f"one-shot: {n} x nexo status against the running mesh")
+    for _ in range(n):
+        ran = run_child(_status(config), env)
+        if not _record(rows.status_wall, rows.status_cpu, ran, ran.problem("nexo status"), 1000):
             break
     progress(f"one-shot: {n} x nexo agent run with the daemon running")
     for _ in range(n):
@@ -252,6 +268,8 @@ def measure(quick: bool) -> list[Result]:
             for row in (
                 rows.chat_wall,
                 rows.chat_cpu,
+                rows.status_wall,
+                rows.status_cpu,
                 rows.agent_daemon_wall,
                 rows.agent_daemon_cpu,
                 rows.seed_daemon_wall,

@@ -12,15 +12,13 @@ import anyio
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from orchestrator.sockets import control_path as control_path  # callers import it from here
+
 StatusFn = Callable[[], dict[str, Any]]
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 """Sends one ``{"progress": ...}`` line ahead of a request's answer (for a client that asked for it)."""
 CommandFn = Callable[[dict[str, Any], Emit], Awaitable[dict[str, Any]]]
 MAX_COMMAND_BYTES = 64 * 1024
-
-
-def control_path(state_dir: Path) -> Path:
-    return state_dir / "orchestrator.sock"
 
 
 async def serve_control(

@@ -34,6 +34,7 @@ from orchestrator.permissions import ApprovalBroker
 from orchestrator.permissions.answers import withdraw_pairing_prompts
 from orchestrator.proactive.runtime import Autonomy
 from orchestrator.relay import relay, relay_operator, relay_tool
+from orchestrator.state_location import RunningRecord, config_of_label
 from orchestrator.storage import StorageWatch
 from shared.protocol.audit import ConfigChangeBody, EntryDraft, NoticeBody
 from shared.protocol.channel import (
@@ -345,7 +346,12 @@ class Orchestrator:
         state = self.config.state_path
         pushes, pending_pushes = anyio.create_memory_object_stream[tuple[str, Pushed]](PUSH_QUEUE)
         self._pushes = pushes
-        with InstanceLock(state, config=self.config_label), pushes, pending_pushes:
+        record = RunningRecord(config_of_label(self.config_label), state)
+        with InstanceLock(state, config=self.config_label), record, pushes, pending_pushes:
+            if record.problem is not None:
+                logger.info(
+                    "no socket record (%s): nexo chat and nexo status read the config", record.problem
+                )
             async with SeenPushes.open(seen_path(state)) as seen, self.mesh, anyio.create_task_group() as tg:
                 self._running = tg.cancel_scope
                 tg.start_soon(self._signals)

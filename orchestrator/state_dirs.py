@@ -13,14 +13,12 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.sockets import CONSOLE_SOCKET as CONSOLE_SOCKET  # where run.py and the tests look
+from orchestrator.sockets import CONTROL_SOCKET as CONTROL_SOCKET
 from shared.private import make_private_dirs
 
 PRIVATE_DIR_MODE = 0o700
 OWNER_ACCESS = stat.S_IRWXU
-CONTROL_SOCKET = "orchestrator.sock"
-CONSOLE_SOCKET = "console/console.sock"
-"""The Unix sockets nexo keeps under the state directory: the daemon's, and the console's when the
-console channel runs as the daemon's child."""
 MAX_SOCKET_PATH = 107
 """Bytes a Unix socket path may have on Linux (``sun_path`` holds 108, the last one a NUL)."""
 

@@ -2,256 +2,285 @@
 
 Interactive on a terminal; when stdin is piped, each line is sent in turn, each reply printed to
 stdout, and the command exits after the reply to the last line.
+
+A blocking client (sockets and ``selectors``, no event loop library), so that the command starts
+about as fast as the interpreter. ``nexo run --chat`` runs the same chat inside the daemon's event
+loop (``chat_loop.py``); both take frames, framing and what is printed from ``chat_view.py``.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import os
+import selectors
+import socket
 import sys
-import uuid
+import time
 from pathlib import Path
-from typing import Any, TextIO
 
-import anyio
-from anyio.abc import SocketStream
-from anyio.streams.buffered import BufferedByteReceiveStream
-
+from orchestrator.cli.chat_view import (
+    ANSWERED,
+    CONNECT_WAIT_S,
+    FAILED,
+    READ_CHUNK_BYTES,
+    ConsoleClosed,
+    InteractiveChat,
+    PipedChat,
+    frames_in,
+    new_message_id,
+    no_console,
+    not_permitted,
+)
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config
-from shared.protocol.console_wire import (
-    MAX_FRAME_BYTES,
-    Approval,
-    Error,
-    Hello,
-    Queued,
-    Reply,
-    Say,
-    Verdict,
-    Welcome,
-    decode_server,
-    encode,
-)
+from orchestrator.sockets import console_path, control_path
+from shared.protocol.console_wire import FrameError, Hello, LineSplitter, Say, ServerFrame, encode
 
-CONNECT_WAIT_S = 30.0
-READ_CHUNK_BYTES = 4096
-_STREAM_ENDED = (
-    anyio.EndOfStream,
-    anyio.IncompleteRead,
-    anyio.BrokenResourceError,
-    anyio.ClosedResourceError,
-)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from types import TracebackType
+    from typing import TextIO
 
-
-class ConsoleClosed(ConnectionError):
-    """The console channel ended the connection: one sentence for the person, never a traceback."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "the console channel closed the connection (its server stopped or is restarting); "
-            "run `nexo status` to see why, then `nexo chat` again"
-        )
+WARNINGS_WAIT_S = 5.0
+"""How long the daemon's standing warnings are waited for; without an answer the chat goes on."""
+MAX_STATUS_BYTES = 1024 * 1024
+CONNECT_RETRY_S = 0.1
 
 
 def console_socket(state_dir: Path) -> Path:
-    return state_dir / "console" / "console.sock"
+    return console_path(state_dir)
 
 
-async def _connect(path: Path, wait_s: float) -> SocketStream:
-    """Connect, waiting briefly for a console that is still starting."""
-    with anyio.move_on_after(wait_s):
+class Console:
+    """The console channel's socket, blocking; frames received ahead of their turn wait in ``ready``."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.splitter = LineSplitter()
+        self.ready: list[ServerFrame] = []
+
+    @classmethod
+    def connect(cls, path: Path, wait_s: float) -> Console:
+        """Connect, waiting up to ``wait_s`` for a console that is still starting."""
+        deadline = time.monotonic() + wait_s
         while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                return await anyio.connect_unix(path)
+                sock.connect(str(path))
             except (FileNotFoundError, ConnectionRefusedError):
-                await anyio.sleep(0.1)
-            except PermissionError:
-                raise ConnectionError(
-                    f"this user may not open the console channel's socket {path}: the state directory "
-                    "is private to the user that runs `nexo run`. Run `nexo chat` as that user (a "
-                    "directory an earlier run left unusable is repaired by the next `nexo run`)"
-                ) from None
-    raise ConnectionError(f"no console channel is listening on {path}; start the agent with `nexo run`")
-
-
-class ChatSession:
-    def __init__(self, stream: SocketStream, out: TextIO, err: TextIO) -> None:
-        self.stream = stream
-        self.reader = BufferedByteReceiveStream(stream)
-        self.out = out
-        self.err = err
-        self.approvals: list[str] = []
-
-    async def send(self, frame: Say | Hello) -> None:
-        try:
-            await self.stream.send(encode(frame))
-        except (*_STREAM_ENDED, OSError) as exc:
-            raise ConsoleClosed from exc
-
-    async def receive(self) -> Welcome | Queued | Reply | Approval | Verdict | Error:
-        try:
-            line = await self.reader.receive_until(b"\n", MAX_FRAME_BYTES)
-        except (*_STREAM_ENDED, OSError) as exc:
-            raise ConsoleClosed from exc
-        return decode_server(line)
-
-    def show_approval(self, frame: Approval) -> None:
-        self.approvals.append(frame.request_id)
-        print(
-            f"\n[approval {frame.request_id}] {frame.tool_name} {frame.input_preview}\n"
-            f"  {frame.description}\n  answer: yes {frame.request_id} | no {frame.request_id}",
-            file=self.err,
-            flush=True,
-        )
-
-
-async def run_piped(session: ChatSession, lines: list[str], timeout_s: float) -> int:
-    for text in lines:
-        message_id = uuid.uuid4().hex
-        await session.send(Say(id=message_id, text=text))
-        with anyio.move_on_after(timeout_s):
-            while True:
-                frame = await session.receive()
-                if isinstance(frame, Reply) and frame.notice:
-                    print(frame.text, file=session.err, flush=True)
-                elif isinstance(frame, Reply) and frame.reply_to == message_id:
-                    print(frame.text, file=session.out, flush=True)
-                    break
-                elif isinstance(frame, Reply):
-                    print(frame.text, file=session.out, flush=True)
-                elif isinstance(frame, Approval):
-                    session.show_approval(frame)
-                elif isinstance(frame, Error):
-                    print(f"nexo chat: {frame.message}", file=session.err, flush=True)
-                    if frame.message.startswith(("no pending", "bad frame")):
-                        continue
-                    return EXIT_FAIL
-            continue
-        print(f"nexo chat: no reply within {timeout_s:g}s; the message stays queued", file=session.err)
-        return EXIT_FAIL
-    return EXIT_OK
-
-
-async def run_interactive(session: ChatSession, stdin: TextIO) -> int:
-    async with anyio.create_task_group() as tg:
-
-        async def show() -> None:
-            while True:
-                try:
-                    frame = await session.receive()
-                except ConsoleClosed as exc:
-                    print(f"\n[console closed] {exc}", file=session.err)
-                    tg.cancel_scope.cancel()
-                    return
-                if isinstance(frame, Reply):
-                    prefix = "·" if frame.notice else "nexo>"
-                    print(f"\n{prefix} {frame.text}\n", file=session.out, flush=True)
-                elif isinstance(frame, Approval):
-                    session.show_approval(frame)
-                elif isinstance(frame, Verdict):
-                    print(f"[{frame.behavior} recorded for {frame.request_id}]", file=session.err, flush=True)
-                elif isinstance(frame, Error):
-                    print(f"[error] {frame.message}", file=session.err, flush=True)
-
-        tg.start_soon(show)
-        terminal = TerminalLines(stdin.fileno())
-        while (line := await terminal.next_line()) is not None:
-            text = line.strip()
-            if not text:
+                sock.close()
+                if time.monotonic() >= deadline:
+                    raise no_console(path) from None
+                time.sleep(CONNECT_RETRY_S)
                 continue
-            # A bare y/n answers the only open approval.
-            if text.lower() in ("y", "yes", "n", "no") and len(session.approvals) == 1:
-                text = f"{text} {session.approvals.pop()}"
+            except PermissionError:
+                sock.close()
+                raise not_permitted(path) from None
+            except OSError as exc:
+                sock.close()
+                raise ConnectionError(
+                    f"cannot open the console channel's socket {path}: {exc.strerror or exc}"
+                ) from None
+            return cls(sock)
+
+    def __enter__(self) -> Console:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.sock.close()
+
+    def send(self, frame: Hello | Say) -> None:
+        try:
+            self.sock.settimeout(None)
+            self.sock.sendall(encode(frame))
+        except OSError as exc:
+            raise ConsoleClosed from exc
+
+    def read(self) -> None:
+        """Receive once (the socket is readable, or its timeout is set) into ``ready``."""
+        try:
+            chunk = self.sock.recv(READ_CHUNK_BYTES)
+        except TimeoutError:
+            raise
+        except OSError as exc:
+            raise ConsoleClosed from exc
+        self.ready.extend(frames_in(self.splitter, chunk))
+
+    def next_frame(self, deadline: float) -> ServerFrame | None:
+        """The next frame, or None once ``deadline`` (``time.monotonic()``) has passed."""
+        while not self.ready:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            self.sock.settimeout(remaining)
             try:
-                await session.send(Say(id=uuid.uuid4().hex, text=text))
-            except ConsoleClosed as exc:
-                print(f"[console closed] {exc}", file=session.err)
-                break
-        tg.cancel_scope.cancel()
-    return EXIT_OK
+                self.read()
+            except TimeoutError:
+                return None
+        return self.ready.pop(0)
 
 
-class TerminalLines:
-    """Lines typed at the terminal, read when the event loop says the terminal is readable.
+class StandingWarnings:
+    """The running daemon's standing warnings (dangerous mode), shown each time a chat opens.
 
-    No worker thread: a thread blocked in ``readline`` outlives a cancelled chat, and the
-    interpreter waits for it at exit, so one Ctrl-C in ``nexo run --chat`` would hang.
+    Asked for on the control socket before the chat's first message goes out and read after it, so
+    the question costs no round trip of its own. No daemon, or no answer in time: nothing to show.
     """
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.pending = b""
-        self.ended = False
+    def __init__(self, path: Path) -> None:
+        self.sock: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.deadline = time.monotonic() + WARNINGS_WAIT_S
+        try:
+            self.sock.settimeout(WARNINGS_WAIT_S)
+            self.sock.connect(str(path))
+            self.sock.sendall(b"status\n")
+        except OSError:
+            self.close()
 
-    async def next_line(self) -> str | None:
-        """The next line without its newline; None after end of input (Ctrl-D)."""
-        while b"\n" not in self.pending:
-            if self.ended:
-                rest, self.pending = self.pending, b""
-                return rest.decode(errors="replace") if rest else None
-            await anyio.wait_readable(self.fd)
-            try:
-                chunk = os.read(self.fd, READ_CHUNK_BYTES)
-            except OSError:  # EIO: the terminal was closed (hung up); nothing more can be typed
-                chunk = b""
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def show(self, err: TextIO) -> None:
+        """Print them (once), after waiting for the answer if it has not come yet."""
+        if self.sock is None:
+            return
+        try:
+            answer = json.loads(self._answer(self.sock))
+        except (OSError, ValueError):
+            answer = None
+        finally:
+            self.close()
+        warnings = answer.get("warnings") if isinstance(answer, dict) else None
+        for warning in warnings if isinstance(warnings, list) else []:
+            print(f"WARNING: {warning}", file=err)
+
+    def _answer(self, sock: socket.socket) -> bytes:
+        received = b""
+        while not received.endswith(b"\n") and len(received) <= MAX_STATUS_BYTES:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            sock.settimeout(remaining)
+            chunk = sock.recv(READ_CHUNK_BYTES)
             if not chunk:
-                self.ended = True
-            self.pending += chunk
-        line, self.pending = self.pending.split(b"\n", 1)
-        return line.decode(errors="replace")
+                break
+            received += chunk
+        return received
 
 
-async def chat(path: Path, *, chat_id: str, timeout_s: float, stdin: TextIO, out: TextIO, err: TextIO) -> int:
-    interactive = stdin.isatty()
-    lines = [] if interactive else [line.rstrip("\n") for line in stdin if line.strip()]
-    stream = await _connect(path, CONNECT_WAIT_S)
-    async with stream:
-        session = ChatSession(stream, out, err)
-        await session.send(Hello(chat_id=chat_id))
-        if interactive:
-            print(f"connected to the console channel ({path}); Ctrl-D or Ctrl-C to leave", file=err)
-            return await run_interactive(session, stdin)
-        return await run_piped(session, lines, timeout_s)
+def run_piped(
+    console: Console, view: PipedChat, lines: list[str], timeout_s: float, warnings: StandingWarnings
+) -> int:
+    if not lines:
+        warnings.show(view.err)
+    for text in lines:
+        message_id = new_message_id()
+        console.send(Say(id=message_id, text=text))
+        warnings.show(view.err)
+        deadline = time.monotonic() + timeout_s
+        while (frame := console.next_frame(deadline)) is not None:
+            outcome = view.on_frame(frame, message_id)
+            if outcome == FAILED:
+                return EXIT_FAIL
+            if outcome == ANSWERED:
+                break
+        else:
+            return view.timed_out(timeout_s)
+    return EXIT_OK
+
+
+def run_interactive(console: Console, view: InteractiveChat, stdin_fd: int) -> int:
+    """Until end of input (Ctrl-D) or the console goes away; Ctrl-C is the caller's."""
+    terminal = LineSplitter(limit=None)
+    console.sock.settimeout(None)
+    with selectors.DefaultSelector() as selector:
+        selector.register(console.sock, selectors.EVENT_READ, console)
+        selector.register(stdin_fd, selectors.EVENT_READ)
+        while True:
+            for key, _ in selector.select():
+                if key.data is console:
+                    try:
+                        console.read()
+                    except ConnectionError as exc:
+                        view.closed(exc)
+                        return EXIT_OK
+                    while console.ready:
+                        view.show(console.ready.pop(0))
+                    continue
+                try:
+                    chunk = os.read(stdin_fd, READ_CHUNK_BYTES)
+                except OSError:  # EIO: the terminal was closed (hung up); nothing more can be typed
+                    chunk = b""
+                typed = terminal.feed(chunk) if chunk else [terminal.rest()]
+                for line in typed:
+                    say = view.say(line)
+                    if say is None:
+                        continue
+                    try:
+                        console.send(say)
+                    except ConsoleClosed as exc:
+                        view.closed(exc, while_sending=True)
+                        return EXIT_OK
+                if not chunk:
+                    return EXIT_OK
+
+
+def chat(
+    state_dir: Path,
+    *,
+    chat_id: str,
+    timeout_s: float,
+    terminal: int | None,
+    lines: list[str],
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """A person typing at the file descriptor ``terminal``; without one, ``lines`` sent in turn."""
+    warnings = StandingWarnings(control_path(state_dir))
+    try:
+        path = console_socket(state_dir)
+        with Console.connect(path, CONNECT_WAIT_S) as console:
+            console.send(Hello(chat_id=chat_id))
+            if terminal is None:
+                return run_piped(console, PipedChat(out, err), lines, timeout_s, warnings)
+            warnings.show(err)
+            view = InteractiveChat(out, err)
+            view.greet(path)
+            return run_interactive(console, view, terminal)
+    finally:
+        warnings.close()
 
 
 def command_chat(args: argparse.Namespace) -> int:
     from orchestrator.cli.locate import state_dir
-    from shared.settings import ConfigError
 
     if args.agent:
+        from shared.settings import ConfigError
+
         try:
             load_config(args.config).agent(args.agent)
         except ConfigError as exc:
             return fail(str(exc))
     state = state_dir(args.config)
-    for warning in _warnings(state):
-        print(f"WARNING: {warning}", file=sys.stderr)
+    terminal = sys.stdin.fileno() if sys.stdin.isatty() else None
     try:
-        return anyio.run(
-            lambda: chat(
-                console_socket(state),
-                chat_id=args.chat_id,
-                timeout_s=args.timeout,
-                stdin=sys.stdin,
-                out=sys.stdout,
-                err=sys.stderr,
-            )
+        lines = [] if terminal is not None else [line.rstrip("\n") for line in sys.stdin if line.strip()]
+        return chat(
+            state,
+            chat_id=args.chat_id,
+            timeout_s=args.timeout,
+            terminal=terminal,
+            lines=lines,
+            out=sys.stdout,
+            err=sys.stderr,
         )
     except ConnectionError as exc:
         return fail(str(exc))
+    except FrameError as exc:
+        return fail(f"a line was not sent: {exc}")
     except KeyboardInterrupt:
         return EXIT_OK
-
-
-def _warnings(state: Path) -> list[str]:
-    """The running daemon's standing warnings (dangerous mode), shown each time a chat opens."""
-    from orchestrator.control import ask_status, control_path
-
-    async def status() -> dict[str, Any]:
-        return await ask_status(control_path(state), timeout=5)
-
-    try:
-        answer = anyio.run(status)
-    except (OSError, TimeoutError, ValueError):
-        return []
-    warnings = answer.get("warnings", [])
-    return [str(w) for w in warnings] if isinstance(warnings, list) else []

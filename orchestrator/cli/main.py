@@ -6,9 +6,12 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
 
 from orchestrator.cli.common import EXIT_USAGE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing would cost every command, `nexo chat` too
+    from typing import Any, NoReturn
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
 

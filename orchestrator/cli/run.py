@@ -82,7 +82,8 @@ def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[
         logger.warning("%s", repair)
     on_ready = None
     if args.chat:
-        from orchestrator.cli.chat import chat, console_socket
+        from orchestrator.cli.chat_loop import chat
+        from orchestrator.sockets import console_path as console_socket
 
         async def attach(_: Any) -> None:
             await chat(

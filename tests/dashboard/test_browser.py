@@ -18,7 +18,7 @@ import httpx2
 import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright
 
-from orchestrator.cli.chat import ChatSession
+from orchestrator.cli.chat_loop import ChatSession
 from orchestrator.dashboard.feed import LedgerFollower
 from shared.protocol.console_wire import Approval, Reply, Say
 from tests.dashboard.mesh import ledger, login_link, nexo

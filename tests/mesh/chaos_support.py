@@ -23,7 +23,8 @@ from typing import Literal
 
 import anyio
 
-from orchestrator.cli.chat import ChatSession, ConsoleClosed
+from orchestrator.cli.chat_loop import ChatSession
+from orchestrator.cli.chat_view import ConsoleClosed
 from shared.protocol.console_wire import Queued, Reply, Say
 from tests.fakes.llm import RecordedRequest
 from tests.fakes.llm import Reply as ModelReply

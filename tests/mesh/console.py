@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -10,7 +9,8 @@ from typing import Any, TypeVar
 
 import anyio
 
-from orchestrator.cli.chat import ChatSession, console_socket
+from orchestrator.cli.chat import console_socket
+from orchestrator.cli.chat_loop import ChatSession
 from shared.protocol.console_wire import Hello
 
 WAIT_S = 30.0
@@ -21,7 +21,7 @@ F = TypeVar("F")
 async def operator(state_dir: Path, chat_id: str = "operator") -> AsyncIterator[ChatSession]:
     stream = await anyio.connect_unix(console_socket(state_dir))
     async with stream:
-        session = ChatSession(stream, sys.stdout, sys.stderr)
+        session = ChatSession(stream)
         await session.send(Hello(chat_id=chat_id))
         yield session
 

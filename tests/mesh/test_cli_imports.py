@@ -1,5 +1,6 @@
 """One-shot commands against a running mesh stay light: they never import the MCP SDK or the mesh,
-and ``nexo pair`` and ``nexo agent ps`` no pydantic either.
+``nexo pair`` and ``nexo agent ps`` no pydantic either, and ``nexo chat`` not even an event loop
+library or a YAML parser.
 
 Each command runs under ``python -X importtime``, whose report (on stderr) names every module the
 process imported; the command's own output is checked too, so a command that failed early (and
@@ -21,6 +22,10 @@ pytestmark = pytest.mark.scenario
 
 HEAVY = ("mcp", "mcp_types", "httpx2", "orchestrator.mesh", "orchestrator.llm", "orchestrator.config")
 """What a command that only talks to the daemon's sockets must not pay for."""
+CHAT_NEVER = ("pydantic", "anyio", "asyncio", "yaml", "mcp", "typing", "logging", "dataclasses")
+"""``nexo chat`` against a running daemon: a blocking client that finds the state directory in the
+daemon's record, so no event loop library, no YAML parser, no models (and none of what a
+one-shot command can do without: typing, logging, dataclasses)."""
 
 
 def _traced(*args: str, stdin: str = "") -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -43,8 +48,8 @@ def _traced(*args: str, stdin: str = "") -> tuple[subprocess.CompletedProcess[st
     return result, modules
 
 
-def _heavy(modules: set[str]) -> list[str]:
-    return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
+def _heavy(modules: set[str], heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in heavy))
 
 
 def _command_modules(modules: set[str]) -> list[str]:
@@ -84,15 +89,17 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
     servers = {line.split()[0]: line.split()[1:4] for line in status.stdout.splitlines()[2:5]}
     assert servers["console"] == ["stdio", "ready", "1"]
     assert _heavy(chat_modules) == []
+    assert _heavy(chat_modules, CHAT_NEVER) == []
     assert _heavy(status_modules) == []
-    assert "pydantic" not in status_modules  # it reads one value of the config and validates nothing
-    assert "pydantic" not in chat_modules  # console frames are checked by hand: nothing to build
+    assert "pydantic" not in status_modules  # it reads the daemon's record and validates nothing
+    assert "yaml" not in status_modules
     # The parser is built for the named command only: no other command's module is imported.
     assert _command_modules(status_modules) == ["common", "locate", "status"]
-    assert _command_modules(chat_modules) == ["chat", "common", "locate"]
+    assert _command_modules(chat_modules) == ["chat", "chat_view", "common", "locate"]
     assert (agent.returncode, agent.stdout) == (0, "hello back\n"), agent.stderr
     assert "in the running nexo]" in agent.stderr
     assert _heavy(agent_modules) == []
+    assert "yaml" not in agent_modules
     assert ps.returncode == 0, ps.stderr
     goals = sorted((row[1], row[2], row[-1]) for row in map(str.split, ps.stdout.splitlines()[2:]))
     assert goals == [("bg", "done", "hi"), ("interactive", "done", "hi")]  # agent run's, chat's

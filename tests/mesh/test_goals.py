@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.cli.chat import ChatSession
+from orchestrator.cli.chat_loop import ChatSession
 from shared.protocol.console_wire import Reply, Say
 from tests.fakes.llm import FakeLLM, RecordedRequest, ScriptItem
 from tests.fakes.llm import Reply as ModelReply

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,7 +13,7 @@ from mcp import Client
 
 from channel_servers.console.server import build_server
 from channel_servers.console.settings import ConsoleSettings
-from orchestrator.cli.chat import ChatSession
+from orchestrator.cli.chat_loop import ChatSession
 from shared.protocol.console_wire import Error, Hello, Queued, Say, Welcome
 from shared.protocol.events import PullParams, PullRequest, PullResult
 from shared.protocol.storage import StorageStatusParams, StorageStatusRequest, StorageStatusResult
@@ -30,7 +29,7 @@ WAIT_S = 20
 async def chat(settings: ConsoleSettings) -> AsyncIterator[ChatSession]:
     stream = await anyio.connect_unix(settings.socket)
     async with stream:
-        session = ChatSession(stream, sys.stdout, sys.stderr)
+        session = ChatSession(stream)
         await session.send(Hello(chat_id="operator"))
         assert isinstance(await session.receive(), Welcome)
         yield session

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import anyio
@@ -11,7 +10,7 @@ from mcp import Client
 
 from channel_servers.console.server import build_server
 from channel_servers.console.settings import ConsoleSettings
-from orchestrator.cli.chat import ChatSession
+from orchestrator.cli.chat_loop import ChatSession
 from shared.channelkit.outbox import Outbox, OutboxEntry
 from shared.protocol.console_wire import Hello, Reply, Welcome
 
@@ -42,7 +41,7 @@ async def test_a_reply_sent_while_a_terminal_connects_comes_after_the_replies_qu
             monkeypatch.setattr(Outbox, "pending", slow_pending)
             stream = await anyio.connect_unix(settings.socket)
             async with stream, anyio.create_task_group() as tg:
-                session = ChatSession(stream, sys.stdout, sys.stderr)
+                session = ChatSession(stream)
                 await session.send(Hello(chat_id="operator"))
                 assert isinstance(await session.receive(), Welcome)
                 await flushing.wait()  # the terminal is connected and its queue is being read
