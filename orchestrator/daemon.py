@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from orchestrator.intake.seen import SeenPushes, seen_path
 from orchestrator.llm import Provider, build_provider
 from orchestrator.lock import InstanceLock
 from orchestrator.mesh import Mesh
+from orchestrator.mesh.forkserver import ForkServer
 from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
 from orchestrator.permissions.answers import withdraw_pairing_prompts
@@ -73,9 +75,19 @@ def _plain(fields: dict[str, object]) -> dict[str, Any]:
 
 
 class Orchestrator:
-    def __init__(self, config: NexoConfig, *, config_label: str) -> None:
+    def __init__(
+        self,
+        config: NexoConfig,
+        *,
+        config_label: str,
+        fork_server: ForkServer | None = None,
+        locked: InstanceLock | None = None,
+    ) -> None:
+        """``fork_server``: one made before this (``early_fork_server``), whose servers may already
+        run, so ``locked`` is then the instance lock the caller took before starting them."""
         self.config = config
         self.config_label = config_label
+        self._locked = locked
         self.mesh = Mesh(
             config.servers,
             config.supervision,
@@ -86,7 +98,7 @@ class Orchestrator:
                 permission_verdict_method("claude"): PermissionVerdictParams,
             },
             on_notification=self._on_push,
-            fork_server=config.fork_server,
+            fork_server=fork_server if fork_server is not None else config.fork_server,
         )
         self.providers: dict[str, Provider] = {}
         self.intakes: list[Intake] = []
@@ -345,7 +357,10 @@ class Orchestrator:
         state = self.config.state_path
         pushes, pending_pushes = anyio.create_memory_object_stream[tuple[str, Pushed]](PUSH_QUEUE)
         self._pushes = pushes
-        with InstanceLock(state, config=self.config_label), pushes, pending_pushes:
+        lock: AbstractContextManager[object] = (
+            nullcontext() if self._locked is not None else InstanceLock(state, config=self.config_label)
+        )
+        with lock, pushes, pending_pushes:
             async with SeenPushes.open(seen_path(state)) as seen, self.mesh, anyio.create_task_group() as tg:
                 self._running = tg.cancel_scope
                 tg.start_soon(self._signals)

@@ -4,7 +4,9 @@ Built-in stdio servers (``python -m servers.X`` with this very interpreter) are 
 template process that has already imported what they share, so their modules' pages are shared
 and a restart skips the imports. The template is forked from this process when
 :meth:`ForkServer.fork_template` was called before the event loop started (see
-``orchestrator/mesh/template.py``), else spawned at the first fork request. Any other command is
+``orchestrator/mesh/template.py``), else spawned at the first fork request. A forked template
+may be asked for the built-in servers before the event loop too (:meth:`ForkServer.prestart`);
+their connections adopt those processes on their first start. Any other command is
 spawned as before. When the template cannot start or goes away, every later start is a plain spawn
 and the log says so once.
 """
@@ -31,7 +33,7 @@ from anyio.abc import Process, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from orchestrator.mesh.config import StdioServerConfig
-from orchestrator.mesh.template import ForkedTemplate, Preforked, fork_template
+from orchestrator.mesh.template import EarlyChild, ForkedTemplate, Preforked, fork_children, fork_template
 
 logger = logging.getLogger("nexo.mesh")
 
@@ -126,6 +128,10 @@ class ForkServer:
         self._replies: MemoryObjectReceiveStream[dict[str, Any] | ForkedProcess] | None = None
         self._children: dict[int, ForkedProcess] = {}
         self._unusable: str | None = None
+        self._early: list[tuple[ForkRequest, EarlyChild]] = []
+        self._early_exits: dict[int, int] = {}
+        self._early_errors: list[str] = []
+        self._adoptable: dict[int, ForkedProcess] = {}
 
     @property
     def pid(self) -> int | None:
@@ -147,6 +153,53 @@ class ForkServer:
         self._preforked = made
         self._interpreter = made.interpreter
         return True
+
+    def prestart(self, requests: list[ForkRequest], stderr: int) -> int:
+        """Have the forked template start these servers now, before the event loop starts, so they
+        start while this process goes on with its own; each is adopted by the first :meth:`adopt`
+        of an equal request. How many were started (none without a forked template)."""
+        if self._preforked is None:
+            return 0
+        wanted = [r for r in requests if _interpreter_settings(r.env).items() <= self._interpreter.items()]
+        try:
+            early = fork_children(self._preforked, [r.message() for r in wanted], stderr)
+        except (OSError, ValueError) as exc:
+            self._not_forked = f"it did not answer before the event loop ({type(exc).__name__}: {exc})"
+            self._abandon_preforked()
+            return 0
+        self._early = [(r, c) for r, c in zip(wanted, early.started, strict=True) if c is not None]
+        self._early_exits = early.exited
+        self._early_errors = early.errors
+        return len(self._early)
+
+    def close(self) -> None:
+        """Before any event loop ran (say, the state directory turned out to be in use): end the
+        forked template and whatever it started early."""
+        for _, child in self._early:
+            child.close()
+        self._early = []
+        self._abandon_preforked()
+
+    def _abandon_preforked(self) -> None:
+        if self._preforked is not None:
+            self._preforked.control.close()
+            self._preforked.process.kill()
+            self._preforked.process.reap()
+            self._preforked = None
+
+    async def adopt(self, request: ForkRequest) -> tuple[ForkedProcess, int, int] | None:
+        """The server :meth:`prestart` started for an equal request, with our ends of its stdin
+        and stdout; None when there is none (any later start of the same server forks anew)."""
+        if not self._early:
+            return None
+        async with self._lock:
+            if self._control is None and self._unusable is None:
+                await self._start()
+            for index, (made_for, child) in enumerate(self._early):
+                if made_for == request:
+                    del self._early[index]
+                    return self._adoptable.pop(child.pid), child.stdin, child.stdout
+        return None
 
     async def __aenter__(self) -> ForkServer:
         self._tg = anyio.create_task_group()
@@ -193,6 +246,7 @@ class ForkServer:
             replies = self._listen(ours)
             self._control, self._replies = ours, replies
             logger.info("fork server %s ready (forked)", self._process.pid, extra={"server": "fork-server"})
+            self._take_early()
             return
         if self._not_forked is not None:
             logger.info("fork server: started as its own command: %s", self._not_forked)
@@ -201,6 +255,20 @@ class ForkServer:
             return
         self._process, ours = spawned
         await self._handshake(ours)
+
+    def _take_early(self) -> None:
+        """Watch the children :meth:`prestart` made as any other (their exits come on the socket)."""
+        for error in self._early_errors:
+            logger.warning("fork server: could not fork a server early: %s", error)
+        for _, early in self._early:
+            child = ForkedProcess(early.pid, early.pidfd)
+            self._children[child.pid] = self._adoptable[child.pid] = child
+            if child.pid in self._early_exits:
+                child.returncode = self._early_exits.pop(child.pid)
+                child.reported.set()
+        if self._early:
+            names = ", ".join(request.module for request, _ in self._early)
+            logger.info("fork server: started before the event loop: %s", names)
 
     async def _spawn(self) -> tuple[Process, socket.socket] | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -304,6 +372,11 @@ class ForkServer:
                 await self._process.wait()
 
     async def _stop_template(self) -> None:
+        for _, early in self._early:
+            early.close()  # never adopted: each ends at end of its input
+            self._children.pop(early.pid, None)
+        self._early = []
+        self._adoptable.clear()
         if self._preforked is not None:
             # Forked but never asked for a child: its end of file is our socket closing.
             self._process = self._preforked.process
