@@ -58,16 +58,19 @@ def terminal_gate(config: Any, agent: Any, assume_yes: bool) -> Any:
 
 def foreground_servers(config: Any, agent: Any) -> dict[str, Any]:
     """The servers a foreground goal of ``agent`` starts: those that can offer a tool it may use,
-    and no channel server (they stay with the daemon; a foreground goal answers on this terminal,
-    and a channel started here would take its platform's messages in the daemon's place)."""
-    from orchestrator.mesh.catalog import may_offer
+    but no channel server (they stay with the daemon; a foreground goal answers on this terminal,
+    and a channel started here would take its platform's messages in the daemon's place), nor the
+    pairing server, which gates senders this goal does not have, unless ``allowed_tools`` names it."""
+    from orchestrator.mesh.catalog import may_offer, names
 
-    channels = {name for each in config.agents for name in each.channels}
-    channels |= {entry.server for entry in config.channels.approved}
+    skipped = {name for each in config.agents for name in each.channels}
+    skipped |= {entry.server for entry in config.channels.approved}
+    if not names(config.pairing.server, agent.allowed_tools):
+        skipped.add(config.pairing.server)
     return {
         name: server
         for name, server in config.servers.items()
-        if name not in channels and may_offer(name, agent.allowed_tools)
+        if name not in skipped and may_offer(name, agent.allowed_tools)
     }
 
 

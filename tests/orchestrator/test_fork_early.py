@@ -19,6 +19,7 @@ from tests.mesh.harness import REPO
 
 PROBE = r"""
 import json, sys
+from pathlib import Path
 
 import anyio
 

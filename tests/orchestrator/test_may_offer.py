@@ -41,11 +41,18 @@ def test_no_server_whose_tool_a_pattern_matches_is_left_out(pattern: str) -> Non
     assert may_offer("time", [pattern])
 
 
-def test_a_foreground_goal_starts_no_channel_server_of_any_agent_nor_one_approved_but_unbound(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("allowed", "started"),
+    [
+        (["*"], ["audit", "time"]),
+        (["pairing__*", "time__now"], ["pairing", "time"]),
+    ],
+)
+def test_a_foreground_goal_starts_no_channel_server_and_no_pairing_server_it_does_not_name(
+    tmp_path: Path, allowed: list[str], started: list[str]
 ) -> None:
     agents = [
-        {"id": "nexo", "model": {"provider": "fake"}, "channels": ["console"]},
+        {"id": "nexo", "model": {"provider": "fake"}, "channels": ["console"], "allowed_tools": allowed},
         {"id": "helper", "model": {"provider": "fake"}, "channels": ["web"]},
     ]
     path = write_config(
@@ -56,6 +63,7 @@ def test_a_foreground_goal_starts_no_channel_server_of_any_agent_nor_one_approve
             "console": python_server("channel_servers.console"),
             "web": python_server("channel_servers.webhook"),
             "spare": python_server("channel_servers.console"),
+            "pairing": python_server("servers.pairing"),
             "time": python_server("servers.time"),
             "audit": python_server("servers.audit"),
         },
@@ -65,4 +73,4 @@ def test_a_foreground_goal_starts_no_channel_server_of_any_agent_nor_one_approve
         },
     )
     config = load_config(str(path))
-    assert sorted(foreground_servers(config, config.agent("nexo"))) == ["audit", "time"]
+    assert sorted(foreground_servers(config, config.agent("nexo"))) == started
