@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -333,12 +334,23 @@ class ForkServer:
             with anyio.move_on_after(EXIT_WAIT_S):
                 await self._process.wait()
 
+    async def _end_unadopted(self) -> None:
+        """End the servers started early that no connection adopted, as a connection ends its
+        server: end of input first, SIGKILL to its process group if it is still there after that."""
+        early, self._early = self._early, []
+        for _, child in early:
+            os.close(child.stdin)
+            os.close(child.stdout)
+        for _, child in early:
+            self._children.pop(child.pid, None)
+            process = self._adoptable.pop(child.pid, None) or ForkedProcess(child.pid, child.pidfd)
+            if not await process.wait(EXIT_WAIT_S):
+                process.kill_group(signal.SIGKILL)
+                await process.wait(EXIT_WAIT_S)
+            process.close()
+
     async def _stop_template(self) -> None:
-        for _, early in self._early:
-            early.close()  # never adopted: each ends at end of its input
-            self._children.pop(early.pid, None)
-        self._early = []
-        self._adoptable.clear()
+        await self._end_unadopted()  # while the template is there to reap them
         if self._preforked is not None:
             # Forked but never asked for a child: its end of file is our socket closing.
             self._process = self._preforked.process
