@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from orchestrator.intake.seen import SeenPushes, seen_path
 from orchestrator.llm import Provider, build_provider
 from orchestrator.lock import InstanceLock
 from orchestrator.mesh import Mesh
+from orchestrator.mesh.forkserver import ForkServer
 from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics, server_gauges
 from orchestrator.permissions import ApprovalBroker
 from orchestrator.permissions.answers import withdraw_pairing_prompts
@@ -74,9 +76,19 @@ def _plain(fields: dict[str, object]) -> dict[str, Any]:
 
 
 class Orchestrator:
-    def __init__(self, config: NexoConfig, *, config_label: str) -> None:
+    def __init__(
+        self,
+        config: NexoConfig,
+        *,
+        config_label: str,
+        fork_server: ForkServer | None = None,
+        locked: InstanceLock | None = None,
+    ) -> None:
+        """``fork_server``: one made before this (``early_fork_server``), whose servers may already
+        run, so ``locked`` is then the instance lock the caller took before starting them."""
         self.config = config
         self.config_label = config_label
+        self._locked = locked
         self.mesh = Mesh(
             config.servers,
             config.supervision,
@@ -87,7 +99,7 @@ class Orchestrator:
                 permission_verdict_method("claude"): PermissionVerdictParams,
             },
             on_notification=self._on_push,
-            fork_server=config.fork_server,
+            fork_server=fork_server if fork_server is not None else config.fork_server,
         )
         self.providers: dict[str, Provider] = {}
         self.intakes: list[Intake] = []
@@ -346,8 +358,11 @@ class Orchestrator:
         state = self.config.state_path
         pushes, pending_pushes = anyio.create_memory_object_stream[tuple[str, Pushed]](PUSH_QUEUE)
         self._pushes = pushes
+        lock: AbstractContextManager[object] = (
+            nullcontext() if self._locked is not None else InstanceLock(state, config=self.config_label)
+        )
         record = RunningRecord(config_of_label(self.config_label), state)
-        with InstanceLock(state, config=self.config_label), record, pushes, pending_pushes:
+        with lock, record, pushes, pending_pushes:
             if record.problem is not None:
                 logger.info(
                     "no socket record (%s): nexo chat and nexo status read the config", record.problem

@@ -56,24 +56,37 @@ def terminal_gate(config: Any, agent: Any, assume_yes: bool) -> Any:
     return PolicyGate(TerminalApprover(assume_yes), list, engine)
 
 
+def foreground_servers(config: Any, agent: Any) -> dict[str, Any]:
+    """The servers a foreground goal of ``agent`` starts: those that can offer a tool it may use,
+    but no channel server (they stay with the daemon; a foreground goal answers on this terminal,
+    and a channel started here would take its platform's messages in the daemon's place), nor the
+    pairing server, which gates senders this goal does not have, unless ``allowed_tools`` names it."""
+    from orchestrator.mesh.catalog import may_offer, names
+
+    skipped = {name for each in config.agents for name in each.channels}
+    skipped |= {entry.server for entry in config.channels.approved}
+    if not names(config.pairing.server, agent.allowed_tools):
+        skipped.add(config.pairing.server)
+    return {
+        name: server
+        for name, server in config.servers.items()
+        if name not in skipped and may_offer(name, agent.allowed_tools)
+    }
+
+
 def foreground_mesh(args: argparse.Namespace) -> tuple[Any, Any, Mesh]:
-    """The config, the agent and a mesh of the tool servers it may use, with the fork server's
-    template already forked from this process (before the event loop starts) when there is one."""
+    """The config, the agent and a mesh of the tool servers it may use, already starting from the
+    fork server's template forked from this process (before the event loop starts) when there is one."""
     from orchestrator.child_env import child_env
     from orchestrator.mesh import Mesh
-    from orchestrator.mesh.catalog import may_offer
 
     config = load_config(args.config)
     agent = config.agent(args.agent)
-    # Channel servers stay with the running daemon; a foreground goal needs only the tool servers
-    # that can offer a tool the agent may use.
-    servers = {
-        name: s
-        for name, s in config.servers.items()
-        if name not in agent.channels and may_offer(name, agent.allowed_tools)
-    }
+    servers = foreground_servers(config, agent)
     mesh = Mesh(servers, config.supervision, base_env=child_env(config), fork_server=config.fork_server)
     mesh.fork_template()
+    # They start on the other core while this process imports the model's client and the loop.
+    mesh.prestart()
     return config, agent, mesh
 
 

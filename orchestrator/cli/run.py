@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
@@ -19,6 +19,10 @@ from orchestrator.cli.common import (
 )
 from orchestrator.cli.run_log import TerminalNotices, divert_stderr, log_file
 from orchestrator.state_dirs import CONSOLE_SOCKET, CONTROL_SOCKET, Repair, StateDirError, prepare_state_dirs
+
+if TYPE_CHECKING:
+    from orchestrator.lock import InstanceLock
+    from orchestrator.mesh.forkserver import ForkServer
 
 logger = logging.getLogger("nexo.run")
 
@@ -68,13 +72,42 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[Repair]) -> int:
-    from orchestrator.daemon import Orchestrator
-    from orchestrator.lock import AlreadyRunning
+    from orchestrator.child_env import child_env
+    from orchestrator.lock import AlreadyRunning, InstanceLock
+    from orchestrator.mesh.mesh import early_fork_server, prestart
 
-    orchestrator = Orchestrator(config, config_label=config_label(args.config))
-    # Before logging is configured and before the event loop and its threads exist: the template
-    # shares this process's imports and starts from the interpreter's default logging.
-    orchestrator.mesh.fork_template()
+    label = config_label(args.config)
+    base_env = child_env(config)
+    # Before the lock is taken, logging is configured and the event loop and its threads exist:
+    # the template shares this process's imports and starts from the interpreter's default logging.
+    fork_server = early_fork_server(config.servers, base_env=base_env, enabled=config.fork_server)
+    try:
+        with InstanceLock(config.state_path, config=label) as lock:
+            if fork_server is not None:
+                # The servers start on the other core while this process imports and builds the rest.
+                prestart(fork_server, config.servers, base_env=base_env)
+            return _serve(config, args, terminal, repairs, fork_server, lock)
+    except AlreadyRunning as exc:
+        print(f"nexo: {exc}", file=terminal)
+        return EXIT_FAIL
+    finally:
+        if fork_server is not None:
+            fork_server.close()
+
+
+def _serve(
+    config: Any,
+    args: argparse.Namespace,
+    terminal: TextIO,
+    repairs: list[Repair],
+    fork_server: ForkServer | None,
+    lock: InstanceLock,
+) -> int:
+    from orchestrator.daemon import Orchestrator
+
+    orchestrator = Orchestrator(
+        config, config_label=config_label(args.config), fork_server=fork_server, locked=lock
+    )
     setup_logging(config.log_level, config.log_format)
     if args.chat:
         logging.getLogger().addHandler(TerminalNotices(terminal))
@@ -96,9 +129,5 @@ def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[
             )
 
         on_ready = attach
-    try:
-        anyio.run(lambda: orchestrator.run(on_ready=on_ready))
-    except AlreadyRunning as exc:
-        print(f"nexo: {exc}", file=terminal)
-        return EXIT_FAIL
+    anyio.run(lambda: orchestrator.run(on_ready=on_ready))
     return EXIT_OK

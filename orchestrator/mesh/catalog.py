@@ -77,6 +77,13 @@ def may_offer(server: str, allowed: Sequence[str]) -> bool:
     return False
 
 
+def names(server: str, allowed: Sequence[str]) -> bool:
+    """Whether a glob of ``allowed`` names ``server`` itself (``pairing__*``), not only through a
+    wildcard that matches every server (``*``)."""
+    prefix = qualify(server, "")
+    return any(_WILDCARD.split(pattern, maxsplit=1)[0].startswith(prefix) for pattern in allowed)
+
+
 def _read_only(tool: types.Tool) -> bool:
     return bool(tool.annotations and tool.annotations.read_only_hint)
 

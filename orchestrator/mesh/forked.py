@@ -18,7 +18,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from orchestrator.mesh.forkserver import ForkedProcess
+from orchestrator.mesh.forked_process import ForkedProcess
 
 logger = logging.getLogger("nexo.mesh")
 

@@ -4,7 +4,9 @@ Built-in stdio servers (``python -m servers.X`` with this very interpreter) are 
 template process that has already imported what they share, so their modules' pages are shared
 and a restart skips the imports. The template is forked from this process when
 :meth:`ForkServer.fork_template` was called before the event loop started (see
-``orchestrator/mesh/template.py``), else spawned at the first fork request. Any other command is
+``orchestrator/mesh/template.py``), else spawned at the first fork request. A forked template
+may be asked for the built-in servers before the event loop too (:meth:`ForkServer.prestart`);
+their connections adopt those processes on their first start. Any other command is
 spawned as before. When the template cannot start or goes away, every later start is a plain spawn
 and the log says so once.
 """
@@ -15,7 +17,6 @@ import json
 import logging
 import math
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -31,7 +32,8 @@ from anyio.abc import Process, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from orchestrator.mesh.config import StdioServerConfig
-from orchestrator.mesh.template import ForkedTemplate, Preforked, fork_template
+from orchestrator.mesh.forked_process import ForkedProcess
+from orchestrator.mesh.template import EarlyChild, ForkedTemplate, Preforked, fork_children, fork_template
 
 logger = logging.getLogger("nexo.mesh")
 
@@ -73,43 +75,6 @@ class ForkRequest:
         }
 
 
-class ForkedProcess:
-    """A child of the template: signalled through its pidfd, its exit seen on the pidfd."""
-
-    def __init__(self, pid: int, pidfd: int) -> None:
-        self.pid = pid
-        self.pidfd = pidfd
-        self.returncode: int | None = None
-        """Set when the template reports the exit (None if the template went away first)."""
-        self.reported = anyio.Event()
-        """Set with ``returncode``."""
-
-    def alive(self) -> bool:
-        poller = select.poll()
-        poller.register(self.pidfd, select.POLLIN)
-        return not poller.poll(0)
-
-    async def wait(self, timeout: float) -> bool:
-        """Whether the process ended within ``timeout``."""
-        with anyio.move_on_after(timeout):
-            await anyio.wait_readable(self.pidfd)
-        return not self.alive()
-
-    def kill_group(self, signum: signal.Signals) -> None:
-        """Signal the child's whole session (it leads its own process group, as a spawn would)."""
-        if not self.alive():
-            return
-        try:
-            os.killpg(self.pid, signum)
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            signal.pidfd_send_signal(self.pidfd, signum)
-
-    def close(self) -> None:
-        os.close(self.pidfd)
-
-
 class ForkServer:
     """One template process per mesh, started at the first fork request."""
 
@@ -126,6 +91,10 @@ class ForkServer:
         self._replies: MemoryObjectReceiveStream[dict[str, Any] | ForkedProcess] | None = None
         self._children: dict[int, ForkedProcess] = {}
         self._unusable: str | None = None
+        self._early: list[tuple[ForkRequest, EarlyChild]] = []
+        self._early_exits: dict[int, int] = {}
+        self._early_errors: list[str] = []
+        self._adoptable: dict[int, ForkedProcess] = {}
 
     @property
     def pid(self) -> int | None:
@@ -147,6 +116,53 @@ class ForkServer:
         self._preforked = made
         self._interpreter = made.interpreter
         return True
+
+    def prestart(self, requests: list[ForkRequest], stderr: int) -> int:
+        """Have the forked template start these servers now, before the event loop starts, so they
+        start while this process goes on with its own; each is adopted by the first :meth:`adopt`
+        of an equal request. How many were started (none without a forked template)."""
+        if self._preforked is None:
+            return 0
+        wanted = [r for r in requests if _interpreter_settings(r.env).items() <= self._interpreter.items()]
+        try:
+            early = fork_children(self._preforked, [r.message() for r in wanted], stderr)
+        except (OSError, ValueError) as exc:
+            self._not_forked = f"it did not answer before the event loop ({type(exc).__name__}: {exc})"
+            self._abandon_preforked()
+            return 0
+        self._early = [(r, c) for r, c in zip(wanted, early.started, strict=True) if c is not None]
+        self._early_exits = early.exited
+        self._early_errors = early.errors
+        return len(self._early)
+
+    def close(self) -> None:
+        """Before any event loop ran (say, the state directory turned out to be in use): end the
+        forked template and whatever it started early."""
+        for _, child in self._early:
+            child.close()
+        self._early = []
+        self._abandon_preforked()
+
+    def _abandon_preforked(self) -> None:
+        if self._preforked is not None:
+            self._preforked.control.close()
+            self._preforked.process.kill()
+            self._preforked.process.reap()
+            self._preforked = None
+
+    async def adopt(self, request: ForkRequest) -> tuple[ForkedProcess, int, int] | None:
+        """The server :meth:`prestart` started for an equal request, with our ends of its stdin
+        and stdout; None when there is none (any later start of the same server forks anew)."""
+        if not self._early:
+            return None
+        async with self._lock:
+            if self._control is None and self._unusable is None:
+                await self._start()
+            for index, (made_for, child) in enumerate(self._early):
+                if made_for == request:
+                    del self._early[index]
+                    return self._adoptable.pop(child.pid), child.stdin, child.stdout
+        return None
 
     async def __aenter__(self) -> ForkServer:
         self._tg = anyio.create_task_group()
@@ -193,6 +209,7 @@ class ForkServer:
             replies = self._listen(ours)
             self._control, self._replies = ours, replies
             logger.info("fork server %s ready (forked)", self._process.pid, extra={"server": "fork-server"})
+            self._take_early()
             return
         if self._not_forked is not None:
             logger.info("fork server: started as its own command: %s", self._not_forked)
@@ -201,6 +218,20 @@ class ForkServer:
             return
         self._process, ours = spawned
         await self._handshake(ours)
+
+    def _take_early(self) -> None:
+        """Watch the children :meth:`prestart` made as any other (their exits come on the socket)."""
+        for error in self._early_errors:
+            logger.warning("fork server: could not fork a server early: %s", error)
+        for _, early in self._early:
+            child = ForkedProcess(early.pid, early.pidfd)
+            self._children[child.pid] = self._adoptable[child.pid] = child
+            if child.pid in self._early_exits:
+                child.returncode = self._early_exits.pop(child.pid)
+                child.reported.set()
+        if self._early:
+            names = ", ".join(request.module for request, _ in self._early)
+            logger.info("fork server: started before the event loop: %s", names)
 
     async def _spawn(self) -> tuple[Process, socket.socket] | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -303,7 +334,23 @@ class ForkServer:
             with anyio.move_on_after(EXIT_WAIT_S):
                 await self._process.wait()
 
+    async def _end_unadopted(self) -> None:
+        """End the servers started early that no connection adopted, as a connection ends its
+        server: end of input first, SIGKILL to its process group if it is still there after that."""
+        early, self._early = self._early, []
+        for _, child in early:
+            os.close(child.stdin)
+            os.close(child.stdout)
+        for _, child in early:
+            self._children.pop(child.pid, None)
+            process = self._adoptable.pop(child.pid, None) or ForkedProcess(child.pid, child.pidfd)
+            if not await process.wait(EXIT_WAIT_S):
+                process.kill_group(signal.SIGKILL)
+                await process.wait(EXIT_WAIT_S)
+            process.close()
+
     async def _stop_template(self) -> None:
+        await self._end_unadopted()  # while the template is there to reap them
         if self._preforked is not None:
             # Forked but never asked for a child: its end of file is our socket closing.
             self._process = self._preforked.process

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
@@ -14,10 +15,38 @@ from orchestrator.mesh.catalog import Catalog
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig, SupervisionConfig
 from orchestrator.mesh.connection import NotificationHandler, ServerConnection, ServerSnapshot
 from orchestrator.mesh.forkserver import ForkServer, built_in_module
-from orchestrator.mesh.transport import template_environment
+from orchestrator.mesh.transport import early_requests, template_environment
 
 MIN_SHARERS = 2
 """Built-in stdio servers needed before the mesh forks them from a template."""
+Servers = Mapping[str, StdioServerConfig | HttpServerConfig]
+
+
+def wants_template(servers: Servers, fork_server: bool) -> bool:
+    """Whether a mesh of ``servers`` forks its built-in servers from a template."""
+    forkable = sum(
+        isinstance(config, StdioServerConfig) and built_in_module(config) is not None
+        for config in servers.values()
+    )
+    # One server alone shares nothing with a template: it would only add a process.
+    return fork_server and forkable >= MIN_SHARERS
+
+
+def early_fork_server(servers: Servers, *, base_env: Mapping[str, str], enabled: bool) -> ForkServer | None:
+    """The fork server a mesh of ``servers`` would make, its template forked from this process now
+    (before the event loop starts: ``orchestrator/mesh/template.py``); None when it would make none.
+    Give it to the :class:`Mesh` as its ``fork_server``."""
+    if not wants_template(servers, enabled):
+        return None
+    made = ForkServer(template_environment(base_env))
+    made.fork_template()
+    return made
+
+
+def prestart(fork_server: ForkServer, servers: Servers, *, base_env: Mapping[str, str]) -> int:
+    """Have the template start the built-in servers among ``servers`` now, before the event loop:
+    each is adopted by its connection's first start. How many were started."""
+    return fork_server.prestart(early_requests(servers, base_env), sys.stderr.fileno())
 
 
 class Mesh:
@@ -29,18 +58,18 @@ class Mesh:
         base_env: Mapping[str, str] | None = None,
         notifications: Mapping[str, type[BaseModel]] | None = None,
         on_notification: NotificationHandler | None = None,
-        fork_server: bool = False,
+        fork_server: bool | ForkServer = False,
         keep_stderr: bool = False,
     ) -> None:
         sup = supervision or SupervisionConfig()
-        forkable = sum(
-            isinstance(config, StdioServerConfig) and built_in_module(config) is not None
-            for config in servers.values()
-        )
-        # One server alone shares nothing with a template: it would only add a process.
-        shared = fork_server and forkable >= MIN_SHARERS
-        self.fork_server = ForkServer(template_environment(base_env or {})) if shared else None
-        """The template built-in servers are forked from (``fork_server: true`` in the config)."""
+        self._base_env = dict(base_env or {})
+        if isinstance(fork_server, ForkServer):
+            self.fork_server: ForkServer | None = fork_server
+        else:
+            wanted = wants_template(servers, fork_server)
+            self.fork_server = ForkServer(template_environment(self._base_env)) if wanted else None
+        """The template built-in servers are forked from (``fork_server: true`` in the config), or
+        the one :func:`early_fork_server` made."""
         self.connections = {
             name: ServerConnection(
                 name,
@@ -63,6 +92,14 @@ class Mesh:
         spawned when the first built-in server starts."""
         if self.fork_server is not None:
             self.fork_server.fork_template()
+
+    def prestart(self) -> int:
+        """After :meth:`fork_template`, before the event loop: start the built-in servers now
+        (:func:`prestart`); those whose stderr the mesh keeps are started at :meth:`__aenter__`."""
+        if self.fork_server is None:
+            return 0
+        servers = {n: c.config for n, c in self.connections.items() if c.stderr_tail is None}
+        return prestart(self.fork_server, servers, base_env=self._base_env)
 
     async def __aenter__(self) -> Mesh:
         if self.fork_server is not None:

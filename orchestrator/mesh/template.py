@@ -8,6 +8,9 @@ this is done only where neither exists: ``nexo run`` and ``nexo agent run`` call
 their config and before ``anyio.run`` (and before logging is configured, so the template's logging is
 the interpreter's default, as a spawned one's is). Anywhere else :func:`fork_template` declines, with
 the reason, and the template is spawned at the first fork request as before.
+
+Still before the event loop, :func:`fork_children` asks the forked template for the built-in
+servers at once, blocking, so they start while this process imports and builds the rest of itself.
 """
 
 from __future__ import annotations
@@ -140,3 +143,85 @@ def fork_template() -> Preforked | str:
         return f"the forked template did not get ready ({greeting.get('failed', 'it exited')})"
     ours.setblocking(False)
     return Preforked(process, ours, interpreter)
+
+
+@dataclass(frozen=True, slots=True)
+class EarlyChild:
+    """A server forked by the template before the event loop started, waiting to be adopted."""
+
+    pid: int
+    pidfd: int
+    stdin: int
+    """Our end of the child's stdin."""
+    stdout: int
+    """Our end of the child's stdout."""
+
+    def close(self) -> None:
+        """Let it go unadopted: its stdin closes, so it ends as a server does at end of input."""
+        for fd in (self.stdin, self.stdout, self.pidfd):
+            os.close(fd)
+
+
+@dataclass(slots=True)
+class EarlyChildren:
+    started: list[EarlyChild | None]
+    """One per request, in order; None where the template answered with an error."""
+    exited: dict[int, int]
+    """Exit codes the template reported meanwhile, by process id."""
+    errors: list[str]
+
+
+def fork_children(preforked: Preforked, requests: list[dict[str, object]], stderr: int) -> EarlyChildren:
+    """Ask the template for one child per request now, blocking: only before the event loop starts.
+
+    Each child gets a pipe for stdin and one for stdout (our ends are in the answer) and ``stderr``.
+    Raises OSError (or ValueError for an answer that is not JSON) when the template does not answer;
+    the caller then stops using the template, and closing the socket ends the children made so far.
+    """
+    control = preforked.control
+    found = EarlyChildren([], {}, [])
+    control.settimeout(READY_TIMEOUT_S)
+    try:
+        for request in requests:
+            found.started.append(_fork_one(control, request, stderr, found))
+    except BaseException:
+        for child in found.started:
+            if child is not None:
+                child.close()
+        raise
+    finally:
+        control.setblocking(False)
+    return found
+
+
+def _fork_one(
+    control: socket.socket, request: dict[str, object], stderr: int, found: EarlyChildren
+) -> EarlyChild | None:
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    try:
+        socket.send_fds(control, [json.dumps(request).encode()], [stdin_read, stdout_write, stderr])
+        while True:
+            data, fds, _flags, _address = socket.recv_fds(control, MAX_MESSAGE, 1)
+            if not data:
+                raise ConnectionResetError("the template exited")
+            reply = json.loads(data)
+            if "forked" in reply and fds:
+                os.set_inheritable(fds[0], False)
+                return EarlyChild(reply["forked"], fds[0], stdin_write, stdout_read)
+            for fd in fds:
+                os.close(fd)
+            if "exited" in reply:
+                found.exited[reply["exited"]] = reply["returncode"]
+                continue
+            found.errors.append(str(reply.get("error", reply)))
+            os.close(stdin_write)
+            os.close(stdout_read)
+            return None
+    except BaseException:
+        os.close(stdin_write)
+        os.close(stdout_read)
+        raise
+    finally:
+        os.close(stdin_read)
+        os.close(stdout_write)

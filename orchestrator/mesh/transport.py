@@ -43,6 +43,24 @@ def template_environment(base_env: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+def fork_request(config: StdioServerConfig, module: str, env: Mapping[str, str]) -> ForkRequest:
+    """What the fork server is asked for to start ``config`` (a built-in ``module``) with ``env``."""
+    return ForkRequest(
+        module, config.args[2:], get_default_environment() | dict(env), config.cwd or str(Path.cwd())
+    )
+
+
+def early_requests(
+    servers: Mapping[str, StdioServerConfig | HttpServerConfig], base_env: Mapping[str, str]
+) -> list[ForkRequest]:
+    """The fork requests of the built-in servers among ``servers``, as their first start makes them."""
+    return [
+        fork_request(config, module, child_environment(config, base_env))
+        for config in servers.values()
+        if isinstance(config, StdioServerConfig) and (module := built_in_module(config)) is not None
+    ]
+
+
 @asynccontextmanager
 async def _watched(inner: Any, closed: anyio.Event) -> AsyncIterator[TransportStreams]:
     """Relay the read side so the mesh learns at once when the peer goes away."""
@@ -72,12 +90,16 @@ async def _watched(inner: Any, closed: anyio.Event) -> AsyncIterator[TransportSt
 async def _forked_or_spawned(
     config: StdioServerConfig, module: str, env: dict[str, str], fork_server: ForkServer, errlog: TextIO
 ) -> AsyncIterator[TransportStreams]:
-    """A child of the fork server when it can make one, else the SDK's own spawn."""
+    """The child the fork server started early for this request, else a child of the fork server
+    when it can make one, else the SDK's own spawn."""
+    request = fork_request(config, module, env)
+    adopted = await fork_server.adopt(request)
+    if adopted is not None:
+        async with forked_stdio(*adopted) as streams:
+            yield streams
+        return
     stdin_read, stdin_write = os.pipe()
     stdout_read, stdout_write = os.pipe()
-    request = ForkRequest(
-        module, config.args[2:], get_default_environment() | env, config.cwd or str(Path.cwd())
-    )
     try:
         process = await fork_server.fork(request, (stdin_read, stdout_write, errlog.fileno()))
     except BaseException:

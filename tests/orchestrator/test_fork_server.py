@@ -18,7 +18,8 @@ import pytest
 from orchestrator.config import NexoConfig
 from orchestrator.daemon import Orchestrator
 from orchestrator.mesh import Mesh, StdioServerConfig
-from orchestrator.mesh.forkserver import ForkedProcess, ForkRequest, ForkServer, built_in_module
+from orchestrator.mesh.forked_process import ForkedProcess
+from orchestrator.mesh.forkserver import ForkRequest, ForkServer, built_in_module
 from orchestrator.mesh.transport import template_environment
 from shared.forkchild import exit_code
 from tests.mesh.harness import child_pids
