@@ -1,9 +1,10 @@
 """Importing the wire contracts builds none of their models: each is built by its first use.
 
-A fresh interpreter imports every module of ``shared.protocol`` and lists the pydantic models they
-define that are already complete (built). Run in a subprocess so that no other test has used a
-model yet; the second half checks that a deferred model still validates, dumps and gives its
-schema, and that the SDK's own request plumbing reads a deferred request's method.
+A fresh interpreter imports every module of ``shared.protocol`` and the channel kit's server (which
+adds its own requests), and lists the pydantic models they define that are already complete
+(built). Run in a subprocess so that no other test has used a model yet; the second half checks
+that a deferred model still validates, dumps and gives its schema, and that a request's method is
+read from its field list without building it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import importlib, json, pkgutil
 import pydantic
 import shared.protocol as package
 names = [f"shared.protocol.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
+names.append("shared.channelkit.server")  # the kit's own permission-prompt requests
 models = [
     value
     for module in map(importlib.import_module, names)
