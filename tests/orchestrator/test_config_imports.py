@@ -63,3 +63,29 @@ def test_loading_the_built_in_config_imports_none_of_the_machinery() -> None:
     assert {"memory", "audit", "console"} <= set(loaded["servers"])  # the whole default mesh was read
     assert "orchestrator.dashboard.options" in loaded["modules"]  # its settings are part of the config
     assert _under(loaded["modules"], NOT_FOR_READING_A_CONFIG) == []
+
+
+IMPORT_THE_DAEMON = """
+import json, sys
+import orchestrator.daemon
+print(json.dumps(sorted(sys.modules)))
+"""
+
+NOT_BEFORE_THE_FIRST_TOOL_CALL = (
+    "jsonschema",
+    "orchestrator.llm.anthropic",
+    "orchestrator.llm.openai_compat",
+    "orchestrator.dashboard.app",
+    "orchestrator.dashboard.serve",
+)
+"""Argument checking comes with the first tool call, a provider's client when that provider is
+built (only the configured ones are), the dashboard's app when ``dashboard.port`` is set."""
+
+
+def test_the_daemon_module_imports_no_schema_checker_provider_client_or_dashboard_app() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORT_THE_DAEMON], capture_output=True, text=True, timeout=60, check=True
+    )
+    modules = json.loads(result.stdout)
+    assert "mcp" in modules  # the daemon itself was imported, with the SDK it runs on
+    assert _under(modules, NOT_BEFORE_THE_FIRST_TOOL_CALL) == []
