@@ -18,7 +18,7 @@ from orchestrator.mesh.token_origin import token_origin
 from orchestrator.permissions.policy import PermissionPolicy
 from orchestrator.proactive import AutonomyConfig, HeartbeatConfig, ProactiveConfig, find_price
 from shared.net import is_loopback
-from shared.protocol.channel import SessionScope
+from shared.protocol.channel_terms import SessionScope
 from shared.secrets import RULE_IDS
 from shared.settings import ConfigError, ConfigProblem, load_config, parse_yaml
 

@@ -49,6 +49,7 @@ PRELOAD = (
     "aiosqlite",
     "argparse",
     "pydantic_settings",
+    "rich.console",
     "rich.logging",
     "shared.db",
     "shared.events",

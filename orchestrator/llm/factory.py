@@ -8,9 +8,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 import httpx2
 
-from orchestrator.llm.anthropic import AnthropicProvider
 from orchestrator.llm.config import AnthropicProviderConfig, ProviderConfig
-from orchestrator.llm.openai_compat import OpenAICompatProvider
 from orchestrator.llm.types import Provider
 
 
@@ -23,6 +21,11 @@ def build_provider(
     clock: Callable[[], float] = time.monotonic,
 ) -> Provider:
     """The provider configured under `llm.providers.<name>`; `sleep` and `clock` exist for tests."""
+    # Only the configured provider's client is imported, when it is built.
     if isinstance(config, AnthropicProviderConfig):
+        from orchestrator.llm.anthropic import AnthropicProvider
+
         return AnthropicProvider(name, config, transport=transport, sleep=sleep, clock=clock)
+    from orchestrator.llm.openai_compat import OpenAICompatProvider
+
     return OpenAICompatProvider(name, config, transport=transport, sleep=sleep, clock=clock)

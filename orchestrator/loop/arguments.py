@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
-from orchestrator.mesh import CatalogTool
+    from orchestrator.mesh import CatalogTool
 
 logger = logging.getLogger("nexo.loop")
 
@@ -22,6 +22,11 @@ GIVEN_PREVIEW_CHARS = 60
 
 def argument_problems(tool: CatalogTool, arguments: Mapping[str, Any]) -> str | None:
     """None when ``arguments`` fit ``tool.input_schema``; otherwise the message for the model."""
+    # jsonschema (with referencing and attrs, hundreds of ms to import) comes with the first tool
+    # call, not with the daemon's start.
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(tool.input_schema)
     except SchemaError as exc:

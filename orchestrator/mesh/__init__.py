@@ -1,15 +1,45 @@
-"""One supervised MCP client per configured server, and the combined tool catalog."""
+"""One supervised MCP client per configured server, and the combined tool catalog.
 
-from orchestrator.mesh.catalog import Catalog, CatalogError, CatalogTool
+The server settings load with the package; the clients, the catalog and the mesh on first use
+(PEP 562): reading a config needs the settings, not the MCP SDK behind the clients.
+"""
+
+from typing import TYPE_CHECKING, Any
+
 from orchestrator.mesh.config import HttpServerConfig, ServerConfig, StdioServerConfig, SupervisionConfig
-from orchestrator.mesh.connection import (
-    ServerConnection,
-    ServerSnapshot,
-    ServerState,
-    ServerUnavailable,
-    describe_error,
-)
-from orchestrator.mesh.mesh import Mesh
+
+if TYPE_CHECKING:
+    from orchestrator.mesh.catalog import Catalog, CatalogError, CatalogTool
+    from orchestrator.mesh.connection import (
+        ServerConnection,
+        ServerSnapshot,
+        ServerState,
+        ServerUnavailable,
+        describe_error,
+    )
+    from orchestrator.mesh.mesh import Mesh
+
+_MACHINERY = {
+    "Catalog": "orchestrator.mesh.catalog",
+    "CatalogError": "orchestrator.mesh.catalog",
+    "CatalogTool": "orchestrator.mesh.catalog",
+    "Mesh": "orchestrator.mesh.mesh",
+    "ServerConnection": "orchestrator.mesh.connection",
+    "ServerSnapshot": "orchestrator.mesh.connection",
+    "ServerState": "orchestrator.mesh.connection",
+    "ServerUnavailable": "orchestrator.mesh.connection",
+    "describe_error": "orchestrator.mesh.connection",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MACHINERY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "Catalog",

@@ -6,10 +6,11 @@ import fnmatch
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import mcp_types as types
 
+from orchestrator.mesh.tiers import Tier as Tier
 from shared.protocol.policy import (
     PATH_ARGS_META_KEY,
     SHELL_META_KEY,
@@ -22,9 +23,6 @@ SEPARATOR = "__"
 MAX_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _WILDCARD = re.compile(r"[*?\[]")
-
-Tier = Literal["safe", "notify", "confirm"]
-"""How a call is gated: safe runs unasked, notify runs and tells the operator, confirm asks first."""
 
 
 class CatalogError(Exception):

@@ -1,9 +1,13 @@
-"""Permissions: the policy deciding each tool call, auto-approve, and approvals relayed to the operator."""
+"""Permissions: the policy deciding each tool call, auto-approve, and approvals relayed to the operator.
 
-from orchestrator.permissions.approvals import ApprovalBroker, call_hash, decider
+The policy's settings and engine load with the package; the approval relay and the gates (which
+speak MCP) on first use (PEP 562), so reading a config never imports the MCP SDK.
+"""
+
+from typing import TYPE_CHECKING, Any
+
 from orchestrator.permissions.autoapprove import AutoDecision, auto_approve
 from orchestrator.permissions.commands import destructive_reason, edits_in_place, is_read_only_command
-from orchestrator.permissions.gate import Approver, Notify, OperatorGate, PolicyGate
 from orchestrator.permissions.policy import (
     PermissionPolicy,
     PolicyDecision,
@@ -11,7 +15,33 @@ from orchestrator.permissions.policy import (
     RateLimit,
     TierTable,
 )
-from orchestrator.permissions.preview import approval_preview, origin_line
+
+if TYPE_CHECKING:
+    from orchestrator.permissions.approvals import ApprovalBroker, call_hash, decider
+    from orchestrator.permissions.gate import Approver, Notify, OperatorGate, PolicyGate
+    from orchestrator.permissions.preview import approval_preview, origin_line
+
+_MACHINERY = {
+    "ApprovalBroker": "orchestrator.permissions.approvals",
+    "call_hash": "orchestrator.permissions.approvals",
+    "decider": "orchestrator.permissions.approvals",
+    "Approver": "orchestrator.permissions.gate",
+    "Notify": "orchestrator.permissions.gate",
+    "OperatorGate": "orchestrator.permissions.gate",
+    "PolicyGate": "orchestrator.permissions.gate",
+    "approval_preview": "orchestrator.permissions.preview",
+    "origin_line": "orchestrator.permissions.preview",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MACHINERY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "ApprovalBroker",

@@ -14,9 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.mesh import CatalogTool
 from orchestrator.permissions.commands import (
     destructive_reason,
     edits_in_place,
@@ -24,6 +23,9 @@ from orchestrator.permissions.commands import (
     unsafe_variable,
 )
 from orchestrator.permissions.walk import assigned_name
+
+if TYPE_CHECKING:
+    from orchestrator.mesh.catalog import CatalogTool
 
 _ALWAYS_ASK = (
     ("config configure configuration settings setting policy permissions", "changes configuration"),

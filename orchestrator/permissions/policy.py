@@ -13,16 +13,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.mesh import CatalogTool
-from orchestrator.mesh.catalog import Tier
+from orchestrator.mesh.tiers import Tier
 from orchestrator.permissions.autoapprove import auto_approve
 from orchestrator.permissions.commands import destructive_reason
-from shared.protocol.pairing import Role
-from shared.protocol.policy import Classification
+from shared.protocol.classification import Classification
+from shared.protocol.pairing_terms import Role
+
+if TYPE_CHECKING:
+    from orchestrator.mesh.catalog import CatalogTool
 
 Standing = Role | Literal["source"]
 """Who a turn serves: pairing's role, or a source that authenticated itself (a webhook, a poller)."""

@@ -14,8 +14,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING
 
-from shared.protocol.audit import Entry
+if TYPE_CHECKING:
+    from shared.protocol.audit import Entry
 
 PROBLEMS_SHOWN = 3
 PROBLEM_CHARS = 120

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
-import mcp_types as types
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
@@ -33,6 +32,7 @@ from shared.protocol.channel import (
     permission_request_method,
     permission_verdict_notification,
 )
+from shared.protocol.deferred import WireParams, WireRequest, WireResult
 from shared.protocol.events import EventsExtension, LogGetter, experimental_events_capability
 from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer
@@ -50,7 +50,7 @@ ClosedHandler = Callable[[Any, "PermissionClosedParams"], Awaitable[bool]]
 PromptOutcome = Literal["allowed", "denied", "expired", "cancelled"]
 
 
-class PermissionPrompt(types.RequestParams):
+class PermissionPrompt(WireParams):
     """The control-plane request form of the permission prompt (same fields as the notification)."""
 
     request_id: str
@@ -67,16 +67,16 @@ class PermissionPrompt(types.RequestParams):
         )
 
 
-class PermissionRequestCall(types.Request[PermissionPrompt, Literal["nexo/channel/permission_request"]]):
+class PermissionRequestCall(WireRequest[PermissionPrompt, Literal["nexo/channel/permission_request"]]):
     method: Literal["nexo/channel/permission_request"] = "nexo/channel/permission_request"
 
 
-class PermissionRequestAccepted(types.Result):
+class PermissionRequestAccepted(WireResult):
     delivered: int
     """0 means nobody saw the prompt (no operator connected): the orchestrator should not wait on us."""
 
 
-class PermissionClosedParams(types.RequestParams):
+class PermissionClosedParams(WireParams):
     """The host settled the prompt (answered anywhere, timed out or cancelled): show it no more.
 
     ``outcome`` and ``decided_by`` are absent from older hosts; older channels ignore them.
@@ -88,11 +88,11 @@ class PermissionClosedParams(types.RequestParams):
     """Who decided, for display (``telegram:12345 (Ana)``, ``console``): never a secret."""
 
 
-class PermissionClosedCall(types.Request[PermissionClosedParams, Literal["nexo/channel/permission_closed"]]):
+class PermissionClosedCall(WireRequest[PermissionClosedParams, Literal["nexo/channel/permission_closed"]]):
     method: Literal["nexo/channel/permission_closed"] = "nexo/channel/permission_closed"
 
 
-class PermissionClosedResult(types.Result):
+class PermissionClosedResult(WireResult):
     closed: bool
     """False when the channel was not showing it (never asked here, or already expired)."""
 

@@ -12,10 +12,10 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
-import mcp_types as types
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, ConfigDict, Field
 
 from shared.protocol import goal_terms as _goal_terms
+from shared.protocol.deferred import WireModel, WireParams, WireRequest, WireResult
 
 AUDIT_EXTENSION = "nexo/audit"
 MAX_APPEND = 500
@@ -60,7 +60,7 @@ def args_digest(arguments: Mapping[str, Any]) -> str:
 # -- bodies, one model per kind ----------------------------------------------------------------
 
 
-class Body(BaseModel):
+class Body(WireModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -196,7 +196,7 @@ BODY_KINDS: dict[type[Body], str] = {model: kind for kind, model in KIND_BODIES.
 # -- entries -------------------------------------------------------------------------------------
 
 
-class EntryDraft(BaseModel):
+class EntryDraft(WireModel):
     """An entry to append. The body stays a plain dict on the wire, so the server (not the JSON-RPC
     layer) validates it and can say exactly what is wrong."""
 
@@ -221,7 +221,7 @@ class EntryDraft(BaseModel):
         )
 
 
-class Entry(BaseModel):
+class Entry(WireModel):
     seq: int
     at: str
     """UTC time, ISO 8601 with microseconds."""
@@ -235,7 +235,7 @@ class Entry(BaseModel):
     hash: str
 
 
-class Appended(BaseModel):
+class Appended(WireModel):
     seq: int
     hash: str
     at: str
@@ -243,20 +243,20 @@ class Appended(BaseModel):
     """False when a turn with the same (goal_id, index) was already recorded: this is that entry."""
 
 
-class Head(BaseModel):
+class Head(WireModel):
     """The newest entry: record it somewhere else to detect a truncated tail later."""
 
     seq: int = Field(ge=0)
     hash: str
 
 
-class Problem(BaseModel):
+class Problem(WireModel):
     seq: int
     kind: ProblemKind
     detail: str
 
 
-class VerifyReport(BaseModel):
+class VerifyReport(WireModel):
     ok: bool
     checked: int
     """Entries whose hash was recomputed."""
@@ -271,21 +271,21 @@ class VerifyReport(BaseModel):
 # -- goals ---------------------------------------------------------------------------------------
 
 
-class Origin(BaseModel):
+class Origin(WireModel):
     source: str
     """channel:<server> for a chat, or cli, cron, heartbeat."""
     session_key: str | None = None
     chat_id: str | None = None
 
 
-class Budget(BaseModel):
+class Budget(WireModel):
     turns: int = Field(0, ge=0)
     tokens: int = Field(0, ge=0)
     cost_usd: float = Field(0.0, ge=0)
     wall_s: float = Field(0.0, ge=0)
 
 
-class Goal(BaseModel):
+class Goal(WireModel):
     id: str
     agent: str
     kind: GoalKind
@@ -308,31 +308,31 @@ class Goal(BaseModel):
 # -- control-plane params and results ------------------------------------------------------------
 
 
-class AppendParams(types.RequestParams):
+class AppendParams(WireParams):
     entries: list[EntryDraft] = Field(min_length=1, max_length=MAX_APPEND)
 
 
-class AppendResult(types.Result):
+class AppendResult(WireResult):
     entries: list[Appended]
 
 
-class VerifyParams(types.RequestParams):
+class VerifyParams(WireParams):
     expected_head: Head | None = None
 
 
-class VerifyResult(types.Result):
+class VerifyResult(WireResult):
     report: VerifyReport
 
 
-class HeadParams(types.RequestParams):
+class HeadParams(WireParams):
     pass
 
 
-class HeadResult(types.Result):
+class HeadResult(WireResult):
     head: Head
 
 
-class TailParams(types.RequestParams):
+class TailParams(WireParams):
     goal_id: str | None = None
     source: str | None = None
     kind: EntryKind | None = None
@@ -345,22 +345,22 @@ class TailParams(types.RequestParams):
     limit: int = Field(50, ge=1, le=MAX_TAIL)
 
 
-class TailResult(types.Result):
+class TailResult(WireResult):
     entries: list[Entry]
 
 
-class TrimParams(types.RequestParams):
+class TrimParams(WireParams):
     turns_per_goal: int | None = Field(None, ge=1)
     max_age_s: float | None = Field(None, gt=0)
     """Overrides of the server's settings for this trim only."""
 
 
-class TrimResult(types.Result):
+class TrimResult(WireResult):
     removed: int
     checkpoint: Entry | None = None
 
 
-class GoalCreateParams(types.RequestParams):
+class GoalCreateParams(WireParams):
     id: str | None = None
     """Chosen by the caller to make retries idempotent; generated when absent."""
     agent: str
@@ -371,12 +371,12 @@ class GoalCreateParams(types.RequestParams):
     source: str = "orchestrator"
 
 
-class GoalCreateResult(types.Result):
+class GoalCreateResult(WireResult):
     goal: Goal
     created: bool
 
 
-class GoalUpdateParams(types.RequestParams):
+class GoalUpdateParams(WireParams):
     id: str
     status: GoalStatus | None = None
     phase: str | None = None
@@ -389,93 +389,91 @@ class GoalUpdateParams(types.RequestParams):
     source: str = "orchestrator"
 
 
-class GoalUpdateResult(types.Result):
+class GoalUpdateResult(WireResult):
     goal: Goal
     promoted: list[Goal]
     """Queued goals that took the freed slots: the caller starts them."""
 
 
-class GoalGetParams(types.RequestParams):
+class GoalGetParams(WireParams):
     id: str
 
 
-class GoalGetResult(types.Result):
+class GoalGetResult(WireResult):
     goal: Goal
 
 
-class GoalListParams(types.RequestParams):
+class GoalListParams(WireParams):
     active_only: bool = True
     kind: GoalKind | None = None
     agent: str | None = None
     limit: int = Field(200, ge=1, le=1_000)
 
 
-class GoalListResult(types.Result):
+class GoalListResult(WireResult):
     goals: list[Goal]
     running: int
     max_running: int
 
 
-class GoalBootParams(types.RequestParams):
+class GoalBootParams(WireParams):
     resumable_kinds: list[GoalKind] = Field(default_factory=list)
 
 
-class GoalBootResult(types.Result):
+class GoalBootResult(WireResult):
     lost: list[Goal]
     """Lost goals whose origin has not been told yet (this boot's and earlier ones')."""
     resumable: list[Goal]
     promoted: list[Goal]
 
 
-class GoalMarkNotifiedParams(types.RequestParams):
+class GoalMarkNotifiedParams(WireParams):
     ids: list[str] = Field(min_length=1, max_length=1_000)
 
 
-class GoalMarkNotifiedResult(types.Result):
+class GoalMarkNotifiedResult(WireResult):
     marked: int
 
 
-class AppendRequest(types.Request[AppendParams, Literal["nexo/audit/append"]]):
+class AppendRequest(WireRequest[AppendParams, Literal["nexo/audit/append"]]):
     method: Literal["nexo/audit/append"] = "nexo/audit/append"
 
 
-class VerifyRequest(types.Request[VerifyParams, Literal["nexo/audit/verify"]]):
+class VerifyRequest(WireRequest[VerifyParams, Literal["nexo/audit/verify"]]):
     method: Literal["nexo/audit/verify"] = "nexo/audit/verify"
 
 
-class HeadRequest(types.Request[HeadParams, Literal["nexo/audit/head"]]):
+class HeadRequest(WireRequest[HeadParams, Literal["nexo/audit/head"]]):
     method: Literal["nexo/audit/head"] = "nexo/audit/head"
 
 
-class TailRequest(types.Request[TailParams, Literal["nexo/audit/tail"]]):
+class TailRequest(WireRequest[TailParams, Literal["nexo/audit/tail"]]):
     method: Literal["nexo/audit/tail"] = "nexo/audit/tail"
 
 
-class TrimRequest(types.Request[TrimParams, Literal["nexo/audit/trim"]]):
+class TrimRequest(WireRequest[TrimParams, Literal["nexo/audit/trim"]]):
     method: Literal["nexo/audit/trim"] = "nexo/audit/trim"
 
 
-class GoalCreateRequest(types.Request[GoalCreateParams, Literal["nexo/audit/goals/create"]]):
+class GoalCreateRequest(WireRequest[GoalCreateParams, Literal["nexo/audit/goals/create"]]):
     method: Literal["nexo/audit/goals/create"] = "nexo/audit/goals/create"
 
 
-class GoalUpdateRequest(types.Request[GoalUpdateParams, Literal["nexo/audit/goals/update"]]):
+class GoalUpdateRequest(WireRequest[GoalUpdateParams, Literal["nexo/audit/goals/update"]]):
     method: Literal["nexo/audit/goals/update"] = "nexo/audit/goals/update"
 
 
-class GoalGetRequest(types.Request[GoalGetParams, Literal["nexo/audit/goals/get"]]):
+class GoalGetRequest(WireRequest[GoalGetParams, Literal["nexo/audit/goals/get"]]):
     method: Literal["nexo/audit/goals/get"] = "nexo/audit/goals/get"
 
 
-class GoalListRequest(types.Request[GoalListParams, Literal["nexo/audit/goals/list"]]):
+class GoalListRequest(WireRequest[GoalListParams, Literal["nexo/audit/goals/list"]]):
     method: Literal["nexo/audit/goals/list"] = "nexo/audit/goals/list"
 
 
-class GoalBootRequest(types.Request[GoalBootParams, Literal["nexo/audit/goals/boot"]]):
+class GoalBootRequest(WireRequest[GoalBootParams, Literal["nexo/audit/goals/boot"]]):
     method: Literal["nexo/audit/goals/boot"] = "nexo/audit/goals/boot"
 
 
-class GoalMarkNotifiedRequest(
-    types.Request[GoalMarkNotifiedParams, Literal["nexo/audit/goals/mark_notified"]]
-):
+class GoalMarkNotifiedRequest(WireRequest[GoalMarkNotifiedParams, Literal["nexo/audit/goals/mark_notified"]]):
     method: Literal["nexo/audit/goals/mark_notified"] = "nexo/audit/goals/mark_notified"

@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import mcp_types as types
 from pydantic import ConfigDict, Field, field_validator
+
+from shared.protocol.channel_terms import SessionScope as SessionScope
+from shared.protocol.deferred import WireNotification, WireNotificationParams
 
 Namespace = Literal["nexo", "claude"]
 NAMESPACES: tuple[Namespace, ...] = ("nexo", "claude")
@@ -76,7 +78,7 @@ def _cap(content: str) -> str:
     return content[: MAX_CONTENT_CHARS - 1] + "…"
 
 
-class _WireParams(types.NotificationParams):
+class _WireParams(WireNotificationParams):
     # The channel contract spells its fields in snake_case; the SDK's models default to camelCase.
     model_config = ConfigDict(alias_generator=None, validate_by_name=True, serialize_by_alias=True)
 
@@ -129,16 +131,16 @@ def verdict_event(verdict: PermissionVerdictParams, sender: str | None) -> dict[
     return payload
 
 
-class NexoChannelNotification(types.Notification[ChannelParams, Literal["notifications/nexo/channel"]]):
+class NexoChannelNotification(WireNotification[ChannelParams, Literal["notifications/nexo/channel"]]):
     method: Literal["notifications/nexo/channel"] = "notifications/nexo/channel"
 
 
-class ClaudeChannelNotification(types.Notification[ChannelParams, Literal["notifications/claude/channel"]]):
+class ClaudeChannelNotification(WireNotification[ChannelParams, Literal["notifications/claude/channel"]]):
     method: Literal["notifications/claude/channel"] = "notifications/claude/channel"
 
 
 class NexoPermissionRequestNotification(
-    types.Notification[PermissionRequestParams, Literal["notifications/nexo/channel/permission_request"]]
+    WireNotification[PermissionRequestParams, Literal["notifications/nexo/channel/permission_request"]]
 ):
     method: Literal["notifications/nexo/channel/permission_request"] = (
         "notifications/nexo/channel/permission_request"
@@ -146,7 +148,7 @@ class NexoPermissionRequestNotification(
 
 
 class ClaudePermissionRequestNotification(
-    types.Notification[PermissionRequestParams, Literal["notifications/claude/channel/permission_request"]]
+    WireNotification[PermissionRequestParams, Literal["notifications/claude/channel/permission_request"]]
 ):
     method: Literal["notifications/claude/channel/permission_request"] = (
         "notifications/claude/channel/permission_request"
@@ -154,13 +156,13 @@ class ClaudePermissionRequestNotification(
 
 
 class NexoPermissionVerdictNotification(
-    types.Notification[PermissionVerdictParams, Literal["notifications/nexo/channel/permission"]]
+    WireNotification[PermissionVerdictParams, Literal["notifications/nexo/channel/permission"]]
 ):
     method: Literal["notifications/nexo/channel/permission"] = "notifications/nexo/channel/permission"
 
 
 class ClaudePermissionVerdictNotification(
-    types.Notification[PermissionVerdictParams, Literal["notifications/claude/channel/permission"]]
+    WireNotification[PermissionVerdictParams, Literal["notifications/claude/channel/permission"]]
 ):
     method: Literal["notifications/claude/channel/permission"] = "notifications/claude/channel/permission"
 
@@ -322,7 +324,6 @@ def parse_permission_reply(text: str) -> PermissionReply | None:
 SESSION_KEY_ORDER = ("thread_ts", "thread_id", "chat_id", "conversation_id", "room_id", "channel_id", "to")
 CHAT_KEY_ORDER = tuple(key for key in SESSION_KEY_ORDER if key not in ("thread_ts", "thread_id"))
 SENDER_KEY_ORDER = ("user_id", "sender", "from")
-SessionScope = Literal["thread", "chat", "sender"]
 
 
 def _first(server: str, meta: Mapping[str, str], keys: tuple[str, ...]) -> str | None:

@@ -17,14 +17,15 @@ from mcp.server.extension import MethodBinding
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
+from shared.protocol.deferred import WireRequest
 from shared.protocol.storage import storage_error
 
 Handler = Callable[[Any, Any], Awaitable[types.Result]]
-Route = tuple[type[types.Request[Any, Any]], type[BaseModel], Handler]
+Route = tuple[type[WireRequest[Any, Any]], type[BaseModel], Handler]
 ToError = Callable[[Exception], MCPError | None]
 
 
-def method_name(request: type[types.Request[Any, Any]]) -> str:
+def method_name(request: type[WireRequest[Any, Any]]) -> str:
     """The JSON-RPC method a request class carries (its ``method`` field's default)."""
     return str(request.model_fields["method"].default)
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, cast, get_args
 
 import mcp_types as types
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from shared.protocol.deferred import WireModel, WireParams, WireRequest, WireResult
 from shared.protocol.memory import AGENT_META_KEY, AGENT_PATTERN
 
 CRON_EXTENSION = "nexo/cron"
@@ -89,7 +90,7 @@ def tool_meta(
 # -- records -------------------------------------------------------------------------------------
 
 
-class Entry(BaseModel):
+class Entry(WireModel):
     """One schedule entry as the operator sees it. Times are ISO 8601 in UTC unless named local."""
 
     id: str
@@ -125,7 +126,7 @@ class Entry(BaseModel):
     """Status of the entry's newest fire row."""
 
 
-class Fire(BaseModel):
+class Fire(WireModel):
     """One row per (entry, slot): a fire, or a slot recorded as missed or skipped."""
 
     id: int
@@ -144,7 +145,7 @@ class Fire(BaseModel):
     """When a ``retrying`` fire is delivered again."""
 
 
-class FirePayload(BaseModel):
+class FirePayload(WireModel):
     """The payload of a ``cron_fire`` event: everything needed to run the fire."""
 
     fire_id: int
@@ -167,7 +168,7 @@ class FirePayload(BaseModel):
     reason: FireReason
 
 
-class MissedPayload(BaseModel):
+class MissedPayload(WireModel):
     """The payload of a ``cron_missed`` event: slots of one entry that did not fire."""
 
     entry_id: str
@@ -183,7 +184,7 @@ class MissedPayload(BaseModel):
     """True when the entry was parked: it waits for a resume."""
 
 
-class PollerSpec(BaseModel):
+class PollerSpec(WireModel):
     """A config-owned poller: an ``agent_turn`` entry with id ``poller:<binding>:<name>``."""
 
     name: str = Field(pattern=POLLER_NAME_PATTERN)
@@ -199,38 +200,38 @@ class PollerSpec(BaseModel):
 # -- control-plane params and results ------------------------------------------------------------
 
 
-class ListParams(types.RequestParams):
+class ListParams(WireParams):
     binding: Binding | None = None
     include_finished: bool = False
 
 
-class ListResult(types.Result):
+class ListResult(WireResult):
     entries: list[Entry]
     """Oldest first."""
 
 
-class EntryIdParams(types.RequestParams):
+class EntryIdParams(WireParams):
     id: EntryId
 
 
-class EntryResult(types.Result):
+class EntryResult(WireResult):
     entry: Entry
 
 
-class DropResult(types.Result):
+class DropResult(WireResult):
     id: str
     dropped: bool
 
 
-class FireParams(types.RequestParams):
+class FireParams(WireParams):
     id: EntryId
 
 
-class FireResult(types.Result):
+class FireResult(WireResult):
     fire: Fire
 
 
-class FireOutcomeParams(types.RequestParams):
+class FireOutcomeParams(WireParams):
     fire_id: int = Field(ge=1)
     outcome: FireOutcome
     error: str | None = Field(None, max_length=2_000)
@@ -238,37 +239,37 @@ class FireOutcomeParams(types.RequestParams):
     """The attempt this outcome is for (from the event); a stale one changes nothing."""
 
 
-class FireOutcomeResult(types.Result):
+class FireOutcomeResult(WireResult):
     fire: Fire
     entry: Entry
 
 
-class FiresParams(types.RequestParams):
+class FiresParams(WireParams):
     entry_id: EntryId | None = None
     since: str | None = None
     """ISO 8601: only rows created at or after it."""
     limit: int = Field(100, ge=1, le=MAX_FIRES)
 
 
-class FiresResult(types.Result):
+class FiresResult(WireResult):
     fires: list[Fire]
     """Newest first."""
 
 
-class ConfigureParams(types.RequestParams):
+class ConfigureParams(WireParams):
     jitter: dict[str, Any] = Field(default_factory=dict)
     """Jitter knobs to change (enabled, recurring_frac, recurring_cap_ms, one_shot_max_ms,
     one_shot_floor_ms, one_shot_minute_mod, recurring_max_age_ms); unnamed ones keep their value."""
 
 
-class ConfigureResult(types.Result):
+class ConfigureResult(WireResult):
     jitter: dict[str, Any]
     """Every knob as it now applies."""
     rescheduled: int
     """Active entries whose next due time was computed again."""
 
 
-class SyncPollersParams(types.RequestParams):
+class SyncPollersParams(WireParams):
     binding: Binding
     agent: AgentId
     pollers: list[PollerSpec] = Field(max_length=MAX_POLLERS)
@@ -276,7 +277,7 @@ class SyncPollersParams(types.RequestParams):
     """Only check the pollers (``refused`` says which would be), change nothing."""
 
 
-class SyncPollersResult(types.Result):
+class SyncPollersResult(WireResult):
     created: list[str]
     updated: list[str]
     unchanged: list[str]
@@ -285,39 +286,39 @@ class SyncPollersResult(types.Result):
     """Poller name -> why it was not taken (its schedule); the binding's other pollers are synced."""
 
 
-class ListRequest(types.Request[ListParams, Literal["nexo/cron/list"]]):
+class ListRequest(WireRequest[ListParams, Literal["nexo/cron/list"]]):
     method: Literal["nexo/cron/list"] = "nexo/cron/list"
 
 
-class PauseRequest(types.Request[EntryIdParams, Literal["nexo/cron/pause"]]):
+class PauseRequest(WireRequest[EntryIdParams, Literal["nexo/cron/pause"]]):
     method: Literal["nexo/cron/pause"] = "nexo/cron/pause"
 
 
-class ResumeRequest(types.Request[EntryIdParams, Literal["nexo/cron/resume"]]):
+class ResumeRequest(WireRequest[EntryIdParams, Literal["nexo/cron/resume"]]):
     method: Literal["nexo/cron/resume"] = "nexo/cron/resume"
 
 
-class DropRequest(types.Request[EntryIdParams, Literal["nexo/cron/drop"]]):
+class DropRequest(WireRequest[EntryIdParams, Literal["nexo/cron/drop"]]):
     method: Literal["nexo/cron/drop"] = "nexo/cron/drop"
 
 
-class FireRequest(types.Request[FireParams, Literal["nexo/cron/fire"]]):
+class FireRequest(WireRequest[FireParams, Literal["nexo/cron/fire"]]):
     method: Literal["nexo/cron/fire"] = "nexo/cron/fire"
 
 
-class FireOutcomeRequest(types.Request[FireOutcomeParams, Literal["nexo/cron/fire_result"]]):
+class FireOutcomeRequest(WireRequest[FireOutcomeParams, Literal["nexo/cron/fire_result"]]):
     method: Literal["nexo/cron/fire_result"] = "nexo/cron/fire_result"
 
 
-class FiresRequest(types.Request[FiresParams, Literal["nexo/cron/fires"]]):
+class FiresRequest(WireRequest[FiresParams, Literal["nexo/cron/fires"]]):
     method: Literal["nexo/cron/fires"] = "nexo/cron/fires"
 
 
-class ConfigureRequest(types.Request[ConfigureParams, Literal["nexo/cron/configure"]]):
+class ConfigureRequest(WireRequest[ConfigureParams, Literal["nexo/cron/configure"]]):
     method: Literal["nexo/cron/configure"] = "nexo/cron/configure"
 
 
-class SyncPollersRequest(types.Request[SyncPollersParams, Literal["nexo/cron/sync_pollers"]]):
+class SyncPollersRequest(WireRequest[SyncPollersParams, Literal["nexo/cron/sync_pollers"]]):
     method: Literal["nexo/cron/sync_pollers"] = "nexo/cron/sync_pollers"
 
 

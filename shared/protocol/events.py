@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from shared.events import MAX_PULL, EventLog, StoredEvent
+from shared.protocol.deferred import WireModel, WireParams, WireRequest, WireResult
 from shared.protocol.storage import refusing_full_storage
 
 EVENTS_EXTENSION = "nexo/events"
@@ -30,7 +30,7 @@ MAX_WAIT_MS = 60_000
 MAX_ACK = 1_000
 
 
-class Event(BaseModel):
+class Event(WireModel):
     seq: int
     kind: str
     dedupe_key: str
@@ -51,40 +51,40 @@ class Event(BaseModel):
         )
 
 
-class PullParams(types.RequestParams):
+class PullParams(WireParams):
     after: int = Field(0, ge=0)
     limit: int = Field(100, ge=1, le=MAX_PULL)
     wait_ms: int = Field(0, ge=0, le=MAX_WAIT_MS)
     kinds: list[str] | None = None
 
 
-class PullResult(types.Result):
+class PullResult(WireResult):
     events: list[Event]
     pending: int
 
 
-class AckParams(types.RequestParams):
+class AckParams(WireParams):
     seqs: list[int] = Field(max_length=MAX_ACK)
 
 
-class AckResult(types.Result):
+class AckResult(WireResult):
     acked: int
 
 
-class DeadLetterParams(types.RequestParams):
+class DeadLetterParams(WireParams):
     seq: int = Field(ge=1)
     reason: str = Field(max_length=2000)
 
 
-class DeadLetterResult(types.Result):
+class DeadLetterResult(WireResult):
     moved: bool
 
 
-class DeadListParams(types.RequestParams):
+class DeadListParams(WireParams):
     limit: int = Field(100, ge=1, le=MAX_PULL)
 
 
-class DeadEventModel(BaseModel):
+class DeadEventModel(WireModel):
     seq: int
     kind: str
     dedupe_key: str
@@ -95,47 +95,47 @@ class DeadEventModel(BaseModel):
     reason: str
 
 
-class DeadListResult(types.Result):
+class DeadListResult(WireResult):
     events: list[DeadEventModel]
 
 
-class ReplayParams(types.RequestParams):
+class ReplayParams(WireParams):
     seqs: list[int] = Field(min_length=1, max_length=MAX_ACK)
 
 
-class ReplayResult(types.Result):
+class ReplayResult(WireResult):
     replayed: int
 
 
-class PurgeDeadParams(types.RequestParams):
+class PurgeDeadParams(WireParams):
     pass
 
 
-class PurgeDeadResult(types.Result):
+class PurgeDeadResult(WireResult):
     purged: int
 
 
-class DeadLetterRequest(types.Request[DeadLetterParams, Literal["nexo/events/dead_letter"]]):
+class DeadLetterRequest(WireRequest[DeadLetterParams, Literal["nexo/events/dead_letter"]]):
     method: Literal["nexo/events/dead_letter"] = "nexo/events/dead_letter"
 
 
-class DeadListRequest(types.Request[DeadListParams, Literal["nexo/events/dead_list"]]):
+class DeadListRequest(WireRequest[DeadListParams, Literal["nexo/events/dead_list"]]):
     method: Literal["nexo/events/dead_list"] = "nexo/events/dead_list"
 
 
-class ReplayRequest(types.Request[ReplayParams, Literal["nexo/events/replay"]]):
+class ReplayRequest(WireRequest[ReplayParams, Literal["nexo/events/replay"]]):
     method: Literal["nexo/events/replay"] = "nexo/events/replay"
 
 
-class PurgeDeadRequest(types.Request[PurgeDeadParams, Literal["nexo/events/purge_dead"]]):
+class PurgeDeadRequest(WireRequest[PurgeDeadParams, Literal["nexo/events/purge_dead"]]):
     method: Literal["nexo/events/purge_dead"] = "nexo/events/purge_dead"
 
 
-class PullRequest(types.Request[PullParams, Literal["nexo/events/pull"]]):
+class PullRequest(WireRequest[PullParams, Literal["nexo/events/pull"]]):
     method: Literal["nexo/events/pull"] = "nexo/events/pull"
 
 
-class AckRequest(types.Request[AckParams, Literal["nexo/events/ack"]]):
+class AckRequest(WireRequest[AckParams, Literal["nexo/events/ack"]]):
     method: Literal["nexo/events/ack"] = "nexo/events/ack"
 
 

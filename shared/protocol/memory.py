@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Annotated, Literal, cast
 
 import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from shared.protocol.deferred import WireModel, WireParams, WireRequest, WireResult
 from shared.protocol.memory_terms import KINDS as KINDS
 from shared.protocol.memory_terms import MAX_HISTORY as MAX_HISTORY
 from shared.protocol.memory_terms import MAX_REINDEX_BATCH as MAX_REINDEX_BATCH
@@ -68,7 +69,7 @@ AgentId = Annotated[str, Field(pattern=AGENT_PATTERN)]
 # --- records ------------------------------------------------------------------------------------
 
 
-class MemoryRecord(BaseModel):
+class MemoryRecord(WireModel):
     """One memory as the operator sees it (raw content, never wrapped). Also one export line."""
 
     id: int
@@ -86,7 +87,7 @@ class MemoryRecord(BaseModel):
     """Already copied into the agent's MEMORY.md by consolidation."""
 
 
-class ImportRecord(BaseModel):
+class ImportRecord(WireModel):
     """One memory to import. Export lines import as they are: their ``id`` and ``promoted`` are ignored."""
 
     model_config = ConfigDict(extra="ignore")
@@ -103,7 +104,7 @@ class ImportRecord(BaseModel):
     archived: bool = False
 
 
-class TranscriptEntry(BaseModel):
+class TranscriptEntry(WireModel):
     role: Role
     content: str
     turn_id: str | None = Field(None, max_length=128)
@@ -111,7 +112,7 @@ class TranscriptEntry(BaseModel):
     """Resending an entry with the same key to the same session stores it once (safe retries)."""
 
 
-class StoredEntry(BaseModel):
+class StoredEntry(WireModel):
     id: int
     role: Role
     content: str
@@ -122,12 +123,12 @@ class StoredEntry(BaseModel):
 # --- sessions -----------------------------------------------------------------------------------
 
 
-class SessionResolveParams(types.RequestParams):
+class SessionResolveParams(WireParams):
     agent: AgentId
     session_key: str = Field(min_length=1, max_length=SESSION_KEY_MAX)
 
 
-class SessionResolveResult(types.Result):
+class SessionResolveResult(WireResult):
     session_id: int
     created: bool
     """False when the conversation already existed: reattach to it instead of starting over."""
@@ -135,20 +136,20 @@ class SessionResolveResult(types.Result):
     entries: int
 
 
-class SessionAppendParams(types.RequestParams):
+class SessionAppendParams(WireParams):
     agent: AgentId
     session_id: int
     entries: list[TranscriptEntry] = Field(min_length=1, max_length=MAX_APPEND)
 
 
-class Promotion(BaseModel):
+class Promotion(WireModel):
     """A memory consolidation copied into the agent's MEMORY.md (the ledger's ``memory_promotion``)."""
 
     memory_id: int
     reason: str
 
 
-class SessionAppendResult(types.Result):
+class SessionAppendResult(WireResult):
     appended: int
     duplicates: int
     trimmed: int
@@ -159,43 +160,43 @@ class SessionAppendResult(types.Result):
     """What that pass promoted; the orchestrator records one ``memory_promotion`` entry for each."""
 
 
-class SessionHistoryParams(types.RequestParams):
+class SessionHistoryParams(WireParams):
     agent: AgentId
     session_id: int
     limit: int = Field(50, ge=1, le=MAX_PAGE)
 
 
-class SessionHistoryResult(types.Result):
+class SessionHistoryResult(WireResult):
     entries: list[StoredEntry]
     """Oldest first: the last ``limit`` entries of the session."""
 
 
-class SessionGcParams(types.RequestParams):
+class SessionGcParams(WireParams):
     idle_s: float | None = Field(None, gt=0)
     """Remove sessions idle longer than this; default from the server's settings."""
 
 
-class SessionGcResult(types.Result):
+class SessionGcResult(WireResult):
     removed: int
 
 
 # --- operator calls -----------------------------------------------------------------------------
 
 
-class SearchParams(types.RequestParams):
+class SearchParams(WireParams):
     query: str = Field(min_length=1)
     agent: AgentId | None = None
     mode: RecallMode = "hybrid"
     limit: int = Field(8, ge=1, le=MAX_SEARCH_LIMIT)
 
 
-class SearchResult(types.Result):
+class SearchResult(WireResult):
     memories: list[MemoryRecord]
     mode: RecallMode
     """The mode actually used: ``keyword`` when hybrid search had to degrade."""
 
 
-class ListParams(types.RequestParams):
+class ListParams(WireParams):
     agent: AgentId | None = None
     kind: Kind | None = None
     after_id: int = Field(0, ge=0)
@@ -203,7 +204,7 @@ class ListParams(types.RequestParams):
     include_archived: bool = True
 
 
-class ListResult(types.Result):
+class ListResult(WireResult):
     memories: list[MemoryRecord]
     next_after_id: int | None = None
     """Pass as ``after_id`` for the next page; None after the last page."""
@@ -211,50 +212,50 @@ class ListResult(types.Result):
     """How many matching memories come after this page."""
 
 
-class ForgetParams(types.RequestParams):
+class ForgetParams(WireParams):
     id: int
     agent: AgentId | None = None
     """When given, the memory must belong to this agent."""
 
 
-class ForgetResult(types.Result):
+class ForgetResult(WireResult):
     forgotten: MemoryRecord
 
 
-class ExportParams(types.RequestParams):
+class ExportParams(WireParams):
     agent: AgentId | None = None
     after_id: int = Field(0, ge=0)
     limit: int = Field(200, ge=1, le=MAX_PAGE)
 
 
-class ExportResult(types.Result):
+class ExportResult(WireResult):
     records: list[MemoryRecord]
     next_after_id: int | None = None
     total: int
 
 
-class ImportParams(types.RequestParams):
+class ImportParams(WireParams):
     records: list[ImportRecord] = Field(min_length=1, max_length=MAX_IMPORT)
 
 
-class ImportProblem(BaseModel):
+class ImportProblem(WireModel):
     index: int
     """Position of the record in this request's batch."""
     error: str
 
 
-class ImportResult(types.Result):
+class ImportResult(WireResult):
     imported: int
     refreshed: int
     """Records whose exact content the agent already had: that memory was refreshed instead."""
     rejected: list[ImportProblem]
 
 
-class ReindexParams(types.RequestParams):
+class ReindexParams(WireParams):
     batch_size: int = Field(64, ge=1, le=MAX_REINDEX_BATCH)
 
 
-class ReindexResult(types.Result):
+class ReindexResult(WireResult):
     done: int
     total: int
     finished: bool
@@ -262,32 +263,32 @@ class ReindexResult(types.Result):
     dim: int
 
 
-class RollbackParams(types.RequestParams):
+class RollbackParams(WireParams):
     agent: AgentId | None = None
     rev: str = Field(min_length=4, max_length=64)
 
 
-class RollbackResult(types.Result):
+class RollbackResult(WireResult):
     rev: str
     """The new revision that restores the old content (history is never rewritten)."""
     content: str
 
 
-class HistoryParams(types.RequestParams):
+class HistoryParams(WireParams):
     agent: AgentId | None = None
     limit: int = Field(20, ge=1, le=MAX_HISTORY)
     rev: str | None = Field(None, min_length=4, max_length=64)
     """A revision (full or a prefix of at least 4 characters) whose change to show as ``diff``."""
 
 
-class HistoryRevision(BaseModel):
+class HistoryRevision(WireModel):
     rev: str
     when: str
     """ISO 8601 with the offset."""
     message: str
 
 
-class HistoryResult(types.Result):
+class HistoryResult(WireResult):
     content: str
     """MEMORY.md as it is now."""
     revisions: list[HistoryRevision]
@@ -297,7 +298,7 @@ class HistoryResult(types.Result):
     it (the whole file, added, for the first one)."""
 
 
-class EmbedderInfo(BaseModel):
+class EmbedderInfo(WireModel):
     model_id: str
     dim: int
     recorded_model_id: str | None = None
@@ -305,20 +306,20 @@ class EmbedderInfo(BaseModel):
     reindex_needed: bool
 
 
-class StatsParams(types.RequestParams):
+class StatsParams(WireParams):
     pass
 
 
-class MetricsParams(types.RequestParams):
+class MetricsParams(WireParams):
     pass
 
 
-class MetricsResult(types.Result):
+class MetricsResult(WireResult):
     text: str
     """The server's metrics in the Prometheus text format (recall latency, memories, import rate)."""
 
 
-class StatsResult(types.Result):
+class StatsResult(WireResult):
     total: int
     archived: int
     by_agent: dict[str, int]
@@ -331,11 +332,11 @@ class StatsResult(types.Result):
     embedder: EmbedderInfo
 
 
-class ConsolidateParams(types.RequestParams):
+class ConsolidateParams(WireParams):
     agent: AgentId | None = None
 
 
-class ConsolidateResult(types.Result):
+class ConsolidateResult(WireResult):
     agent: str
     scored: int
     promoted: list[int]
@@ -349,63 +350,63 @@ class ConsolidateResult(types.Result):
 # --- requests -----------------------------------------------------------------------------------
 
 
-class SessionResolveRequest(types.Request[SessionResolveParams, Literal["nexo/memory/session/resolve"]]):
+class SessionResolveRequest(WireRequest[SessionResolveParams, Literal["nexo/memory/session/resolve"]]):
     method: Literal["nexo/memory/session/resolve"] = "nexo/memory/session/resolve"
 
 
-class SessionAppendRequest(types.Request[SessionAppendParams, Literal["nexo/memory/session/append"]]):
+class SessionAppendRequest(WireRequest[SessionAppendParams, Literal["nexo/memory/session/append"]]):
     method: Literal["nexo/memory/session/append"] = "nexo/memory/session/append"
 
 
-class SessionHistoryRequest(types.Request[SessionHistoryParams, Literal["nexo/memory/session/history"]]):
+class SessionHistoryRequest(WireRequest[SessionHistoryParams, Literal["nexo/memory/session/history"]]):
     method: Literal["nexo/memory/session/history"] = "nexo/memory/session/history"
 
 
-class SessionGcRequest(types.Request[SessionGcParams, Literal["nexo/memory/session/gc"]]):
+class SessionGcRequest(WireRequest[SessionGcParams, Literal["nexo/memory/session/gc"]]):
     method: Literal["nexo/memory/session/gc"] = "nexo/memory/session/gc"
 
 
-class SearchRequest(types.Request[SearchParams, Literal["nexo/memory/search"]]):
+class SearchRequest(WireRequest[SearchParams, Literal["nexo/memory/search"]]):
     method: Literal["nexo/memory/search"] = "nexo/memory/search"
 
 
-class ListRequest(types.Request[ListParams, Literal["nexo/memory/list"]]):
+class ListRequest(WireRequest[ListParams, Literal["nexo/memory/list"]]):
     method: Literal["nexo/memory/list"] = "nexo/memory/list"
 
 
-class ForgetRequest(types.Request[ForgetParams, Literal["nexo/memory/forget"]]):
+class ForgetRequest(WireRequest[ForgetParams, Literal["nexo/memory/forget"]]):
     method: Literal["nexo/memory/forget"] = "nexo/memory/forget"
 
 
-class ExportRequest(types.Request[ExportParams, Literal["nexo/memory/export"]]):
+class ExportRequest(WireRequest[ExportParams, Literal["nexo/memory/export"]]):
     method: Literal["nexo/memory/export"] = "nexo/memory/export"
 
 
-class ImportRequest(types.Request[ImportParams, Literal["nexo/memory/import"]]):
+class ImportRequest(WireRequest[ImportParams, Literal["nexo/memory/import"]]):
     method: Literal["nexo/memory/import"] = "nexo/memory/import"
 
 
-class ReindexRequest(types.Request[ReindexParams, Literal["nexo/memory/reindex"]]):
+class ReindexRequest(WireRequest[ReindexParams, Literal["nexo/memory/reindex"]]):
     method: Literal["nexo/memory/reindex"] = "nexo/memory/reindex"
 
 
-class RollbackRequest(types.Request[RollbackParams, Literal["nexo/memory/rollback"]]):
+class RollbackRequest(WireRequest[RollbackParams, Literal["nexo/memory/rollback"]]):
     method: Literal["nexo/memory/rollback"] = "nexo/memory/rollback"
 
 
-class HistoryRequest(types.Request[HistoryParams, Literal["nexo/memory/history"]]):
+class HistoryRequest(WireRequest[HistoryParams, Literal["nexo/memory/history"]]):
     method: Literal["nexo/memory/history"] = "nexo/memory/history"
 
 
-class StatsRequest(types.Request[StatsParams, Literal["nexo/memory/stats"]]):
+class StatsRequest(WireRequest[StatsParams, Literal["nexo/memory/stats"]]):
     method: Literal["nexo/memory/stats"] = "nexo/memory/stats"
 
 
-class MetricsRequest(types.Request[MetricsParams, Literal["nexo/memory/metrics"]]):
+class MetricsRequest(WireRequest[MetricsParams, Literal["nexo/memory/metrics"]]):
     method: Literal["nexo/memory/metrics"] = "nexo/memory/metrics"
 
 
-class ConsolidateRequest(types.Request[ConsolidateParams, Literal["nexo/memory/consolidate"]]):
+class ConsolidateRequest(WireRequest[ConsolidateParams, Literal["nexo/memory/consolidate"]]):
     method: Literal["nexo/memory/consolidate"] = "nexo/memory/consolidate"
 
 

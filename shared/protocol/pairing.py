@@ -14,10 +14,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, get_args
 
-import mcp_types as types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from shared.protocol import pairing_methods as _methods
+from shared.protocol.deferred import WireModel, WireParams, WireRequest, WireResult
+from shared.protocol.pairing_terms import DmPolicy as DmPolicy
+from shared.protocol.pairing_terms import Role as Role
+from shared.protocol.pairing_terms import Scope as Scope
+from shared.protocol.pairing_terms import Verdict as Verdict
 
 PAIRING_EXTENSION = _methods.PAIRING_EXTENSION
 CHECK_METHOD = _methods.CHECK_METHOD
@@ -36,10 +40,6 @@ PENDING_NOT_FOUND = -32064
 
 MAX_SEED = 1_000
 
-Verdict = Literal["allow", "challenge", "drop"]
-Role = Literal["owner", "contact"]
-Scope = Literal["dm", "group"]
-DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
 GroupPolicy = Literal["allowlist", "open", "disabled"]
 PendingStatus = Literal["pending", "approved", "denied", "expired"]
 Via = Literal["approve", "seed"]
@@ -72,7 +72,7 @@ RawId = Annotated[str, Field(max_length=4096)]
 # -- records -------------------------------------------------------------------------------------
 
 
-class Policy(BaseModel):
+class Policy(WireModel):
     """The operator's gate settings for one (channel, account)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -83,7 +83,7 @@ class Policy(BaseModel):
     """In groups, only messages that mention the agent pass."""
 
 
-class PairedRecord(BaseModel):
+class PairedRecord(WireModel):
     channel: str
     account: str
     scope: Scope
@@ -98,7 +98,7 @@ class PairedRecord(BaseModel):
     revoked_at: str | None = None
 
 
-class PendingRequest(BaseModel):
+class PendingRequest(WireModel):
     """A sender waiting for the operator's approval. The code itself is never part of it."""
 
     pending_id: str
@@ -114,7 +114,7 @@ class PendingRequest(BaseModel):
     status: PendingStatus = "pending"
 
 
-class Lockout(BaseModel):
+class Lockout(WireModel):
     until: str | None = None
     """When approvals are accepted again; None when they are not locked."""
     failures: int
@@ -124,7 +124,7 @@ class Lockout(BaseModel):
 # -- control-plane params and results ------------------------------------------------------------
 
 
-class CheckParams(types.RequestParams):
+class CheckParams(WireParams):
     channel: Name
     account: Name = "default"
     platform: Name = "generic"
@@ -140,7 +140,7 @@ class CheckParams(types.RequestParams):
     """Owner ids from the operator's config, matched after the same normalisation."""
 
 
-class CheckResult(types.Result):
+class CheckResult(WireResult):
     verdict: Verdict
     role: Role | None = None
     """Set when the verdict is allow."""
@@ -154,7 +154,7 @@ class CheckResult(types.Result):
     """True only for the call that created the pending request: notify the operator once."""
 
 
-class ApproveParams(types.RequestParams):
+class ApproveParams(WireParams):
     code: str | None = Field(None, max_length=64)
     """The code as the sender passed it on (any case; spaces and dashes are ignored)."""
     pending_id: str | None = Field(None, max_length=128)
@@ -164,24 +164,24 @@ class ApproveParams(types.RequestParams):
     role: Role = "contact"
 
 
-class ApproveResult(types.Result):
+class ApproveResult(WireResult):
     record: PairedRecord
     request: PendingRequest
     """The pending request this approval closed (status approved)."""
 
 
-class DenyParams(types.RequestParams):
+class DenyParams(WireParams):
     pending_id: str = Field(min_length=1, max_length=128)
     by: Name = "cli"
 
 
-class DenyResult(types.Result):
+class DenyResult(WireResult):
     changed: bool
     """False when the request was already approved, denied or expired."""
     status: PendingStatus
 
 
-class RevokeParams(types.RequestParams):
+class RevokeParams(WireParams):
     channel: Name
     sender: RawId
     account: Name | None = None
@@ -190,11 +190,11 @@ class RevokeParams(types.RequestParams):
     platform: Name = "generic"
 
 
-class RevokeResult(types.Result):
+class RevokeResult(WireResult):
     revoked: int
 
 
-class SeedParams(types.RequestParams):
+class SeedParams(WireParams):
     channel: Name
     account: Name = "default"
     platform: Name = "generic"
@@ -205,43 +205,43 @@ class SeedParams(types.RequestParams):
     by: Name
 
 
-class SeedResult(types.Result):
+class SeedResult(WireResult):
     records: list[PairedRecord]
     changed: int
     """Records created, re-activated or given a new role; the rest were already paired as asked."""
 
 
-class ListParams(types.RequestParams):
+class ListParams(WireParams):
     channel: Name | None = None
     include_revoked: bool = False
 
 
-class ListResult(types.Result):
+class ListResult(WireResult):
     records: list[PairedRecord]
     pending: list[PendingRequest]
     """Open requests (unexpired, neither approved nor denied), oldest first."""
     lockout: Lockout
 
 
-class CheckRequest(types.Request[CheckParams, Literal["nexo/pairing/check"]]):
+class CheckRequest(WireRequest[CheckParams, Literal["nexo/pairing/check"]]):
     method: Literal["nexo/pairing/check"] = "nexo/pairing/check"
 
 
-class ApproveRequest(types.Request[ApproveParams, Literal["nexo/pairing/approve"]]):
+class ApproveRequest(WireRequest[ApproveParams, Literal["nexo/pairing/approve"]]):
     method: Literal["nexo/pairing/approve"] = "nexo/pairing/approve"
 
 
-class DenyRequest(types.Request[DenyParams, Literal["nexo/pairing/deny"]]):
+class DenyRequest(WireRequest[DenyParams, Literal["nexo/pairing/deny"]]):
     method: Literal["nexo/pairing/deny"] = "nexo/pairing/deny"
 
 
-class RevokeRequest(types.Request[RevokeParams, Literal["nexo/pairing/revoke"]]):
+class RevokeRequest(WireRequest[RevokeParams, Literal["nexo/pairing/revoke"]]):
     method: Literal["nexo/pairing/revoke"] = "nexo/pairing/revoke"
 
 
-class SeedRequest(types.Request[SeedParams, Literal["nexo/pairing/seed"]]):
+class SeedRequest(WireRequest[SeedParams, Literal["nexo/pairing/seed"]]):
     method: Literal["nexo/pairing/seed"] = "nexo/pairing/seed"
 
 
-class ListRequest(types.Request[ListParams, Literal["nexo/pairing/list"]]):
+class ListRequest(WireRequest[ListParams, Literal["nexo/pairing/list"]]):
     method: Literal["nexo/pairing/list"] = "nexo/pairing/list"

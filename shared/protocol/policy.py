@@ -7,18 +7,15 @@ annotations when they say read-only, and otherwise stays unclassified (which alw
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from mcp_types import ToolAnnotations
 
+from shared.protocol.classification import CLASSIFICATIONS as CLASSIFICATIONS
+from shared.protocol.classification import Classification as Classification
+
 CLASSIFICATION_META_KEY = "nexo/classification"
 """The ``_meta`` key of a tool's classification."""
-
-Classification = Literal["read_only", "write", "outbound", "dangerous"]
-CLASSIFICATIONS: tuple[Classification, ...] = ("read_only", "write", "outbound", "dangerous")
-"""read_only: changes nothing; write: changes local state (files, memory, schedules);
-outbound: speaks to someone outside (a chat, an email, an HTTP call); dangerous: can do anything
-(a shell, code execution, configuration)."""
 
 SHELL_META_KEY = "nexo/shell"
 """``_meta`` flag of a tool whose ``command`` argument is a shell command line (the policy inspects it)."""

@@ -17,9 +17,9 @@ import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
 
 from shared.db import StorageCondition, StorageFull, collect_refusals
+from shared.protocol.deferred import WireModel, WireParams, WireRequest, WireResult
 
 STORAGE_EXTENSION = "nexo/storage"
 STATUS_METHOD = "nexo/storage/status"
@@ -33,11 +33,11 @@ ConditionsGetter = Callable[[Any], Sequence[StorageCondition]]
 """Maps the server's lifespan state to the storage conditions of the files it writes."""
 
 
-class StorageStatusParams(types.RequestParams):
+class StorageStatusParams(WireParams):
     pass
 
 
-class StoredFile(BaseModel):
+class StoredFile(WireModel):
     path: str
     full: bool
     since: str | None = None
@@ -45,11 +45,11 @@ class StoredFile(BaseModel):
     free_bytes: int | None = None
 
 
-class StorageStatusRequest(types.Request[StorageStatusParams, Literal["nexo/storage/status"]]):
+class StorageStatusRequest(WireRequest[StorageStatusParams, Literal["nexo/storage/status"]]):
     method: Literal["nexo/storage/status"] = "nexo/storage/status"
 
 
-class StorageStatusResult(types.Result):
+class StorageStatusResult(WireResult):
     files: list[StoredFile]
 
     @property
