@@ -4,7 +4,7 @@ The provider clients load on first use (PEP 562): reading a config needs the pro
 the HTTP clients behind them, so ``nexo mcp-server`` and the one-shot commands never import them.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.llm.config import AnthropicProviderConfig, OpenAICompatProviderConfig, ProviderConfig
 from orchestrator.llm.errors import LLMError, ProviderRejected, ProviderResponseError, ProviderUnavailable
@@ -19,6 +19,7 @@ from orchestrator.llm.types import (
     Usage,
     UserMessage,
 )
+from shared.lazy import lazy_names
 
 if TYPE_CHECKING:
     from orchestrator.llm.anthropic import AnthropicProvider
@@ -32,13 +33,7 @@ _CLIENTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _CLIENTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _CLIENTS)
 
 
 __all__ = [

@@ -4,9 +4,10 @@ The server settings load with the package; the clients, the catalog and the mesh
 (PEP 562): reading a config needs the settings, not the MCP SDK behind the clients.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.mesh.config import HttpServerConfig, ServerConfig, StdioServerConfig, SupervisionConfig
+from shared.lazy import lazy_names
 
 if TYPE_CHECKING:
     from orchestrator.mesh.catalog import Catalog, CatalogError, CatalogTool
@@ -32,13 +33,7 @@ _MACHINERY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MACHINERY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _MACHINERY)
 
 
 __all__ = [

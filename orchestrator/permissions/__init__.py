@@ -4,7 +4,7 @@ The policy's settings and engine load with the package; the approval relay and t
 speak MCP) on first use (PEP 562), so reading a config never imports the MCP SDK.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.permissions.autoapprove import AutoDecision, auto_approve
 from orchestrator.permissions.commands import destructive_reason, edits_in_place, is_read_only_command
@@ -15,6 +15,7 @@ from orchestrator.permissions.policy import (
     RateLimit,
     TierTable,
 )
+from shared.lazy import lazy_names
 
 if TYPE_CHECKING:
     from orchestrator.permissions.approvals import ApprovalBroker, call_hash, decider
@@ -34,13 +35,7 @@ _MACHINERY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MACHINERY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _MACHINERY)
 
 
 __all__ = [
