@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -81,21 +82,36 @@ def frequency(term: Term, words: list[str]) -> int:
     )
 
 
-def bm25(
-    words: list[str], weights: Sequence[tuple[Term, float]], average_length: float
-) -> tuple[float, bool]:
-    """The BM25 score of a text of ``words`` for terms of the given weights (IDF times a factor),
-    and whether the text holds every term."""
-    norm = K1 * (1 - B + B * len(words) / average_length)
-    score = 0.0
-    whole = True
-    for term, weight in weights:
-        tf = frequency(term, words)
-        if tf:
-            score += weight * tf * (K1 + 1) / (tf + norm)
-        else:
-            whole = False
-    return score, whole
+class Scorer:
+    """BM25 of one query's terms (weights: IDF times a factor) over texts of the given average length.
+
+    A text's words are counted once (``Counter``, in C) and each single-word term looked up there;
+    only phrases and prefixes walk the words. Counting each term with ``list.count`` cost 20 µs a
+    text for a question of eleven terms, more than reading and splitting the text.
+    """
+
+    __slots__ = ("_average_length", "_terms")
+
+    def __init__(self, weights: Sequence[tuple[Term, float]], average_length: float) -> None:
+        self._terms = [
+            (term, weight, term.words[0] if len(term.words) == 1 and not term.prefix else None)
+            for term, weight in weights
+        ]
+        self._average_length = average_length
+
+    def __call__(self, words: list[str]) -> tuple[float, bool]:
+        """The score of a text of ``words``, and whether the text holds every term."""
+        norm = K1 * (1 - B + B * len(words) / self._average_length)
+        counts = Counter(words)
+        score = 0.0
+        whole = True
+        for term, weight, word in self._terms:
+            tf = counts.get(word, 0) if word is not None else frequency(term, words)
+            if tf:
+                score += weight * tf * (K1 + 1) / (tf + norm)
+            else:
+                whole = False
+        return score, whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +227,7 @@ async def _score(
     """
     hits: list[Hit] = []
     whole: list[int] = []
+    score_of = Scorer(weights, indexed.average_length)
     start = 0
     while start < len(candidates) and len(hits) < cap:
         chunk = candidates[start : start + cap]
@@ -224,7 +241,7 @@ async def _score(
         order = {memory_id: position for position, memory_id in enumerate(chunk)}
         rows.sort(key=lambda row: order[row[0]])
         for memory_id, content, tags in rows[: cap - len(hits)]:
-            score, holds_every_term = bm25(document_tokens(content, tags), weights, indexed.average_length)
+            score, holds_every_term = score_of(document_tokens(content, tags))
             hits.append((int(memory_id), score))
             if holds_every_term:
                 whole.append(int(memory_id))

@@ -416,12 +416,43 @@ def test_smallest_takes_the_m_lowest_breaking_ties_by_position() -> None:
     assert smallest(distances, 10).tolist() == list(range(7))
 
 
+def _smallest_by_sorting(distances: np.ndarray, m: int) -> list[int]:
+    return sorted(np.lexsort((np.arange(distances.size), distances))[:m].tolist())
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "uniform",  # the sampled cut-off holds
+        "sampled rows nearest",  # every 64th row nearest: the sample misjudges the rest
+        "all tied",  # ties at the cut-off broken by position
+    ],
+)
+def test_smallest_of_many_matches_a_full_sort(shape: str) -> None:
+    rng = np.random.default_rng(3)
+    n = 300_000
+    if shape == "uniform":
+        distances = rng.integers(100, 280, size=n).astype(np.uint16)
+    elif shape == "sampled rows nearest":
+        distances = np.full(n, 200, dtype=np.uint16)
+        distances[::64] = 3
+    else:
+        distances = np.full(n, 150, dtype=np.uint16)
+    for m in (1, 900, 6_400, 20_000):
+        assert smallest(distances, m).tolist() == _smallest_by_sorting(distances, m)
+
+
 def test_asymmetric_scores_are_the_query_dotted_with_the_signs() -> None:
     rng = np.random.default_rng(2)
     unit = rng.standard_normal((4, 70)).astype(np.float32)
     query = rng.standard_normal(70).astype(np.float32)
     signs = np.where(unit > 0, 1.0, -1.0)
-    assert asymmetric_scores(sign_codes(unit), query) == pytest.approx(signs @ query, abs=1e-4)
+    columns = np.ascontiguousarray(sign_codes(unit).T)
+    assert asymmetric_scores(columns, query) == pytest.approx(signs @ query, abs=1e-4)
+    # Codes gathered from a larger block, as a search gathers its shortlist.
+    assert asymmetric_scores(np.take(columns, [3, 1], axis=1), query) == pytest.approx(
+        (signs @ query)[[3, 1]], abs=1e-4
+    )
 
 
 def test_code_block_keeps_ids_sorted_and_old_snapshots_unchanged() -> None:
