@@ -122,7 +122,7 @@ async def _stages(db: Database, queries: np.ndarray, keep: int) -> dict[str, lis
         return out
 
     def rescore(positions: np.ndarray, query: np.ndarray) -> np.ndarray:
-        return asymmetric_scores(np.take(snapshot.columns, positions, axis=1), query)
+        return asymmetric_scores(snapshot.columns[:, positions], query)
 
     for query in queries:
         code = sign_codes(query[np.newaxis, :])[0]

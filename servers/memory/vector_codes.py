@@ -90,10 +90,12 @@ def codes_from_blobs(blobs: list[bytes], words: int) -> np.ndarray:
     return np.frombuffer(b"".join(blobs), dtype=np.uint64).reshape(len(blobs), words)
 
 
-def hamming_distances(columns: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Distance from `query` (words,) to each code stored column-wise in `columns` (words, n)."""
+def hamming_distances(columns: np.ndarray, query: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Distance from `query` (words,) to each code stored column-wise in `columns` (words, n), written
+    into `out` (n,) uint16 when given."""
     words, n = columns.shape
-    out = np.empty(n, dtype=np.uint16)
+    if out is None:
+        out = np.empty(n, dtype=np.uint16)
     scratch = np.empty(min(n, _CHUNK), dtype=np.uint64)
     counts = np.empty(min(n, _CHUNK), dtype=np.uint8)
     for start in range(0, n, _CHUNK):
@@ -164,17 +166,34 @@ class Snapshot:
     ids: np.ndarray  # (n,) int64, ascending
     columns: np.ndarray  # (words, n) uint64
 
-    def candidates(self, query: np.ndarray, first: int, keep: int, exclude: Collection[int]) -> np.ndarray:
-        """Ids of about `keep` codes nearest to the unit `query`: `first` by Hamming, then rescored."""
-        codes = sign_codes(query[np.newaxis, :])[0]
+    def scan(self, query: np.ndarray, start: int, stop: int, out: np.ndarray) -> None:
+        """The Hamming distances of codes `start:stop` from the unit `query`'s code, into `out[start:stop]`
+        (a search splits its scan between threads so)."""
+        code = sign_codes(query[np.newaxis, :])[0]
+        hamming_distances(self.columns[:, start:stop], code, out[start:stop])
+
+    def candidates(
+        self,
+        query: np.ndarray,
+        first: int,
+        keep: int,
+        exclude: Collection[int],
+        distances: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Ids of about `keep` codes nearest to the unit `query`: `first` by Hamming, then rescored.
+
+        `distances`: every code's Hamming distance from the query, when scanned already (`scan`).
+        """
+        if distances is None:
+            distances = hamming_distances(self.columns, sign_codes(query[np.newaxis, :])[0])
         excluded = np.fromiter(exclude, dtype=np.int64, count=len(exclude))
-        positions = smallest(hamming_distances(self.columns, codes), first + excluded.size)
+        positions = smallest(distances, first + excluded.size)
         ids = self.ids[positions]
         if excluded.size:
             wanted = ~np.isin(ids, excluded)
             positions, ids = positions[wanted], ids[wanted]
         if ids.size > keep:
-            scores = asymmetric_scores(np.take(self.columns, positions, axis=1), query)
+            scores = asymmetric_scores(self.columns[:, positions], query)
             ids = ids[np.argpartition(-scores, keep)[:keep]]
         return np.asarray(ids, dtype=np.int64)
 

@@ -35,14 +35,16 @@ connection loaded sqlite-vec, otherwise with numpy over chunks read from SQLite.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Sequence
+from functools import partial
 
 import anyio
 import anyio.to_thread
 import numpy as np
 
 from servers.memory.vector_cache import CodeCache, ids_json
-from servers.memory.vector_codes import sign_codes, unit_matrix
+from servers.memory.vector_codes import Snapshot, sign_codes, unit_matrix
 from shared.db import Database, Transaction
 
 RERANK_MIN = 200
@@ -58,7 +60,11 @@ third less CPU than 40 (99.9 %); at a million they keep 98.0 % and 40 are needed
 PREFILTER_FACTOR = 8
 """Codes rescored against the float query, per reranked row, after the Hamming stage."""
 THREAD_ABOVE = 200_000
-"""Agents with more codes are searched on a worker thread (a few ms of numpy) to keep the loop free."""
+"""Agents with more codes are searched on worker threads (a few ms of numpy) to keep the loop free."""
+SCAN_THREADS = 2
+"""Worker threads a search past THREAD_ABOVE splits its Hamming scan between (numpy releases the GIL):
+the scan is most of a search's CPU time at a million codes (10 ms), and a hybrid recall's keyword side
+mostly waits on SQLite meanwhile."""
 _EXACT_CHUNK = 20_000
 _UPSERT = (
     "INSERT INTO memory_vectors(memory_id, agent, code, embedding) VALUES (?, ?, ?, ?) "
@@ -170,7 +176,10 @@ class VectorSearch:
         snapshot = block.snapshot()
         first = keep * PREFILTER_FACTOR
         if snapshot.ids.size > THREAD_ABOVE:
-            candidates = await anyio.to_thread.run_sync(snapshot.candidates, unit, first, keep, exclude)
+            distances = await _scanned(snapshot, unit)
+            candidates = await anyio.to_thread.run_sync(
+                snapshot.candidates, unit, first, keep, exclude, distances
+            )
         else:
             candidates = snapshot.candidates(unit, first, keep, exclude)
         found, missing = await self._rerank(agent, unit, candidates, k)
@@ -240,6 +249,17 @@ class VectorSearch:
 
     def _matrix(self, blobs: list[bytes]) -> np.ndarray:
         return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), self.dim)
+
+
+async def _scanned(snapshot: Snapshot, query: np.ndarray) -> np.ndarray:
+    """Every code's Hamming distance from `query`, the scan split between SCAN_THREADS worker threads."""
+    n = snapshot.ids.size
+    distances = np.empty(n, dtype=np.uint16)
+    bounds = [n * part // SCAN_THREADS for part in range(SCAN_THREADS + 1)]
+    async with anyio.create_task_group() as tg:
+        for start, stop in itertools.pairwise(bounds):
+            tg.start_soon(partial(anyio.to_thread.run_sync, snapshot.scan, query, start, stop, distances))
+    return distances
 
 
 def rerank_rows(vectors: int, k: int) -> int:

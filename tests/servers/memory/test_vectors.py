@@ -8,6 +8,7 @@ import pytest
 from servers.memory import vector_cache, vector_search
 from servers.memory.vector_codes import (
     CodeBlock,
+    Snapshot,
     VectorDimensionError,
     asymmetric_scores,
     hamming_distances,
@@ -495,3 +496,24 @@ def test_an_agent_of_up_to_a_hundred_thousand_vectors_reranks_half_the_rows_of_a
         800,
     ]
     assert vector_search.rerank_rows(100_000, 1) == vector_search.RERANK_MIN
+
+
+async def test_a_large_agents_scan_is_split_between_threads_with_the_same_answers(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = clustered(2000)
+    index = await filled(db, {"ana": data})
+    query = near(data[7], seed=7)
+    whole = await index.search("ana", query, 10)
+    scanned: list[tuple[int, int]] = []
+    scan = Snapshot.scan
+
+    def recorded(snapshot: Snapshot, query: np.ndarray, start: int, stop: int, out: np.ndarray) -> None:
+        scanned.append((start, stop))
+        scan(snapshot, query, start, stop, out)
+
+    monkeypatch.setattr(Snapshot, "scan", recorded)
+    monkeypatch.setattr(vector_search, "THREAD_ABOVE", 1000)
+    monkeypatch.setattr(vector_search, "SCAN_THREADS", 3)
+    assert await index.search("ana", query, 10) == whole
+    assert sorted(scanned) == [(0, 666), (666, 1333), (1333, 2000)]
