@@ -48,17 +48,22 @@ from servers.memory.vector_codes import Snapshot, sign_codes, unit_matrix
 from shared.db import Database, Transaction
 
 RERANK_MIN = 200
-RERANK_PER_RESULT = 40
+RERANK_PER_RESULT = 30
 """Rows reranked exactly per result asked for (at least RERANK_MIN), for agents past SMALL_AGENT."""
 RERANK_PER_RESULT_SMALL = 20
 SMALL_AGENT = 100_000
-"""Up to this many vectors, an agent's search reranks RERANK_PER_RESULT_SMALL rows per result.
+"""Up to this many vectors, an agent's search reranks RERANK_PER_RESULT_SMALL rows per result and
+rescores PREFILTER_FACTOR_SMALL codes per reranked row; past it RERANK_PER_RESULT and PREFILTER_FACTOR.
 
 Measured with ``python -m bench.rerank_sweep`` (recall's 20 neighbours, top ten against exact
-search, 200 questions): at 100,000 vectors 20 per result keep 99.6 % of the exact top ten for a
-third less CPU than 40 (99.9 %); at a million they keep 98.0 % and 40 are needed for 99.1 %."""
-PREFILTER_FACTOR = 8
-"""Codes rescored against the float query, per reranked row, after the Hamming stage."""
+search, 200 questions): at 100,000 vectors 20 per result and 8 codes per row keep 99.6 % of the
+exact top ten for a third less CPU than 40 (99.9 %), and 16 codes per row gain nothing there. At a
+million, 20 per result keep 98.0 %; 40 per result and 8 codes per row 99.1 %, 30 and 16 codes per
+row 99.0 % for a tenth less CPU and a quarter fewer float vectors read from SQLite (the rescoring
+of 9,600 codes costs 2 to 4 ms)."""
+PREFILTER_FACTOR = 16
+"""Codes rescored against the float query, per reranked row, after the Hamming stage (past SMALL_AGENT)."""
+PREFILTER_FACTOR_SMALL = 8
 THREAD_ABOVE = 200_000
 """Agents with more codes are searched on worker threads (a few ms of numpy) to keep the loop free."""
 SCAN_THREADS = 2
@@ -174,7 +179,7 @@ class VectorSearch:
         if exact or block is None or len(block) <= keep:
             return await self._exact(agent, unit, k, exclude)
         snapshot = block.snapshot()
-        first = keep * PREFILTER_FACTOR
+        first = rescored_codes(snapshot.ids.size, keep)
         if snapshot.ids.size > THREAD_ABOVE:
             distances = await _scanned(snapshot, unit)
             candidates = await anyio.to_thread.run_sync(
@@ -266,6 +271,11 @@ def rerank_rows(vectors: int, k: int) -> int:
     """How many float vectors a search for `k` results among an agent's `vectors` reranks exactly."""
     per_result = RERANK_PER_RESULT_SMALL if vectors <= SMALL_AGENT else RERANK_PER_RESULT
     return max(RERANK_MIN, per_result * k)
+
+
+def rescored_codes(vectors: int, keep: int) -> int:
+    """How many codes nearest by Hamming distance a search that reranks `keep` rows rescores."""
+    return keep * (PREFILTER_FACTOR_SMALL if vectors <= SMALL_AGENT else PREFILTER_FACTOR)
 
 
 def _nearest(ids: np.ndarray, distances: np.ndarray, k: int) -> list[tuple[int, float]]:
