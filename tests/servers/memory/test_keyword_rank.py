@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from servers.memory.keyword import KeywordQuery, Term, Weighted, keyword_query
-from servers.memory.keyword_rank import K1, RANK_CAP, Scorer, fts5_is_cheaper, ranked
+from servers.memory.keyword_rank import COUNT_ONCE_FROM, K1, RANK_CAP, Scorer, fts5_is_cheaper, ranked
 from servers.memory.memory_rows import INSERT, insert_row
 from servers.memory.models import NewMemory, content_hash
 from servers.memory.state import MIGRATIONS
@@ -262,6 +262,19 @@ def test_the_scorer_counts_words_phrases_and_prefixes_as_the_definition_does() -
     assert score == pytest.approx(expected, rel=1e-12)
     assert not holds_every_term  # no "ladder"
     assert Scorer([terms[0], terms[4]], average)(words)[1]
+    # Enough single words that the scorer counts the text's words once: the same definition.
+    singles = [
+        (Term((word,)), 1.0 + n) for n, word in enumerate(["kayak", "blue", "ana", "with", "x", "paddle"])
+    ]
+    assert len(singles) >= COUNT_ONCE_FROM
+    counted = [words.count(term.words[0]) for term, _ in singles]
+    assert counted == [3, 3, 1, 1, 0, 1]
+    score, holds_every_term = Scorer(singles, average)(words)
+    assert score == pytest.approx(
+        sum(weight * tf * (K1 + 1) / (tf + norm) for (_, weight), tf in zip(singles, counted, strict=True)),
+        rel=1e-12,
+    )
+    assert not holds_every_term  # no "x"
 
 
 def test_ascii_and_other_text_split_into_the_words_the_index_holds() -> None:
