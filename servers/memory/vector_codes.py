@@ -10,7 +10,7 @@ whole 64-bit words: 48 bytes for 384 dimensions. Searching is two cheap stages o
    few (4-5 ms for a histogram of a million distances, 1.4 ms so).
 2. For those `m`, an asymmetric score: the float query against each code's signs, summed through one
    256-entry table per code byte, one byte position at a time over the gathered columns (a gather
-   and a table lookup per byte: 0.8 ms for 6,400 codes, 3 to 5 ms as one fancy-indexed gather of
+   and a table lookup per byte: 0.8 ms for 6,400 codes, 3 to 7 ms as one fancy-indexed gather of
    every byte of every code). It ranks far better than Hamming distance, so the exact rerank that
    follows (float32 vectors read from SQLite) needs few rows.
 """
