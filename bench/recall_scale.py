@@ -23,7 +23,9 @@ informative words left out; it scores when the target is among the ten recalled.
 
 Each mode's latency is printed twice: wall time, and the process's CPU time per question (every
 thread of it, read with ``time.process_time``), which a machine shared with other work inflates far
-less; print ``uptime`` beside the figures.
+less; print ``uptime`` beside the figures. Also per mode: how often the target comes first, and
+what the process read from the disk per question (``read_bytes`` of /proc/self/io): where the page
+cache does not hold the store, wall time is mostly those reads.
 
 The database is cached under ~/.cache/nexo-bench/ (or $XDG_CACHE_HOME/nexo-bench/), keyed by size
 (a store of an older schema is migrated when it is opened); a run resets what it changed
@@ -286,17 +288,43 @@ class Pass:
     latency: dict[RecallMode, list[float]]
     cpu: dict[RecallMode, list[float]]
     found: dict[RecallMode, list[bool]]
+    first: dict[RecallMode, list[bool]]
+    disk_kb: dict[RecallMode, float | None]
+    """Per question, what the process read from the disk (not the page cache), when Linux says."""
+
+
+def disk_read_bytes() -> int | None:
+    """Bytes this process has read from storage (/proc/self/io ``read_bytes``), None where unknown."""
+    try:
+        lines = Path("/proc/self/io").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("read_bytes:"):
+            return int(line.split()[1])
+    return None
 
 
 async def _ask(recaller: Recaller, asked: Sequence[Question]) -> Pass:
-    result = Pass({m: [] for m in MODES}, {m: [] for m in MODES}, {m: [] for m in MODES})
+    result = Pass(
+        {m: [] for m in MODES}, {m: [] for m in MODES}, {m: [] for m in MODES}, {m: [] for m in MODES}, {}
+    )
     for mode in MODES:
+        read_before = disk_read_bytes()
         for question in asked:
             started, cpu = time.perf_counter(), time.process_time()
             recalled = await recaller.recall(AGENT, question.text, mode=mode, limit=K, touch=False)
             result.latency[mode].append((time.perf_counter() - started) * 1000)
             result.cpu[mode].append((time.process_time() - cpu) * 1000)
-            result.found[mode].append(question.target in [m.id for m in recalled.memories])
+            ids = [m.id for m in recalled.memories]
+            result.found[mode].append(question.target in ids)
+            result.first[mode].append(ids[:1] == [question.target])
+        read_after = disk_read_bytes()
+        result.disk_kb[mode] = (
+            None
+            if read_before is None or read_after is None
+            else (read_after - read_before) / 1024 / len(asked)
+        )
     return result
 
 
@@ -417,7 +445,30 @@ async def run(rows: int, n_questions: int) -> list[Result]:
         ),
         latency("hybrid", "vector recall alone", before.latency["vector"], TARGET_P50_MS),
         *(cpu(mode) for mode in MODES),
+        *(
+            Result(
+                f"memory recall {mode}, target first, {label}",
+                "",
+                "target in top 10",
+                share(before.first[mode]),
+                share(before.found[mode]),
+            )
+            for mode in MODES
+        ),
     ]
+    for mode in MODES:
+        disk_kb = before.disk_kb[mode]
+        if disk_kb is None:
+            progress("recall scale: /proc/self/io is not readable here: no disk reads per question")
+            break
+        results.append(
+            Result(
+                f"memory recall {mode}, read from the disk per question, {label}",
+                "KB",
+                "-",
+                [disk_kb],
+            )
+        )
     if pss_before is not None and pss_after is not None:
         results.append(
             Result(

@@ -112,7 +112,7 @@ async def _stages(db: Database, queries: np.ndarray, keep: int) -> dict[str, lis
         np.array([r[0] for r in rows], dtype=np.int64), codes_from_blobs([r[1] for r in rows], words_for(DIM))
     )
     snapshot = block.snapshot()
-    first = keep * vector_search.PREFILTER_FACTOR
+    first = vector_search.rescored_codes(snapshot.ids.size, keep)
     stages: dict[str, list[float]] = {name: [] for name in ("hamming", "nearest codes", "rescore", "rerank")}
 
     def timed(name: str, work: Callable[..., np.ndarray], *args: object) -> np.ndarray:
@@ -122,7 +122,7 @@ async def _stages(db: Database, queries: np.ndarray, keep: int) -> dict[str, lis
         return out
 
     def rescore(positions: np.ndarray, query: np.ndarray) -> np.ndarray:
-        return asymmetric_scores(np.ascontiguousarray(snapshot.columns[:, positions].T), query)
+        return asymmetric_scores(snapshot.columns[:, positions], query)
 
     for query in queries:
         code = sign_codes(query[np.newaxis, :])[0]
@@ -206,14 +206,15 @@ def main() -> int:
     parser.add_argument(
         "--prefilter",
         type=int,
-        default=vector_search.PREFILTER_FACTOR,
-        help=f"codes rescored per reranked row (default {vector_search.PREFILTER_FACTOR})",
+        help=f"codes rescored per reranked row (default {vector_search.PREFILTER_FACTOR_SMALL} up to "
+        f"{vector_search.SMALL_AGENT:,} vectors, {vector_search.PREFILTER_FACTOR} past that)",
     )
     parser.add_argument(
         "--per-result", type=int, nargs="+", default=list(SIZES), help="rerank sizes per neighbour"
     )
     args = parser.parse_args()
-    vector_search.PREFILTER_FACTOR = args.prefilter
+    if args.prefilter is not None:
+        vector_search.PREFILTER_FACTOR = vector_search.PREFILTER_FACTOR_SMALL = args.prefilter
     print(table(anyio.run(run, args.rows, args.queries, sorted(args.per_result))))
     return 0
 

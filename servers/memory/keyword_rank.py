@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,8 @@ FTS5_ROW_US = 8.0
 READ_US = 25.0
 """Reading a candidate's text by primary key and scoring it here (21.5 ms for 1,000 at 100k,
 27 ms for ~690 at a million)."""
+COUNT_ONCE_FROM = 6
+"""Single-word terms from which ``Scorer`` counts a text's words once rather than once per term."""
 RANK_CAP = 1_000
 """Memories whose text is read and scored per query, at most (stage 2 of the module docstring): as
 many as one rare term's holders, so a question with one rare word ranks them all."""
@@ -81,21 +84,41 @@ def frequency(term: Term, words: list[str]) -> int:
     )
 
 
-def bm25(
-    words: list[str], weights: Sequence[tuple[Term, float]], average_length: float
-) -> tuple[float, bool]:
-    """The BM25 score of a text of ``words`` for terms of the given weights (IDF times a factor),
-    and whether the text holds every term."""
-    norm = K1 * (1 - B + B * len(words) / average_length)
-    score = 0.0
-    whole = True
-    for term, weight in weights:
-        tf = frequency(term, words)
-        if tf:
-            score += weight * tf * (K1 + 1) / (tf + norm)
-        else:
-            whole = False
-    return score, whole
+class Scorer:
+    """BM25 of one query's terms (weights: IDF times a factor) over texts of the given average length.
+
+    With many single-word terms, a text's words are counted once (``Counter``, in C) and each term
+    looked up there; with few, each is counted with ``list.count``, which costs less than building
+    the counter (per text: 9 µs against 4.9 µs for sixteen terms, 2.7 µs against 5.8 µs for two).
+    Phrases and prefixes walk the words either way.
+    """
+
+    __slots__ = ("_average_length", "_count_once", "_terms")
+
+    def __init__(self, weights: Sequence[tuple[Term, float]], average_length: float) -> None:
+        self._terms = [
+            (term, weight, term.words[0] if len(term.words) == 1 and not term.prefix else None)
+            for term, weight in weights
+        ]
+        self._count_once = sum(word is not None for _, _, word in self._terms) >= COUNT_ONCE_FROM
+        self._average_length = average_length
+
+    def __call__(self, words: list[str]) -> tuple[float, bool]:
+        """The score of a text of ``words``, and whether the text holds every term."""
+        norm = K1 * (1 - B + B * len(words) / self._average_length)
+        counts = Counter(words) if self._count_once else None
+        score = 0.0
+        whole = True
+        for term, weight, word in self._terms:
+            if word is None:
+                tf = frequency(term, words)
+            else:
+                tf = words.count(word) if counts is None else counts.get(word, 0)
+            if tf:
+                score += weight * tf * (K1 + 1) / (tf + norm)
+            else:
+                whole = False
+        return score, whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +234,7 @@ async def _score(
     """
     hits: list[Hit] = []
     whole: list[int] = []
+    score_of = Scorer(weights, indexed.average_length)
     start = 0
     while start < len(candidates) and len(hits) < cap:
         chunk = candidates[start : start + cap]
@@ -224,7 +248,7 @@ async def _score(
         order = {memory_id: position for position, memory_id in enumerate(chunk)}
         rows.sort(key=lambda row: order[row[0]])
         for memory_id, content, tags in rows[: cap - len(hits)]:
-            score, holds_every_term = bm25(document_tokens(content, tags), weights, indexed.average_length)
+            score, holds_every_term = score_of(document_tokens(content, tags))
             hits.append((int(memory_id), score))
             if holds_every_term:
                 whole.append(int(memory_id))

@@ -56,7 +56,7 @@ of the vector side, never a clear preference. On the tuning questions the vector
 second were equally often right when their cosines were less than 0.02 apart, and the second never
 was when they were further apart."""
 MIN_NEIGHBOURS = 10
-"""Vector candidates per recall: max(2 x limit, this). The index reranks 20 to 40 float vectors
+"""Vector candidates per recall: max(2 x limit, this). The index reranks 20 to 30 float vectors
 per neighbour asked for (``vector_search.rerank_rows``), so fewer are fetched than on the keyword
 side."""
 

@@ -30,6 +30,9 @@ from collections.abc import Iterable, Sequence
 from shared.db import Database, Migration, Transaction
 
 _WORD = re.compile(r"[^\W_]+")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+"""The same words in lowercased ASCII text, found a third faster (keyword ranking splits hundreds of
+texts per question)."""
 _UPSERT = (
     "INSERT INTO memory_terms (term, documents) VALUES (?, ?) "
     "ON CONFLICT (term) DO UPDATE SET documents = documents + excluded.documents"
@@ -47,7 +50,7 @@ def fold(word: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """The words of ``text`` in order, folded as the index holds them."""
-    return _WORD.findall(text.lower() if text.isascii() else fold(text))
+    return _ASCII_WORD.findall(text.lower()) if text.isascii() else _WORD.findall(fold(text))
 
 
 def document_tokens(content: str, tags: str) -> list[str]:

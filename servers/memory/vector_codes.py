@@ -4,10 +4,14 @@ A code keeps one bit per dimension (set when the component is positive), padded 
 whole 64-bit words: 48 bytes for 384 dimensions. Searching is two cheap stages over the codes:
 
 1. Hamming distance between the query's code and every code (XOR + popcount, one 64-bit column at a
-   time in cache-sized chunks), then the `m` smallest by a counting pass (distances are small integers,
-   so a histogram finds the cut-off faster than a partial sort).
+   time in cache-sized chunks), then the `m` smallest. Distances are small integers, so a histogram
+   finds the cut-off faster than a partial sort, and a histogram of every 64th distance estimates it:
+   one pass keeps the distances up to that estimate, and the exact cut-off is counted among those
+   few (4-5 ms for a histogram of a million distances, 1.4 ms so).
 2. For those `m`, an asymmetric score: the float query against each code's signs, summed through one
-   256-entry table per code byte. It ranks far better than Hamming distance, so the exact rerank that
+   256-entry table per code byte, one byte position at a time over the gathered columns (a gather
+   and a table lookup per byte: 0.8 ms for 6,400 codes, 3 to 7 ms as one fancy-indexed gather of
+   every byte of every code). It ranks far better than Hamming distance, so the exact rerank that
    follows (float32 vectors read from SQLite) needs few rows.
 """
 
@@ -37,6 +41,9 @@ __all__ = [
 
 WORD_BITS = 64
 _CHUNK = 65_536  # rows per pass: the temporaries stay in the CPU cache
+SAMPLE_ABOVE = 65_536
+"""Past this many distances, `smallest` estimates its cut-off from a sample (module docstring)."""
+SAMPLE_STRIDE = 64
 
 
 @cache
@@ -83,10 +90,12 @@ def codes_from_blobs(blobs: list[bytes], words: int) -> np.ndarray:
     return np.frombuffer(b"".join(blobs), dtype=np.uint64).reshape(len(blobs), words)
 
 
-def hamming_distances(columns: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Distance from `query` (words,) to each code stored column-wise in `columns` (words, n)."""
+def hamming_distances(columns: np.ndarray, query: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Distance from `query` (words,) to each code stored column-wise in `columns` (words, n), written
+    into `out` (n,) uint16 when given."""
     words, n = columns.shape
-    out = np.empty(n, dtype=np.uint16)
+    if out is None:
+        out = np.empty(n, dtype=np.uint16)
     scratch = np.empty(min(n, _CHUNK), dtype=np.uint64)
     counts = np.empty(min(n, _CHUNK), dtype=np.uint8)
     for start in range(0, n, _CHUNK):
@@ -102,26 +111,52 @@ def hamming_distances(columns: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 
 def smallest(distances: np.ndarray, m: int) -> np.ndarray:
-    """Positions of `m` smallest distances (ties at the cut-off broken by position), unordered."""
+    """Positions of `m` smallest distances (ties at the cut-off broken by position), ascending."""
     if m >= distances.size:
         return np.arange(distances.size)
-    cumulative = np.cumsum(np.bincount(distances))
-    cutoff = int(np.searchsorted(cumulative, m))
-    below = np.flatnonzero(distances < cutoff)
-    at_cutoff = np.flatnonzero(distances == cutoff)[: m - below.size]
-    return np.concatenate([below, at_cutoff])
+    if distances.size <= SAMPLE_ABOVE:
+        return _smallest_counted(distances, m)
+    # A histogram of every SAMPLE_STRIDE-th distance estimates the cut-off, with a margin, and the
+    # exact cut-off is counted among the distances within it: the same positions as counting every
+    # distance. Should fewer than `m` be within (a sample unlike the rest), every one is counted.
+    sampled = np.cumsum(np.bincount(distances[::SAMPLE_STRIDE]))
+    estimate = int(np.searchsorted(sampled, (m + m // 4) // SAMPLE_STRIDE + 1))
+    within = np.flatnonzero(distances <= estimate)
+    if within.size < m:
+        return _smallest_counted(distances, m)
+    return np.asarray(within[_smallest_counted(distances[within], m)], dtype=np.intp)
 
 
-def asymmetric_scores(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """The float `query` dotted with each code's signs (+1/-1): higher is nearer."""
-    as_bytes = codes.view(np.uint8)
-    n_bytes = as_bytes.shape[1]
+def _smallest_counted(distances: np.ndarray, m: int) -> np.ndarray:
+    """`smallest` by a histogram of every distance."""
+    if m >= distances.size:
+        return np.arange(distances.size)
+    cutoff = int(np.searchsorted(np.cumsum(np.bincount(distances)), m))
+    within = np.flatnonzero(distances <= cutoff)
+    surplus = within.size - m
+    if surplus:
+        at_cutoff = np.flatnonzero(distances[within] == cutoff)
+        keep = np.ones(within.size, dtype=bool)
+        keep[at_cutoff[at_cutoff.size - surplus :]] = False
+        within = within[keep]
+    return within
+
+
+def asymmetric_scores(columns: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The float `query` dotted with the signs (+1/-1) of each code stored column-wise in `columns`
+    (words, m): higher is nearer."""
+    words, m = columns.shape
+    n_bytes = words * 8
     padded = np.zeros(n_bytes * 8, dtype=np.float32)
     padded[: query.size] = query
     # table[b, v]: the dot product of the 8 query components of byte b with the signs of value v.
-    table = (padded.reshape(n_bytes, 8) @ _byte_signs().T).ravel()
-    offsets = np.arange(n_bytes, dtype=np.intp) * 256
-    return np.asarray(table[as_bytes.astype(np.intp) + offsets].sum(axis=1), dtype=np.float32)
+    table = padded.reshape(n_bytes, 8) @ _byte_signs().T
+    # Byte b of a code, as sign_codes packed it, is byte b % 8 of word b // 8 in memory.
+    as_bytes = np.ascontiguousarray(columns).view(np.uint8).reshape(words, m, 8)
+    scores = np.zeros(m, dtype=np.float32)
+    for byte in range(n_bytes):
+        scores += table[byte].take(as_bytes[byte // 8, :, byte % 8])
+    return scores
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,17 +166,34 @@ class Snapshot:
     ids: np.ndarray  # (n,) int64, ascending
     columns: np.ndarray  # (words, n) uint64
 
-    def candidates(self, query: np.ndarray, first: int, keep: int, exclude: Collection[int]) -> np.ndarray:
-        """Ids of about `keep` codes nearest to the unit `query`: `first` by Hamming, then rescored."""
-        codes = sign_codes(query[np.newaxis, :])[0]
+    def scan(self, query: np.ndarray, start: int, stop: int, out: np.ndarray) -> None:
+        """The Hamming distances of codes `start:stop` from the unit `query`'s code, into `out[start:stop]`
+        (a search splits its scan between threads so)."""
+        code = sign_codes(query[np.newaxis, :])[0]
+        hamming_distances(self.columns[:, start:stop], code, out[start:stop])
+
+    def candidates(
+        self,
+        query: np.ndarray,
+        first: int,
+        keep: int,
+        exclude: Collection[int],
+        distances: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Ids of about `keep` codes nearest to the unit `query`: `first` by Hamming, then rescored.
+
+        `distances`: every code's Hamming distance from the query, when scanned already (`scan`).
+        """
+        if distances is None:
+            distances = hamming_distances(self.columns, sign_codes(query[np.newaxis, :])[0])
         excluded = np.fromiter(exclude, dtype=np.int64, count=len(exclude))
-        positions = smallest(hamming_distances(self.columns, codes), first + excluded.size)
+        positions = smallest(distances, first + excluded.size)
         ids = self.ids[positions]
         if excluded.size:
             wanted = ~np.isin(ids, excluded)
             positions, ids = positions[wanted], ids[wanted]
         if ids.size > keep:
-            scores = asymmetric_scores(np.ascontiguousarray(self.columns[:, positions].T), query)
+            scores = asymmetric_scores(self.columns[:, positions], query)
             ids = ids[np.argpartition(-scores, keep)[:keep]]
         return np.asarray(ids, dtype=np.int64)
 

@@ -35,30 +35,41 @@ connection loaded sqlite-vec, otherwise with numpy over chunks read from SQLite.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Sequence
+from functools import partial
 
 import anyio
 import anyio.to_thread
 import numpy as np
 
 from servers.memory.vector_cache import CodeCache, ids_json
-from servers.memory.vector_codes import sign_codes, unit_matrix
+from servers.memory.vector_codes import Snapshot, sign_codes, unit_matrix
 from shared.db import Database, Transaction
 
 RERANK_MIN = 200
-RERANK_PER_RESULT = 40
+RERANK_PER_RESULT = 30
 """Rows reranked exactly per result asked for (at least RERANK_MIN), for agents past SMALL_AGENT."""
 RERANK_PER_RESULT_SMALL = 20
 SMALL_AGENT = 100_000
-"""Up to this many vectors, an agent's search reranks RERANK_PER_RESULT_SMALL rows per result.
+"""Up to this many vectors, an agent's search reranks RERANK_PER_RESULT_SMALL rows per result and
+rescores PREFILTER_FACTOR_SMALL codes per reranked row; past it RERANK_PER_RESULT and PREFILTER_FACTOR.
 
 Measured with ``python -m bench.rerank_sweep`` (recall's 20 neighbours, top ten against exact
-search, 200 questions): at 100,000 vectors 20 per result keep 99.6 % of the exact top ten for a
-third less CPU than 40 (99.9 %); at a million they keep 98.0 % and 40 are needed for 99.1 %."""
-PREFILTER_FACTOR = 8
-"""Codes rescored against the float query, per reranked row, after the Hamming stage."""
+search, 200 questions): at 100,000 vectors 20 per result and 8 codes per row keep 99.6 % of the
+exact top ten for a third less CPU than 40 (99.9 %), and 16 codes per row gain nothing there. At a
+million, 20 per result keep 98.0 %; 40 per result and 8 codes per row 99.1 %, 30 and 16 codes per
+row 99.0 % for a tenth less CPU and a quarter fewer float vectors read from SQLite (the rescoring
+of 9,600 codes costs 2 to 4 ms)."""
+PREFILTER_FACTOR = 16
+"""Codes rescored against the float query, per reranked row, after the Hamming stage (past SMALL_AGENT)."""
+PREFILTER_FACTOR_SMALL = 8
 THREAD_ABOVE = 200_000
-"""Agents with more codes are searched on a worker thread (a few ms of numpy) to keep the loop free."""
+"""Agents with more codes are searched on worker threads (a few ms of numpy) to keep the loop free."""
+SCAN_THREADS = 2
+"""Worker threads a search past THREAD_ABOVE splits its Hamming scan between (numpy releases the GIL):
+the scan is most of a search's CPU time at a million codes (10 ms), and a hybrid recall's keyword side
+mostly waits on SQLite meanwhile."""
 _EXACT_CHUNK = 20_000
 _UPSERT = (
     "INSERT INTO memory_vectors(memory_id, agent, code, embedding) VALUES (?, ?, ?, ?) "
@@ -168,9 +179,12 @@ class VectorSearch:
         if exact or block is None or len(block) <= keep:
             return await self._exact(agent, unit, k, exclude)
         snapshot = block.snapshot()
-        first = keep * PREFILTER_FACTOR
+        first = rescored_codes(snapshot.ids.size, keep)
         if snapshot.ids.size > THREAD_ABOVE:
-            candidates = await anyio.to_thread.run_sync(snapshot.candidates, unit, first, keep, exclude)
+            distances = await _scanned(snapshot, unit)
+            candidates = await anyio.to_thread.run_sync(
+                snapshot.candidates, unit, first, keep, exclude, distances
+            )
         else:
             candidates = snapshot.candidates(unit, first, keep, exclude)
         found, missing = await self._rerank(agent, unit, candidates, k)
@@ -242,10 +256,26 @@ class VectorSearch:
         return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), self.dim)
 
 
+async def _scanned(snapshot: Snapshot, query: np.ndarray) -> np.ndarray:
+    """Every code's Hamming distance from `query`, the scan split between SCAN_THREADS worker threads."""
+    n = snapshot.ids.size
+    distances = np.empty(n, dtype=np.uint16)
+    bounds = [n * part // SCAN_THREADS for part in range(SCAN_THREADS + 1)]
+    async with anyio.create_task_group() as tg:
+        for start, stop in itertools.pairwise(bounds):
+            tg.start_soon(partial(anyio.to_thread.run_sync, snapshot.scan, query, start, stop, distances))
+    return distances
+
+
 def rerank_rows(vectors: int, k: int) -> int:
     """How many float vectors a search for `k` results among an agent's `vectors` reranks exactly."""
     per_result = RERANK_PER_RESULT_SMALL if vectors <= SMALL_AGENT else RERANK_PER_RESULT
     return max(RERANK_MIN, per_result * k)
+
+
+def rescored_codes(vectors: int, keep: int) -> int:
+    """How many codes nearest by Hamming distance a search that reranks `keep` rows rescores."""
+    return keep * (PREFILTER_FACTOR_SMALL if vectors <= SMALL_AGENT else PREFILTER_FACTOR)
 
 
 def _nearest(ids: np.ndarray, distances: np.ndarray, k: int) -> list[tuple[int, float]]:

@@ -8,6 +8,7 @@ import pytest
 from servers.memory import vector_cache, vector_search
 from servers.memory.vector_codes import (
     CodeBlock,
+    Snapshot,
     VectorDimensionError,
     asymmetric_scores,
     hamming_distances,
@@ -416,12 +417,43 @@ def test_smallest_takes_the_m_lowest_breaking_ties_by_position() -> None:
     assert smallest(distances, 10).tolist() == list(range(7))
 
 
+def _smallest_by_sorting(distances: np.ndarray, m: int) -> list[int]:
+    return sorted(np.lexsort((np.arange(distances.size), distances))[:m].tolist())
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "uniform",  # the sampled cut-off holds
+        "sampled rows nearest",  # every 64th row nearest: the sample misjudges the rest
+        "all tied",  # ties at the cut-off broken by position
+    ],
+)
+def test_smallest_of_many_matches_a_full_sort(shape: str) -> None:
+    rng = np.random.default_rng(3)
+    n = 300_000
+    if shape == "uniform":
+        distances = rng.integers(100, 280, size=n).astype(np.uint16)
+    elif shape == "sampled rows nearest":
+        distances = np.full(n, 200, dtype=np.uint16)
+        distances[::64] = 3
+    else:
+        distances = np.full(n, 150, dtype=np.uint16)
+    for m in (1, 900, 6_400, 20_000):
+        assert smallest(distances, m).tolist() == _smallest_by_sorting(distances, m)
+
+
 def test_asymmetric_scores_are_the_query_dotted_with_the_signs() -> None:
     rng = np.random.default_rng(2)
     unit = rng.standard_normal((4, 70)).astype(np.float32)
     query = rng.standard_normal(70).astype(np.float32)
     signs = np.where(unit > 0, 1.0, -1.0)
-    assert asymmetric_scores(sign_codes(unit), query) == pytest.approx(signs @ query, abs=1e-4)
+    columns = np.ascontiguousarray(sign_codes(unit).T)
+    assert asymmetric_scores(columns, query) == pytest.approx(signs @ query, abs=1e-4)
+    # Codes gathered from a larger block, as a search gathers its shortlist.
+    assert asymmetric_scores(np.take(columns, [3, 1], axis=1), query) == pytest.approx(
+        (signs @ query)[[3, 1]], abs=1e-4
+    )
 
 
 def test_code_block_keeps_ids_sorted_and_old_snapshots_unchanged() -> None:
@@ -454,13 +486,35 @@ async def test_concurrent_searches_agree(db: Database) -> None:
     assert {q: ids_of(hits)[0] for q, hits in results.items()} == {q: q + 1 for q in range(8)}
 
 
-def test_an_agent_of_up_to_a_hundred_thousand_vectors_reranks_half_the_rows_of_a_larger_one() -> None:
-    """Measured by bench.rerank_sweep: 20 rows per result keep 99.6 % of the exact top ten at
-    100,000 vectors, and a million needs 40 for 99 %."""
+def test_an_agent_of_up_to_a_hundred_thousand_vectors_reranks_fewer_rows_and_rescores_fewer_codes() -> None:
+    """Measured by bench.rerank_sweep: 20 rows per result and 8 codes per row keep 99.6 % of the
+    exact top ten at 100,000 vectors; a million needs 30 rows per result and 16 codes per row for 99 %."""
     assert [vector_search.rerank_rows(n, 20) for n in (500, 100_000, 100_001, 1_000_000)] == [
         400,
         400,
-        800,
-        800,
+        600,
+        600,
     ]
+    assert [vector_search.rescored_codes(n, 600) for n in (100_000, 100_001)] == [4_800, 9_600]
     assert vector_search.rerank_rows(100_000, 1) == vector_search.RERANK_MIN
+
+
+async def test_a_large_agents_scan_is_split_between_threads_with_the_same_answers(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = clustered(2000)
+    index = await filled(db, {"ana": data})
+    query = near(data[7], seed=7)
+    whole = await index.search("ana", query, 10)
+    scanned: list[tuple[int, int]] = []
+    scan = Snapshot.scan
+
+    def recorded(snapshot: Snapshot, query: np.ndarray, start: int, stop: int, out: np.ndarray) -> None:
+        scanned.append((start, stop))
+        scan(snapshot, query, start, stop, out)
+
+    monkeypatch.setattr(Snapshot, "scan", recorded)
+    monkeypatch.setattr(vector_search, "THREAD_ABOVE", 1000)
+    monkeypatch.setattr(vector_search, "SCAN_THREADS", 3)
+    assert await index.search("ana", query, 10) == whole
+    assert sorted(scanned) == [(0, 666), (666, 1333), (1333, 2000)]
