@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel
 
@@ -115,6 +116,7 @@ class Orchestrator:
         self.autonomy = Autonomy(config, self.mesh, self.sink)
         self.storage = StorageWatch(config, self.mesh, self.sink)
         self._running: anyio.CancelScope | None = None
+        self._starting: anyio.CancelScope | None = None
         self.dashboard: DashboardServer | None = None
         self._pushes: MemoryObjectSendStream[tuple[str, Pushed]] | None = None
 
@@ -355,6 +357,15 @@ class Orchestrator:
         }
 
     async def run(self, *, on_ready: Callable[[Orchestrator], Awaitable[None]] | None = None) -> None:
+        # SIGINT and SIGTERM are ours before anything starts: a Ctrl-C while the servers connect
+        # stops the start, where the event loop's own handler would only cancel whatever awaits.
+        async with anyio.create_task_group() as watch:
+            self._starting = watch.cancel_scope
+            await watch.start(self._signals)
+            await self._serve(on_ready)
+            watch.cancel_scope.cancel()
+
+    async def _serve(self, on_ready: Callable[[Orchestrator], Awaitable[None]] | None) -> None:
         state = self.config.state_path
         pushes, pending_pushes = anyio.create_memory_object_stream[tuple[str, Pushed]](PUSH_QUEUE)
         self._pushes = pushes
@@ -369,7 +380,6 @@ class Orchestrator:
                 )
             async with SeenPushes.open(seen_path(state)) as seen, self.mesh, anyio.create_task_group() as tg:
                 self._running = tg.cancel_scope
-                tg.start_soon(self._signals)
                 tg.start_soon(self.sink.run, name="audit-sink")
                 tg.start_soon(self.goals.run, name="goal-progress")
                 self.background.attach(tg)
@@ -473,18 +483,23 @@ class Orchestrator:
         )
         return await self.mesh.wait_ready(STARTUP_WAIT_S - STARTUP_NOTICE_S, missing)
 
-    async def _signals(self) -> None:
+    async def _signals(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for signum in signals:
                 logger.info("received %s: shutting down", signal.Signals(signum).name)
                 await self.shutdown()
                 return
 
     async def shutdown(self) -> None:
-        """What SIGTERM does: drain, then stop every task; the servers close after them."""
+        """What SIGTERM does: drain, then stop every task; the servers close after them. Still
+        starting (no task runs yet): stop the start, nothing has been taken to drain."""
+        if self._running is None:
+            if self._starting is not None:
+                self._starting.cancel()
+            return
         await self.drain()
-        if self._running is not None:
-            self._running.cancel()
+        self._running.cancel()
 
     async def drain(self) -> None:
         """Before the channels close: take no new work, give the model and tool calls in flight up to

@@ -4,6 +4,8 @@ configured)."""
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +60,35 @@ async def test_a_goal_sent_while_starting_goes_ahead_once_the_daemon_is_ready(tm
             orch.ready.set()
     # Past the wait, the request reaches the goal runner (which this test never gave an agent).
     assert answers == [{"error": "no agent 'nexo'; use one of: (none)"}]
+
+
+class _StuckMesh:
+    """A mesh whose servers never finish connecting."""
+
+    def __init__(self) -> None:
+        self.entered = anyio.Event()
+
+    async def __aenter__(self) -> _StuckMesh:
+        self.entered.set()
+        await anyio.sleep_forever()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        return None
+
+
+async def test_a_signal_while_the_servers_connect_stops_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signals are watched before the mesh is entered: SIGTERM (or a Ctrl-C's SIGINT) while the
+    servers connect ends the start, where it used to reach only the event loop's own handling (and
+    SIGTERM's default, which kills the process)."""
+    orch = _starting(tmp_path)
+    stuck = _StuckMesh()
+    monkeypatch.setattr(orch, "mesh", stuck)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(orch.run)
+            await stuck.entered.wait()
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert not orch.ready.is_set()
