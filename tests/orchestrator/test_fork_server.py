@@ -154,7 +154,8 @@ async def test_a_template_that_cannot_start_means_spawning_with_one_warning(
             first = await server.fork(request, (0, 1, 2))
             second = await server.fork(request, (0, 1, 2))
     assert (first, second) == (None, None)
-    assert [r.getMessage() for r in caplog.records] == [
+    # Only nexo's own: asyncio may add a notice of its own about reaping the template that exited.
+    assert [r.getMessage() for r in caplog.records if r.name == "nexo.mesh"] == [
         "fork server: it did not start: it exited; built-in servers are started as their own commands "
         "from now on"
     ]
