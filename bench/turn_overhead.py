@@ -24,7 +24,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from bench.mesh_run import MeshNotReady, default_mesh, scripted_model, workdir
 from bench.stats import Result, percentile
 from bench.support import describe, progress
-from orchestrator.cli.chat import console_socket
+from orchestrator.sockets import console_path
 from shared.protocol.console_wire import MAX_FRAME_BYTES, Hello, Reply, Say, decode_server, encode
 from tests.fakes.llm import FakeLLM
 
@@ -91,7 +91,7 @@ def measure(quick: bool) -> list[Result]:
         progress(f"turn overhead: {n} console turns through the default mesh")
         try:
             with default_mesh(fake, tmp, "turns") as started:
-                turns = anyio.run(_turns, console_socket(started.state_dir), n)
+                turns = anyio.run(_turns, console_path(started.state_dir), n)
             model = _model_round_trips(fake, n)
         except (MeshNotReady, OSError, TimeoutError, RuntimeError, httpx2.HTTPError) as exc:
             result.errors.append(describe(exc))

@@ -12,8 +12,6 @@ import anyio
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from orchestrator.sockets import control_path as control_path  # callers import it from here
-
 StatusFn = Callable[[], dict[str, Any]]
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
 """Sends one ``{"progress": ...}`` line ahead of a request's answer (for a client that asked for it)."""

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from orchestrator.child_env import child_env
 from orchestrator.client_actions import ClientActions
 from orchestrator.config import NexoConfig
-from orchestrator.control import Emit, control_path, serve_control
+from orchestrator.control import Emit, serve_control
 from orchestrator.dashboard.ops import DASHBOARD_OPS, dashboard_command, start_dashboard
 from orchestrator.dlq import channel_connections, dlq
 from orchestrator.goals import AuditSink, GoalTracker, TrackedGoal
@@ -37,6 +37,7 @@ from orchestrator.permissions import ApprovalBroker
 from orchestrator.permissions.answers import withdraw_pairing_prompts
 from orchestrator.proactive.runtime import Autonomy
 from orchestrator.relay import relay, relay_operator, relay_tool
+from orchestrator.sockets import control_path
 from orchestrator.state_location import RunningRecord, config_of_label
 from orchestrator.storage import StorageWatch
 from shared.protocol.audit import ConfigChangeBody, EntryDraft, NoticeBody

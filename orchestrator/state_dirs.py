@@ -13,8 +13,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.sockets import CONSOLE_SOCKET as CONSOLE_SOCKET  # where run.py and the tests look
-from orchestrator.sockets import CONTROL_SOCKET as CONTROL_SOCKET
+from orchestrator.sockets import CONTROL_SOCKET
 from shared.private import make_private_dirs
 
 PRIVATE_DIR_MODE = 0o700

@@ -146,7 +146,8 @@ def _in_daemon(args: argparse.Namespace) -> int | None:
     e.g. ``nexo chat``), which is why ``--yes`` always runs the goal here instead.
     """
     from orchestrator.cli.locate import state_dir
-    from orchestrator.control import ask, control_path
+    from orchestrator.control import ask
+    from orchestrator.sockets import control_path
 
     path = control_path(state_dir(args.config))
     if not path.exists():

@@ -87,7 +87,8 @@ def command_channel(args: argparse.Namespace) -> int:
 
 async def _probe(config: Any, label: str) -> tuple[Source, dict[str, dict[str, Any]]]:
     """Capabilities of every server: from the running daemon, else by connecting to each once."""
-    from orchestrator.control import ask, ask_status, control_path
+    from orchestrator.control import ask, ask_status
+    from orchestrator.sockets import control_path
 
     path = control_path(config.state_path)
     try:
@@ -124,7 +125,8 @@ async def _probe_each(config: Any) -> dict[str, dict[str, Any]]:
 
 async def _refused(config: Any) -> list[dict[str, Any]]:
     """What the running daemon's pairing gate refused since it started (nothing when it is down)."""
-    from orchestrator.control import ask, control_path
+    from orchestrator.control import ask
+    from orchestrator.sockets import control_path
 
     try:
         answer = await ask(control_path(config.state_path), {"op": "refused"})

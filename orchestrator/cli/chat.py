@@ -47,10 +47,6 @@ MAX_STATUS_BYTES = 1024 * 1024
 CONNECT_RETRY_S = 0.1
 
 
-def console_socket(state_dir: Path) -> Path:
-    return console_path(state_dir)
-
-
 class Console:
     """The console channel's socket, blocking; frames received ahead of their turn wait in ``ready``."""
 
@@ -242,7 +238,7 @@ def chat(
     """A person typing at the file descriptor ``terminal``; without one, ``lines`` sent in turn."""
     warnings = StandingWarnings(control_path(state_dir))
     try:
-        path = console_socket(state_dir)
+        path = console_path(state_dir)
         with Console.connect(path, CONNECT_WAIT_S) as console:
             console.send(Hello(chat_id=chat_id))
             if terminal is None:

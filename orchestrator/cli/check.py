@@ -16,7 +16,8 @@ from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, EXIT_WARN, config_label,
 
 async def running_status(config: Any) -> dict[str, Any] | None:
     """The running daemon's status on the config's state directory, or None when none runs."""
-    from orchestrator.control import ask_status, control_path
+    from orchestrator.control import ask_status
+    from orchestrator.sockets import control_path
 
     try:
         return await ask_status(control_path(config.state_path))

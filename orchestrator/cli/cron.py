@@ -165,7 +165,8 @@ def _price_text(price: dict[str, Any] | None) -> str:
 
 
 async def _ask_daemon(config: Any, action: str) -> dict[str, Any] | None:
-    from orchestrator.control import ask, control_path
+    from orchestrator.control import ask
+    from orchestrator.sockets import control_path
 
     try:
         return await ask(control_path(config.state_path), {"op": "autonomy", "action": action}, timeout=10)

@@ -49,7 +49,8 @@ def command_dlq(args: argparse.Namespace) -> int:
 
 async def _ask(config: Any, request: dict[str, Any]) -> dict[str, Any]:
     """Through the running daemon (which owns the channel servers), else by starting them here."""
-    from orchestrator.control import ask, control_path
+    from orchestrator.control import ask
+    from orchestrator.sockets import control_path
 
     try:
         return await ask(control_path(config.state_path), {"op": "dlq", **request}, timeout=30)

@@ -79,7 +79,8 @@ def command_setup_doctor(args: argparse.Namespace) -> int:
 
 def _daemon_status(config: NexoConfig) -> dict[str, Any] | None:
     """What the running daemon reports (it knows which servers found their disk full), or None."""
-    from orchestrator.control import ask_status, control_path
+    from orchestrator.control import ask_status
+    from orchestrator.sockets import control_path
 
     async def status() -> dict[str, Any]:
         return await ask_status(control_path(config.state_path), timeout=5)
@@ -95,8 +96,9 @@ async def gather(config: NexoConfig) -> SetupFacts:
     holds is asked through the daemon (a second copy could not take its socket or port); the others
     are started here, like `nexo audit` does."""
     from orchestrator.cli.check import running_status
-    from orchestrator.control import ask, control_path
+    from orchestrator.control import ask
     from orchestrator.setup_doctor import SetupFacts
+    from orchestrator.sockets import control_path
 
     facts = SetupFacts()
     channels = {name for agent in config.agents for name in agent.channels}

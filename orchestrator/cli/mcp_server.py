@@ -28,9 +28,9 @@ def add_mcp_server_parser(sub: Any) -> None:
 
 
 def command_mcp_server(args: argparse.Namespace) -> int:
-    from orchestrator.control import control_path
     from orchestrator.mcpserver.backend import Backend
     from orchestrator.mcpserver.server import build_server
+    from orchestrator.sockets import control_path
     from shared.hosting import HostingError, configure_logging, http_options_from_env, run, startup_failure
     from shared.hosting import token_source as source_of
 

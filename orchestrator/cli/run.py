@@ -18,7 +18,8 @@ from orchestrator.cli.common import (
     setup_logging,
 )
 from orchestrator.cli.run_log import TerminalNotices, divert_stderr, log_file
-from orchestrator.state_dirs import CONSOLE_SOCKET, CONTROL_SOCKET, Repair, StateDirError, prepare_state_dirs
+from orchestrator.sockets import CONSOLE_SOCKET, CONTROL_SOCKET
+from orchestrator.state_dirs import Repair, StateDirError, prepare_state_dirs
 
 if TYPE_CHECKING:
     from orchestrator.lock import InstanceLock
@@ -116,11 +117,11 @@ def _serve(
     on_ready = None
     if args.chat:
         from orchestrator.cli.chat_loop import chat
-        from orchestrator.sockets import console_path as console_socket
+        from orchestrator.sockets import console_path
 
         async def attach(_: Any) -> None:
             await chat(
-                console_socket(config.state_path),
+                console_path(config.state_path),
                 chat_id="operator",
                 timeout_s=300.0,
                 stdin=sys.stdin,

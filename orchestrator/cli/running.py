@@ -12,7 +12,8 @@ from typing import Any
 import anyio
 
 from orchestrator.cli.locate import state_dir
-from orchestrator.control import ask, control_path
+from orchestrator.control import ask
+from orchestrator.sockets import control_path
 
 
 class NotAnswered(Exception):

@@ -9,7 +9,8 @@ from typing import Any
 import anyio
 
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, EXIT_WARN, print_json
-from orchestrator.control import ask_status, control_path
+from orchestrator.control import ask_status
+from orchestrator.sockets import control_path
 
 
 def command_status(args: argparse.Namespace) -> int:

@@ -12,8 +12,9 @@ from typing import Any
 import anyio
 
 from orchestrator.config import load
-from orchestrator.control import ask, control_path
+from orchestrator.control import ask
 from orchestrator.daemon import Orchestrator
+from orchestrator.sockets import control_path
 from tests.mesh.harness import python_server, write_config
 from tests.mesh.inbox import inbox_server
 

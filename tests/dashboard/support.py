@@ -14,13 +14,14 @@ import anyio
 import httpx2
 from starlette.applications import Starlette
 
-from orchestrator.control import Emit, control_path, serve_control
+from orchestrator.control import Emit, serve_control
 from orchestrator.dashboard.app import build_app
 from orchestrator.dashboard.auth import Keyring
 from orchestrator.dashboard.client import Daemon
 from orchestrator.dashboard.feed import LedgerFollower
 from orchestrator.permissions import ApprovalBroker
 from orchestrator.permissions.answers import answer_approval, pending_approvals
+from orchestrator.sockets import control_path
 
 BASE = "http://127.0.0.1:8765"
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')

@@ -13,12 +13,13 @@ import httpx2
 import pytest
 
 from orchestrator.cli.main import main
-from orchestrator.control import Emit, control_path, serve_control
+from orchestrator.control import Emit, serve_control
 from orchestrator.dashboard.client import Daemon
 from orchestrator.dashboard.ops import dashboard_command
 from orchestrator.dashboard.options import DashboardOptions
 from orchestrator.dashboard.serve import DashboardServer
 from orchestrator.intake import Intake
+from orchestrator.sockets import control_path
 from tests.mesh.harness import write_config
 
 pytestmark = pytest.mark.anyio

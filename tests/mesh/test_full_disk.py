@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.control import ask_status, control_path
+from orchestrator.control import ask_status
+from orchestrator.sockets import control_path
 from orchestrator.storage import FIX, storage_findings
 from shared.protocol.console_wire import Error, Say
 from tests.full_disk import FullDisk, refusal

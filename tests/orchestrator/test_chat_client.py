@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli.chat import chat, console_socket
-from orchestrator.sockets import control_path
+from orchestrator.cli.chat import chat
+from orchestrator.sockets import console_path, control_path
 from shared.protocol.console_wire import Approval, Queued, Reply, Say, ServerFrame, Verdict
 from tests.mesh.harness import REPO, base_env, write_config
 from tests.mesh.terminal import CTRL_C, CTRL_D, Terminal
@@ -48,7 +48,7 @@ def test_a_pipe_gets_the_warnings_first_then_each_reply_from_one_status_request(
     out, err = io.StringIO(), io.StringIO()
     with (
         fake_daemon(control_path(state), [DANGER]) as requests,
-        fake_console(console_socket(state), answer_each) as console,
+        fake_console(console_path(state), answer_each) as console,
     ):
         code = chat(
             state, chat_id="ops", timeout_s=WAIT_S, terminal=None, lines=["hi", "again"], out=out, err=err
@@ -63,7 +63,7 @@ def test_a_pipe_gets_the_warnings_first_then_each_reply_from_one_status_request(
 def test_without_a_daemon_the_chat_goes_on_with_no_warnings(tmp_path: Path) -> None:
     state = tmp_path / "state"
     screen = io.StringIO()
-    with fake_console(console_socket(state), answer_each):
+    with fake_console(console_path(state), answer_each):
         code = chat(
             state, chat_id="operator", timeout_s=WAIT_S, terminal=None, lines=["hi"], out=screen, err=screen
         )
@@ -75,7 +75,7 @@ def test_an_empty_pipe_shows_the_warnings_sends_nothing_and_exits_0(tmp_path: Pa
     screen = io.StringIO()
     with (
         fake_daemon(control_path(state), [DANGER]),
-        fake_console(console_socket(state), answer_each) as console,
+        fake_console(console_path(state), answer_each) as console,
     ):
         code = chat(
             state, chat_id="operator", timeout_s=WAIT_S, terminal=None, lines=[], out=screen, err=screen
@@ -86,7 +86,7 @@ def test_an_empty_pipe_shows_the_warnings_sends_nothing_and_exits_0(tmp_path: Pa
 def test_no_reply_within_the_timeout_is_one_sentence_and_exit_1(tmp_path: Path) -> None:
     state = tmp_path / "state"
     out, err = io.StringIO(), io.StringIO()
-    with fake_console(console_socket(state), only_queue) as console:
+    with fake_console(console_path(state), only_queue) as console:
         code = chat(
             state,
             chat_id="operator",
@@ -146,7 +146,7 @@ def test_at_a_terminal_replies_show_as_they_come_a_bare_y_answers_the_one_approv
     with (
         terminal_pair() as (typed, read),
         fake_daemon(control_path(state), [DANGER]),
-        fake_console(console_socket(state), answer, on_hello=[APPROVAL]) as console,
+        fake_console(console_path(state), answer, on_hello=[APPROVAL]) as console,
     ):
         chatting = threading.Thread(
             target=lambda: codes.append(
@@ -171,7 +171,7 @@ def test_at_a_terminal_replies_show_as_they_come_a_bare_y_answers_the_one_approv
         chatting.join(WAIT_S)
     assert codes == [0]
     assert [say.text for say in console.said] == ["hello", "y kmpqr"]  # the blank line is not sent
-    greeting = f"connected to the console channel ({console_socket(state)}); Ctrl-D or Ctrl-C to leave"
+    greeting = f"connected to the console channel ({console_path(state)}); Ctrl-D or Ctrl-C to leave"
     assert screen.getvalue().startswith(f"WARNING: {DANGER}\n{greeting}\n")
 
 
@@ -179,7 +179,7 @@ def test_at_a_terminal_a_console_that_goes_away_is_one_line_and_exit_0(tmp_path:
     state = tmp_path / "state"
     screen = Screen()
     codes: list[int] = []
-    with terminal_pair() as (typed, read), fake_console(console_socket(state), hang_up):
+    with terminal_pair() as (typed, read), fake_console(console_path(state), hang_up):
         chatting = threading.Thread(
             target=lambda: codes.append(
                 chat(
@@ -209,7 +209,7 @@ def test_ctrl_c_at_a_terminal_leaves_with_exit_0_and_no_traceback(tmp_path: Path
     state = tmp_path / "state"
     config = write_config(tmp_path / "nexo.yaml", state_dir=state, llm_base_url="http://127.0.0.1:9/v1")
     argv = [sys.executable, "-m", "orchestrator.cli.main", "chat", "--config", str(config)]
-    with fake_console(console_socket(state), answer_each):
+    with fake_console(console_path(state), answer_each):
         pid, fd = pty.fork()
         if pid == 0:  # pragma: no cover -- the child becomes nexo chat at once
             os.chdir(REPO)

@@ -11,8 +11,8 @@ import pytest
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from orchestrator.cli.chat import console_socket
 from orchestrator.cli.main import main
+from orchestrator.sockets import console_path
 from shared.protocol.console_wire import MAX_FRAME_BYTES, Error, Welcome, encode
 from tests.mesh.harness import write_config
 
@@ -36,7 +36,7 @@ async def chat_against(tmp_path: Path, answer: Answer, monkeypatch: pytest.Monke
     """`nexo chat` with one piped line, against a console that greets and then answers with `answer`."""
     state = tmp_path / "state"
     config = write_config(tmp_path / "nexo.yaml", state_dir=state, llm_base_url="http://127.0.0.1:9/v1")
-    path = console_socket(state)
+    path = console_path(state)
     path.parent.mkdir(parents=True)
     monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
 

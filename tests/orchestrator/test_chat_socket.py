@@ -9,8 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.cli.chat import Console, console_socket
+from orchestrator.cli.chat import Console
 from orchestrator.cli.chat_loop import ChatSession, connect
+from orchestrator.sockets import console_path
 from tests.orchestrator.another_user import answer_as_nobody, reachable_tmp
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to another user")
@@ -41,7 +42,7 @@ def test_a_console_socket_in_another_users_private_directory_is_a_clear_error() 
 
     with reachable_tmp() as tmp:
         state = tmp / "state"
-        path = console_socket(state)
+        path = console_path(state)
         path.parent.mkdir(parents=True, mode=0o700)
         state.chmod(0o700)
         with socket.socket(socket.AF_UNIX) as listener:

@@ -10,9 +10,9 @@ import pytest
 from mcp import Client
 
 from orchestrator.config import NexoConfig, load
-from orchestrator.control import control_path
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server
+from orchestrator.sockets import control_path
 from tests.orchestrator.mcp_server_tiers import ACT_TOOLS, ADMIN_TOOLS, READ_TOOLS
 
 pytestmark = pytest.mark.anyio

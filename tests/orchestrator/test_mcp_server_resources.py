@@ -19,10 +19,10 @@ from mcp import Client
 from mcp.client.session import IncomingMessage
 
 from orchestrator.config import load
-from orchestrator.control import control_path
 from orchestrator.daemon import Orchestrator
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server
+from orchestrator.sockets import control_path
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import python_server, write_config

@@ -17,10 +17,10 @@ from mcp import Client
 from mcp_types import CallToolResult, Implementation, TextContent
 
 from orchestrator.config import load
-from orchestrator.control import control_path
 from orchestrator.daemon import Orchestrator
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server
+from orchestrator.sockets import control_path
 from shared.protocol import audit, cron, pairing
 from shared.protocol.audit import EntryDraft
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.state_dirs import CONSOLE_SOCKET, CONTROL_SOCKET, Repair, StateDirError, prepare_state_dirs
+from orchestrator.sockets import CONSOLE_SOCKET, CONTROL_SOCKET
+from orchestrator.state_dirs import Repair, StateDirError, prepare_state_dirs
 from shared.private import make_private_dirs
 from tests.orchestrator.another_user import NOBODY, answer_as_nobody, reachable_tmp
 
