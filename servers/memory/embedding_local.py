@@ -40,6 +40,8 @@ MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIM = 384
 MAX_TOKENS = 256
 """The sequence length the model was trained with for sentence embeddings; longer text is truncated."""
+TRIM_AFTER_TOKENS = 4 * MAX_TOKENS
+"""Padded tokens in one embed() call from which the heap is trimmed afterwards (see `embed`)."""
 TOKENIZER_PATH = Path(__file__).parent / "embedding_data" / "minilm-tokenizer.json"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _OUTPUT = "last_hidden_state"
@@ -215,10 +217,18 @@ class LocalEmbedder:
         if not listed:
             return out
         encodings = await self.tokenize(listed)
+        tokens = 0
         for batch in batches(encodings, self.batch_size):
             hidden = await self.infer(batch)
+            tokens += batch.input_ids.size
             pooled = mean_pooled(hidden, batch.attention_mask)
             out[batch.rows] = unit_rows(pooled, f"the local model {self.model_id}")
+        if tokens >= TRIM_AFTER_TOKENS:
+            # Without its arena ONNX Runtime takes each run's tensors from the heap, and glibc kept
+            # what they freed: an import held about 120 MB more until the model was unloaded. The
+            # trim costs a few milliseconds, and the next run faults its pages in again: about 2 %
+            # of a batch of 64 texts, but 30 % of one text of 256 tokens, so single texts skip it.
+            await anyio.to_thread.run_sync(_return_memory_to_the_system, limiter=self._limiter)
         return out
 
     async def tokenize(self, texts: Sequence[str]) -> list[Encoding]:
