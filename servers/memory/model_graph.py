@@ -113,10 +113,7 @@ class _ScaledTable:
     cast: _Node
     table: _Tensor
     scale: _Tensor
-
-    @property
-    def per_row(self) -> bool:
-        return self.scale.dims == (self.table.dims[0], 1)
+    """One float per row of the table: shape (rows, 1)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +205,8 @@ def _scaled_table(
         if cast.int_attribute("to", 0) != _FLOAT:
             continue
         scale = initializers[scale_name]
-        found = _ScaledTable(gather, cast, table, scale)
-        if scale.data_type == _FLOAT and (found.per_row or all(dim == 1 for dim in scale.dims)):
-            return found
+        if scale.data_type == _FLOAT and scale.dims == (table.dims[0], 1):
+            return _ScaledTable(gather, cast, table, scale)
     return None
 
 
@@ -221,16 +217,12 @@ def _gather_then_scale(found: _ScaledTable, taken: set[str]) -> list[bytes]:
     rows, rows_float, row_scales = (
         _fresh(f"{output}/{suffix}", taken) for suffix in ("int8_rows", "rows", "row_scales")
     )
-    nodes = [
+    return [
         _encode_node("Gather", [found.table.name, indices], rows, found.gather.attributes),
+        _encode_node("Gather", [found.scale.name, indices], row_scales, found.gather.attributes),
         _encode_node("Cast", [rows], rows_float, found.cast.attributes),
+        _encode_node("Mul", [rows_float, row_scales], output, []),
     ]
-    scale = found.scale.name
-    if found.per_row:
-        nodes.append(_encode_node("Gather", [scale, indices], row_scales, found.gather.attributes))
-        scale = row_scales
-    nodes.append(_encode_node("Mul", [rows_float, scale], output, []))
-    return nodes
 
 
 def _fresh(name: str, taken: set[str]) -> str:
