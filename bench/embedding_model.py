@@ -114,7 +114,7 @@ def _measure(quick: bool) -> list[Result]:
         "batch of 64 sentences (CPU ms)": next(batches(tokenizer.encode_batch(sentences[100:164]), 64)),
     }
     repeats = (
-        {"short": 30, "one text": 8, "batch": 3} if quick else {"short": 100, "one text": 20, "batch": 8}
+        {"short": 30, "one text": 6, "batch": 2} if quick else {"short": 100, "one text": 20, "batch": 6}
     )
     results = [
         Result(
