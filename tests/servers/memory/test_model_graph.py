@@ -21,8 +21,8 @@ from servers.memory.embedding_local import (
     session_options,
 )
 from servers.memory.embeddings import unit_rows
-from servers.memory.model_graph import ModelGraphError, gather_rows_before_scaling
-from servers.memory.protobuf_wire import fields, packed_varints
+from servers.memory.model_graph import ModelGraphError, RewrittenModel, gather_rows_before_scaling
+from servers.memory.protobuf_wire import encode_bytes, encode_varint, fields, packed_varints
 
 TEXTS = [
     "when is Ana's birthday",
@@ -152,3 +152,91 @@ def test_bytes_that_are_not_an_onnx_model_are_refused_naming_the_problem() -> No
         gather_rows_before_scaling(b"\xff")
     with pytest.raises(ModelGraphError, match="has 0 graphs, expected one"):
         gather_rows_before_scaling(b"\x08\x07")  # ir_version 7 and nothing else
+
+
+# --- the rewrite on small graphs written here -------------------------------------------------------
+
+
+def encode_int(number: int, value: int) -> bytes:
+    return encode_varint(number << 3) + encode_varint(value)
+
+
+def attribute(name: str, value: int) -> bytes:
+    return encode_bytes(5, encode_bytes(1, name.encode()) + encode_int(3, value) + encode_int(20, 2))
+
+
+def node(op_type: str, inputs: list[str], output: str, *attributes: bytes) -> bytes:
+    parts = [encode_bytes(1, name.encode()) for name in inputs]
+    parts += [encode_bytes(2, output.encode()), encode_bytes(4, op_type.encode()), *attributes]
+    return encode_bytes(1, b"".join(parts))
+
+
+def tensor(name: str, dims: tuple[int, ...], data_type: int) -> bytes:
+    parts = [encode_int(1, dim) for dim in dims] + [encode_int(2, data_type), encode_bytes(8, name.encode())]
+    return encode_bytes(5, b"".join(parts))
+
+
+def model(*graph_fields: bytes) -> bytes:
+    graph = b"".join(graph_fields) + encode_bytes(11, encode_bytes(1, b"ids"))
+    return encode_int(1, 8) + encode_bytes(7, graph) + encode_bytes(8, encode_int(2, 17))
+
+
+TABLE = (tensor("q", (4, 2), INT8), tensor("s", (4, 1), FLOAT))
+DEQUANTIZE = (node("Cast", ["q"], "qf", attribute("to", FLOAT)), node("Mul", ["qf", "s"], "w"))
+
+
+def op_types(rewritten: bytes) -> list[tuple[str, list[str], str]]:
+    graph = next(field for field in fields(memoryview(rewritten)) if field.number == 7)
+    found = []
+    for entry in (field for field in fields(graph.value) if field.number == 1):
+        parts = list(fields(entry.value))
+        found.append(
+            (
+                next(f.text() for f in parts if f.number == 4),
+                [f.text() for f in parts if f.number == 1],
+                next(f.text() for f in parts if f.number == 2),
+            )
+        )
+    return found
+
+
+def test_a_gather_over_a_scaled_int8_table_gathers_rows_then_scales_them() -> None:
+    rewritten = gather_rows_before_scaling(model(*TABLE, *DEQUANTIZE, node("Gather", ["w", "ids"], "out")))
+    assert rewritten.gathered_tables == ("q",)
+    assert op_types(rewritten.model) == [
+        ("Gather", ["q", "ids"], "out/int8_rows"),
+        ("Gather", ["s", "ids"], "out/row_scales"),
+        ("Cast", ["out/int8_rows"], "out/rows"),
+        ("Mul", ["out/rows", "out/row_scales"], "out"),
+    ]
+    assert initializers(rewritten.model) == initializers(model(*TABLE))
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [
+        pytest.param((*DEQUANTIZE, node("Gather", ["w", "ids"], "out", attribute("axis", 1))), id="axis 1"),
+        pytest.param(
+            (*DEQUANTIZE, node("Gather", ["w", "ids"], "out"), node("Shape", ["w"], "shape")),
+            id="table used twice",
+        ),
+        pytest.param(
+            (
+                node("Cast", ["q"], "qf", attribute("to", 10)),
+                DEQUANTIZE[1],
+                node("Gather", ["w", "ids"], "out"),
+            ),
+            id="cast to float16",
+        ),
+        pytest.param((DEQUANTIZE[1], node("Gather", ["w", "ids"], "out")), id="no cast"),
+    ],
+)
+def test_other_graphs_are_left_byte_for_byte_as_they_were(graph: tuple[bytes, ...]) -> None:
+    original = model(*TABLE, *graph)
+    assert gather_rows_before_scaling(original) == RewrittenModel(original, ())
+
+
+def test_a_graph_that_already_has_a_value_of_a_new_name_is_refused() -> None:
+    taken = node("Identity", ["ids"], "out/rows")
+    with pytest.raises(ModelGraphError, match="already has a value named 'out/rows'"):
+        gather_rows_before_scaling(model(*TABLE, taken, *DEQUANTIZE, node("Gather", ["w", "ids"], "out")))
