@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
-from tokenizers import Tokenizer
 
 from bench.memory_server import cached_corpus
 from bench.stats import Result
@@ -78,6 +76,10 @@ def _vectors(session: Any, tokenizer: Any, texts: list[str]) -> np.ndarray:
 
 
 def _measure(quick: bool) -> list[Result]:
+    # Imported here, not with the bench: the other measurements need neither.
+    import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
+    from tokenizers import Tokenizer
+
     sentences = cached_corpus(2_000).sentences
     tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
