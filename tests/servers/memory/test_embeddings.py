@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from servers.memory.embedding_local import MODEL_ID, LocalEmbedder
+from servers.memory.embedding_local import MODEL_ID, LocalEmbedder, _default_model_path
 from servers.memory.embedding_remote import OpenAICompatEmbedder, retry_after_seconds
 from servers.memory.embeddings import EmbeddingError, EmbeddingSettings, build_embedder
 
@@ -520,4 +521,30 @@ async def test_an_idle_local_model_is_freed_and_loads_again_on_the_next_embeddin
     assert not await embedder.release_if_idle(0.0)
     after = await embedder.embed(["the garden needs water"])
     assert np.allclose(before, after, atol=1e-6)
+    await embedder.aclose()
+
+
+def private_mb() -> float:
+    """This process's private memory (USS), from /proc/self/smaps_rollup."""
+    kb = {
+        key: int(rest.split()[0])
+        for key, _, rest in (
+            line.partition(":") for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:]
+        )
+        if rest.strip().endswith("kB")
+    }
+    return (kb["Private_Clean"] + kb["Private_Dirty"]) / 1024
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="reads Linux's /proc")
+async def test_a_batch_of_texts_gives_its_working_memory_back() -> None:
+    embedder = LocalEmbedder(threads=2)
+    await embedder.embed(["warm up"])
+    loaded = private_mb()
+    await embedder.embed(
+        [f"memory {n}: " + "the shopping list for the trip to the mountains " * 8 for n in range(32)]
+    )
+    # Without the trim, what a batch of 32 texts of ~80 tokens freed stayed in the process: more than
+    # twice the size of the int8 model file.
+    assert private_mb() - loaded < _default_model_path().stat().st_size / 2**20
     await embedder.aclose()
