@@ -21,7 +21,7 @@ from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.models import Tier
 from orchestrator.mcpserver.read_tools import add_read_tools, goal_snapshot, memory_file
 from orchestrator.mcpserver.resource_watch import ResourceWatch
-from shared.hosting import serve_resource_subscriptions
+from shared.hosting.capabilities import serve_resource_subscriptions
 from shared.serverkit import nexo_version
 
 INSTRUCTIONS = {

@@ -23,7 +23,9 @@ from orchestrator.mesh import HttpServerConfig, ServerConnection, SupervisionCon
 from orchestrator.mesh.events import pull_forever
 from shared.db import Database
 from shared.events import EVENTS_MIGRATIONS, EventLog, StoredEvent
-from shared.hosting import HttpOptions, listen, serve_http
+from shared.hosting.listener import listen
+from shared.hosting.options import HttpOptions
+from shared.hosting.serve import serve_http
 from shared.protocol.events import Event, EventsExtension
 from shared.serverkit import NexoServer
 
