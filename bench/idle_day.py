@@ -32,7 +32,7 @@ import anyio.lowlevel
 from bench.mesh_run import workdir
 from bench.stats import Result
 from bench.support import describe, progress
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.daemon import Orchestrator
 from orchestrator.proactive.runtime import Autonomy
 from shared.protocol.audit import MAX_TAIL, TailParams, TailRequest, TailResult

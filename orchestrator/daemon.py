@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from orchestrator.child_env import child_env
 from orchestrator.client_actions import ClientActions
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.control import Emit, serve_control
 from orchestrator.dashboard.ops import DASHBOARD_OPS, dashboard_command, start_dashboard
 from orchestrator.dlq import channel_connections, dlq

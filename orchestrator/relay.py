@@ -21,7 +21,7 @@ from shared.protocol import audit, cron, memory, pairing
 from shared.protocol.goal_terms import GOAL_GET_METHOD, GOAL_LIST_METHOD
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
 
 RELAY_TIMEOUT_S = 30.0
 

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from mcp import MCPError
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.doctor import Finding
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify

@@ -18,7 +18,7 @@ import logging
 import anyio
 from anyio.abc import TaskGroup
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.goals.observer import LedgerObserver
 from orchestrator.goals.sink import AuditSink
 from orchestrator.goals.tracker import GoalTracker, TrackedGoal

@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from anyio.abc import TaskGroup
 
-from orchestrator.config import ChannelPairing, NexoConfig
+from orchestrator.config.channels import ChannelPairing
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.goals import AuditSink
 from orchestrator.intake.chats import scope_of, sender_of
 from orchestrator.intake.outbound import reply_sender

@@ -11,7 +11,8 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
-from orchestrator.config import AgentConfig, NexoConfig, workspace_root
+from orchestrator.config.agents import AgentConfig
+from orchestrator.config.nexo import NexoConfig, workspace_root
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
 from orchestrator.intake.admission import Admissions, principal_of
 from orchestrator.intake.away import AwayDigest

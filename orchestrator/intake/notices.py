@@ -8,7 +8,7 @@ from typing import Literal
 
 import anyio
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import Mesh, ServerConnection

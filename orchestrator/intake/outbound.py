@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import anyio
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.goals import AuditSink
 from orchestrator.intake.chats import scope_of
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable

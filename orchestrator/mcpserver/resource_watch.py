@@ -31,7 +31,7 @@ from orchestrator.mcpserver.read_tools import goal_snapshot, memory_file
 from shared.protocol import audit
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
     from orchestrator.mcpserver.backend import Backend
 
 logger = logging.getLogger("nexo.mcpserver")

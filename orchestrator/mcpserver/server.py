@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.mcpserver.act_tools import add_act_tools, add_admin_tools
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.models import Tier

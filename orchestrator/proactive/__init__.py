@@ -1,6 +1,6 @@
 """Autonomy's building blocks: its config, action limits, spend budgets, the sleep tool, ticks, the digest.
 
-None of these modules imports ``orchestrator.config``, so that module can build on their models.
+None of these modules imports ``orchestrator.config``, so that package can build on their models.
 """
 
 from orchestrator.proactive.budgets import (

@@ -39,7 +39,7 @@ from shared.protocol.audit import (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
     from orchestrator.intake import Intake
 
 logger = logging.getLogger("nexo.autonomy")

@@ -16,7 +16,7 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult, Implementation, TextContent
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.daemon import Orchestrator
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server

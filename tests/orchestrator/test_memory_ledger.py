@@ -16,7 +16,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from orchestrator.config import AgentConfig
+from orchestrator.config.agents import AgentConfig
 from orchestrator.goals.observer import LedgerObserver
 from orchestrator.goals.sink import AuditSink
 from orchestrator.goals.tracker import GoalTracker, TrackedGoal

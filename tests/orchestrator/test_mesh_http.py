@@ -18,7 +18,7 @@ import mcp_types as types
 import pytest
 from mcp import MCPError
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.mesh import HttpServerConfig, ServerConnection, SupervisionConfig
 from orchestrator.mesh.events import pull_forever
 from shared.db import Database

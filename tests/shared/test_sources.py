@@ -17,7 +17,7 @@ from typing import get_args
 import pytest
 from mcp.client import Client
 
-from orchestrator.config import NAME_PATTERN
+from orchestrator.config.agents import NAME_PATTERN
 from orchestrator.proactive.ticks import TickReason
 from servers.audit.drafts import validate_draft
 from servers.audit.errors import InvalidEntry
