@@ -40,7 +40,8 @@ from orchestrator.relay import relay, relay_operator, relay_tool
 from orchestrator.sockets import control_path
 from orchestrator.state_location import RunningRecord, config_of_label
 from orchestrator.storage import StorageWatch
-from shared.protocol.audit import ConfigChangeBody, EntryDraft, NoticeBody
+from shared.protocol.audit.bodies import ConfigChangeBody, NoticeBody
+from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.channel import (
     NAMESPACES,
     ChannelParams,

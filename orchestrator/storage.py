@@ -24,7 +24,8 @@ from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
 from shared.db import RECOVERED_FREE_BYTES
-from shared.protocol.audit import EntryDraft, NoticeBody
+from shared.protocol.audit.bodies import NoticeBody
+from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.storage import StorageStatusParams, StorageStatusRequest, StorageStatusResult
 
 logger = logging.getLogger("nexo.storage")

@@ -32,7 +32,8 @@ from orchestrator.permissions import ApprovalBroker
 from orchestrator.permissions.answers import pairing_prompt_call
 from orchestrator.permissions.claude_relay import Relay
 from orchestrator.permissions.policy import Standing
-from shared.protocol.audit import EntryDraft, PairingBody
+from shared.protocol.audit.bodies import PairingBody
+from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.channel import SOURCE_NAME_PATTERN, ChannelParams
 from shared.protocol.identities import InvalidSender, normalize_sender
 from shared.protocol.pairing import (

@@ -38,7 +38,7 @@ from orchestrator.permissions.policy import Standing
 from orchestrator.proactive.digest import REPLIED
 from orchestrator.tools.channels import channel_tools
 from orchestrator.tools.local import GoalContext, LocalTools, local_catalog_tools
-from shared.protocol.audit import Origin
+from shared.protocol.audit.goals import Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
 from shared.protocol.cron import BINDING_META_KEY, MODEL_META_KEY
 from shared.protocol.events import Event

@@ -28,15 +28,10 @@ from orchestrator.proactive.restore import actions_by_agent, entries_since, spen
 from orchestrator.proactive.ticks import TickReason, render_tick
 from orchestrator.proactive.unattended import TurnReport, charged_model, run_unattended
 from orchestrator.proactive.wording import action_cap_text, budget_text
-from shared.protocol.audit import (
-    ConfigChangeBody,
-    EntryDraft,
-    NoticeBody,
-    Origin,
-    TailParams,
-    TailRequest,
-    TailResult,
-)
+from shared.protocol.audit.bodies import ConfigChangeBody, NoticeBody
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.goals import Origin
+from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
 
 if TYPE_CHECKING:
     from orchestrator.config.nexo import NexoConfig

@@ -29,7 +29,9 @@ from orchestrator.proactive.sleep import SLEEP_INPUT_SCHEMA, SLEEP_TOOL_NAME, ch
 from orchestrator.proactive.ticks import IDLE_MARKER, is_idle_answer
 from orchestrator.proactive.toolbox import on_demand
 from orchestrator.tools.local import GoalContext, LocalTool, LocalToolError, LocalTools, local_catalog_tools
-from shared.protocol.audit import EntryDraft, Origin, SpendReservedBody
+from shared.protocol.audit.bodies import SpendReservedBody
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.goals import Origin
 from shared.protocol.memory import PROVENANCE_META_KEY
 
 if TYPE_CHECKING:
