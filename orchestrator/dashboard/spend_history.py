@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo
 
 from orchestrator.dashboard.client import Daemon
 from orchestrator.llm.types import Usage
-from orchestrator.proactive.budgets import find_price, price_of
 from orchestrator.proactive.config import Price
+from orchestrator.proactive.prices import find_price, price_of
 from shared.protocol.audit.terms import MAX_TAIL
 
 SPEND_KINDS = ("turn", "spend_reserved")

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from orchestrator.mesh import ServerConnection
-from orchestrator.proactive.budgets import SpendRow
+from orchestrator.proactive.spend import SpendRow
 from shared.protocol.audit.entries import Entry
 from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
 from shared.protocol.audit.terms import MAX_TAIL, EntryKind

@@ -19,12 +19,14 @@ import anyio
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import Mesh, ServerConnection
-from orchestrator.proactive.budgets import Scopes, SpendTracker, price_keys
+from orchestrator.proactive.budgets import SpendTracker
 from orchestrator.proactive.cron import CronFires
 from orchestrator.proactive.limits import HOUR, ActionLimiter, LimitHit, Refusal
 from orchestrator.proactive.pending import pending_items
 from orchestrator.proactive.plan import TickPlan, config_timing_problems, run_plan, start_refusal
+from orchestrator.proactive.prices import price_keys
 from orchestrator.proactive.restore import actions_by_agent, entries_since, spend_rows
+from orchestrator.proactive.spend import Scopes
 from orchestrator.proactive.ticks import TickReason, render_tick
 from orchestrator.proactive.unattended import TurnReport, charged_model, run_unattended
 from orchestrator.proactive.wording import action_cap_text, budget_text
