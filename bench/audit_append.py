@@ -29,7 +29,9 @@ from bench.stats import Result, percentile, table
 from bench.support import describe, progress
 from servers.audit.committer import GroupCommitter
 from servers.audit.store import Ledger, open_database
-from shared.protocol.audit import EntryDraft, ToolCallBody, args_digest
+from shared.protocol.audit.bodies import ToolCallBody
+from shared.protocol.audit.digest import args_digest
+from shared.protocol.audit.entries import EntryDraft
 
 APPENDERS = 16
 TARGET_PER_ENTRY_MS = 0.5

@@ -32,10 +32,11 @@ import anyio.lowlevel
 from bench.mesh_run import workdir
 from bench.stats import Result
 from bench.support import describe, progress
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.daemon import Orchestrator
 from orchestrator.proactive.runtime import Autonomy
-from shared.protocol.audit import MAX_TAIL, TailParams, TailRequest, TailResult
+from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
+from shared.protocol.audit.terms import MAX_TAIL
 from tests.fakes.llm import FakeLLM, RecordedRequest, Reply
 from tests.mesh.harness import python_server, write_config
 

@@ -15,7 +15,7 @@ from typing import IO
 import anyio
 
 from orchestrator.mesh import Mesh, SupervisionConfig
-from orchestrator.mesh.connection import describe_error
+from orchestrator.mesh.errors import describe_error
 from tests.mesh.harness import child_pids, stop
 
 CONNECT_TIMEOUT_S = 20.0

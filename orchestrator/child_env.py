@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from orchestrator.config import NexoConfig, workspace_root
+from orchestrator.config.nexo import NexoConfig, workspace_root
 
 
 def child_env(config: NexoConfig) -> dict[str, str]:

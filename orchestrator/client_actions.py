@@ -35,7 +35,10 @@ from orchestrator.mesh import CatalogTool, Mesh, ServerUnavailable
 from orchestrator.tools.impersonation import refuse_prompt_lookalike
 from orchestrator.tools.local import LocalToolError
 from shared.protocol import cron, pairing
-from shared.protocol.audit import EntryDraft, ToolCallBody, ToolOutcome, args_digest
+from shared.protocol.audit.bodies import ToolCallBody
+from shared.protocol.audit.digest import args_digest
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.terms import ToolOutcome
 from shared.protocol.channel import MAX_CONTENT_CHARS
 from shared.protocol.sources import SOURCE_PART, source
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from orchestrator.child_env import child_env
 from orchestrator.client_actions import ClientActions
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.control import Emit, serve_control
 from orchestrator.dashboard.ops import DASHBOARD_OPS, dashboard_command, start_dashboard
 from orchestrator.dlq import channel_connections, dlq
@@ -40,7 +40,8 @@ from orchestrator.relay import relay, relay_operator, relay_tool
 from orchestrator.sockets import control_path
 from orchestrator.state_location import RunningRecord, config_of_label
 from orchestrator.storage import StorageWatch
-from shared.protocol.audit import ConfigChangeBody, EntryDraft, NoticeBody
+from shared.protocol.audit.bodies import ConfigChangeBody, NoticeBody
+from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.channel import (
     NAMESPACES,
     ChannelParams,

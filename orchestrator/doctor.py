@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig
 from shared.net import is_loopback
 

@@ -157,7 +157,7 @@ async def serve_metrics(
     from starlette.routing import Route
 
     # Only when metrics are on: hosting brings the MCP server package with it.
-    from shared.hosting import listen, serve_asgi
+    from shared.hosting.listener import listen, serve_asgi
 
     async def scrape(_: Request) -> Response:
         refresh()

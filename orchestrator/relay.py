@@ -17,21 +17,22 @@ from pydantic import ValidationError
 
 from orchestrator.intake.admission import platform_of
 from orchestrator.mesh import Mesh, ServerUnavailable
-from shared.protocol import audit, cron, memory, pairing
+from shared.protocol import cron, memory, pairing
+from shared.protocol.audit import methods as audit_methods
 from shared.protocol.goal_terms import GOAL_GET_METHOD, GOAL_LIST_METHOD
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
 
 RELAY_TIMEOUT_S = 30.0
 
 RELAYED: dict[str, tuple[type[types.Request[Any, Any]], type[types.Result]]] = {
     request.model_fields["method"].default: (request, result)
     for request, result in (
-        (audit.GoalListRequest, audit.GoalListResult),
-        (audit.GoalGetRequest, audit.GoalGetResult),
-        (audit.VerifyRequest, audit.VerifyResult),
-        (audit.TailRequest, audit.TailResult),
+        (audit_methods.GoalListRequest, audit_methods.GoalListResult),
+        (audit_methods.GoalGetRequest, audit_methods.GoalGetResult),
+        (audit_methods.VerifyRequest, audit_methods.VerifyResult),
+        (audit_methods.TailRequest, audit_methods.TailResult),
         (cron.ListRequest, cron.ListResult),
         (cron.PauseRequest, cron.EntryResult),
         (cron.ResumeRequest, cron.EntryResult),

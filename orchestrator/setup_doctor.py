@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.doctor import Finding, bound_channels, by_severity
 from orchestrator.intake.admission import platform_of
 from shared.protocol.identities import InvalidSender, normalize_sender

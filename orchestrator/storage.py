@@ -18,13 +18,14 @@ from typing import Any
 import anyio
 from mcp import MCPError
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.doctor import Finding
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
 from shared.db import RECOVERED_FREE_BYTES
-from shared.protocol.audit import EntryDraft, NoticeBody
+from shared.protocol.audit.bodies import NoticeBody
+from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.storage import StorageStatusParams, StorageStatusRequest, StorageStatusResult
 
 logger = logging.getLogger("nexo.storage")

@@ -53,7 +53,7 @@ PRELOAD = (
     "rich.logging",
     "shared.db",
     "shared.events",
-    "shared.hosting",
+    "shared.hosting.main",
     "shared.protocol.control",
     "shared.protocol.events",
     "shared.protocol.memory",

@@ -10,7 +10,7 @@ from typing import Any
 import compose  # type: ignore[import-untyped]  # ships the binary, no type information
 
 from orchestrator.cli.serve import BUILT_IN
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.mesh.config import HttpServerConfig
 
 REPO = Path(__file__).resolve().parents[1]

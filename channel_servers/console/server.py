@@ -18,7 +18,7 @@ from channel_servers.console.settings import ConsoleSettings
 from channel_servers.console.store import ConsoleStore, open_store
 from shared.channelkit.server import LiveSessions, make_channel_server
 from shared.events import EventLog, EventLogFull
-from shared.hosting import server_main
+from shared.hosting.main import server_main
 from shared.protocol.channel import (
     PermissionRequestParams,
     PermissionVerdictParams,

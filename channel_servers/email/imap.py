@@ -20,7 +20,7 @@ import anyio
 from channel_servers.email.imapconnect import ImapProblem, checked, open_imap, quietly_logout
 from channel_servers.email.settings import EmailSettings
 from channel_servers.email.store import MailStore
-from shared import hosting
+from shared.hosting.errors import HostingError
 
 logger = logging.getLogger("nexo.email")
 
@@ -71,7 +71,7 @@ class Inbox:
                 client = await self._connect()
             except (TimeoutError, OSError, ImapProblem, aioimaplib.Abort) as exc:
                 if first:
-                    raise hosting.HostingError(_unreachable(self.settings, exc)) from None
+                    raise HostingError(_unreachable(self.settings, exc)) from None
                 logger.warning(
                     "IMAP connection failed (%s); retrying in %.0f s", exc, self.settings.reconnect_s
                 )

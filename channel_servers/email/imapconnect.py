@@ -16,7 +16,7 @@ import aioimaplib
 import anyio
 
 from channel_servers.email.settings import EmailSettings
-from shared import hosting
+from shared.hosting.errors import HostingError
 
 logger = logging.getLogger("nexo.email")
 
@@ -65,7 +65,7 @@ async def open_imap(settings: EmailSettings, context: ssl.SSLContext) -> aioimap
             await _starttls(client, settings.imap_host, context)
         login = await client.login(settings.login, settings.password.get_secret_value())
         if login.result != "OK":
-            raise hosting.HostingError(
+            raise HostingError(
                 f"the IMAP server {settings.imap_host} refused the login of {settings.login}: check "
                 "NEXO_EMAIL_USERNAME and NEXO_EMAIL_PASSWORD (many providers need an app password)"
             )

@@ -32,9 +32,9 @@ from channel_servers.slack.settings import (
     load_settings,
 )
 from channel_servers.slack.threads import Threads
-from shared import hosting
 from shared.channelkit import Channel, EventLogFull, channel_main, define_channel, serve_asgi
 from shared.channelkit.prompts import PromptClosed
+from shared.hosting.errors import HostingError
 from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.slack")
@@ -81,7 +81,7 @@ class Slack:
                 try:
                     await socket_mode.run(api, app_token, self._handle, channel.ready, self._sleep)
                 except ApiError as exc:
-                    raise hosting.HostingError(
+                    raise HostingError(
                         f"Slack refused the app-level token ({exc.error}): set {APP_TOKEN_VARIABLE} to an "
                         "app-level token (xapp-) with the scope connections:write, then restart `nexo run`"
                     ) from None
@@ -107,12 +107,12 @@ class Slack:
         try:
             me = await api.call("auth.test")
         except ApiError as exc:
-            raise hosting.HostingError(
+            raise HostingError(
                 f"Slack refused the bot token ({exc.error}): set {BOT_TOKEN_VARIABLE} to the Bot User "
                 "OAuth Token (xoxb-) of your app, then restart `nexo run`"
             ) from None
         except (NetworkError, RateLimited) as exc:
-            raise hosting.HostingError(
+            raise HostingError(
                 f"cannot reach the Slack Web API at {self.settings.api_base_url}: {exc}; check the "
                 "network or NEXO_SLACK_API_BASE_URL"
             ) from None

@@ -22,9 +22,9 @@ from channel_servers.telegram.outbound import Sender
 from channel_servers.telegram.receive import poll, serve_webhook, webhook_app
 from channel_servers.telegram.settings import NAME, TOKEN_VARIABLE, TelegramSettings, load_settings
 from channel_servers.telegram.updates import Message, Press, parse
-from shared import hosting
 from shared.channelkit import Channel, channel_main, define_channel
 from shared.channelkit.prompts import PromptClosed
+from shared.hosting.errors import HostingError
 from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.telegram")
@@ -87,11 +87,11 @@ class Telegram:
         try:
             me: dict[str, Any] = await api.call_retrying("getMe")
         except Unauthorized as exc:
-            raise hosting.HostingError(
+            raise HostingError(
                 f"{exc}: set {TOKEN_VARIABLE} to the token @BotFather gave (/token), then restart"
             ) from None
         except (ApiError, NetworkError) as exc:
-            raise hosting.HostingError(
+            raise HostingError(
                 f"cannot reach the Telegram Bot API at {self.settings.api_base_url}: {exc}; check the "
                 "network or NEXO_TELEGRAM_API_BASE_URL"
             ) from None

@@ -34,7 +34,8 @@ from starlette.types import ASGIApp
 
 from channel_servers.webhook.sources import Source, find_first
 from channel_servers.webhook.verify import Refused, body_digest
-from shared.hosting import HostingError, ListenError, listen, serve_asgi
+from shared.hosting.errors import HostingError
+from shared.hosting.listener import ListenError, listen, serve_asgi
 
 logger = logging.getLogger("nexo.webhook")
 

@@ -31,7 +31,7 @@ from channel_servers.webhook.sources import Source, load_sources
 from channel_servers.webhook.store import Claim, WebhookStore, open_store
 from shared.channelkit.server import LiveSessions, make_channel_server
 from shared.events import EventLog, EventLogFull
-from shared.hosting import server_main
+from shared.hosting.main import server_main
 from shared.protocol.channel import MAX_CONTENT_CHARS, normalize_inbound
 from shared.protocol.outbound import ChatIdArg, IdempotencyKeyArg, NoticeArg, ReplyToArg, TextArg
 from shared.protocol.policy import READ_ONLY_HINTS, tool_hints

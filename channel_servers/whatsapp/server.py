@@ -35,7 +35,7 @@ from shared.channelkit import (
     define_channel,
     serve_asgi,
 )
-from shared.hosting import HostingError
+from shared.hosting.errors import HostingError
 from shared.protocol.channel import PermissionRequestParams
 
 logger = logging.getLogger("nexo.whatsapp")

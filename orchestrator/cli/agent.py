@@ -49,7 +49,7 @@ class TerminalApprover:
 
 def terminal_gate(config: Any, agent: Any, assume_yes: bool) -> Any:
     """The agent's permission policy, asking on this terminal; --yes answers asks, never denials."""
-    from orchestrator.config import workspace_root
+    from orchestrator.config.nexo import workspace_root
     from orchestrator.permissions import PolicyEngine, PolicyGate
 
     engine = PolicyEngine(agent.permissions, workspace=workspace_root(config))

@@ -17,7 +17,7 @@ from orchestrator.cli.direct import Action, with_server
 
 if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection
-    from shared.protocol.audit import Entry
+    from shared.protocol.audit.entries import Entry
 
 AUDIT_SERVER = "audit"
 READ_TIMEOUT_S = 30.0
@@ -116,7 +116,7 @@ def add_audit_parser(sub: Any) -> argparse.ArgumentParser:
 
 def tail_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with ``nexo audit tail`` arguments, found before any server is started."""
-    from shared.protocol.audit import ENTRY_KINDS, MAX_TAIL
+    from shared.protocol.audit.terms import ENTRY_KINDS, MAX_TAIL
 
     if args.kind is not None and args.kind not in ENTRY_KINDS:
         return f"unknown kind {args.kind!r}: use one of {', '.join(ENTRY_KINDS)}"
@@ -126,7 +126,7 @@ def tail_problem(args: argparse.Namespace) -> str | None:
 
 
 def _tail(args: argparse.Namespace) -> Action:
-    from shared.protocol.audit import TailParams, TailRequest, TailResult
+    from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
 
     async def action(audit: ServerConnection) -> int:
         params = TailParams(goal_id=args.goal, source=args.source, kind=args.kind, limit=args.n)
@@ -144,7 +144,8 @@ def _tail(args: argparse.Namespace) -> Action:
 
 
 def _verify(args: argparse.Namespace) -> Action:
-    from shared.protocol.audit import Head, VerifyParams, VerifyRequest, VerifyResult
+    from shared.protocol.audit.entries import Head
+    from shared.protocol.audit.methods import VerifyParams, VerifyRequest, VerifyResult
 
     async def action(audit: ServerConnection) -> int:
         expected = (

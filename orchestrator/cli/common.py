@@ -32,7 +32,7 @@ def config_path(value: str | None) -> Path | None:
 
 def load_config(value: str | None) -> Any:
     """The validated config, or SystemExit(1) after printing every problem to stderr."""
-    from orchestrator.config import load
+    from orchestrator.config.loading import load
     from shared.settings import ConfigError
 
     try:

@@ -178,7 +178,9 @@ async def _record_offline(config: Any, action: str, as_json: bool) -> int:
     """The daemon is down: the switch goes into the ledger, which the next start reads."""
     from orchestrator.cli.audit import with_audit
     from orchestrator.proactive.runtime import KILL_SWITCH_PATH
-    from shared.protocol.audit import AppendParams, AppendRequest, AppendResult, ConfigChangeBody, EntryDraft
+    from shared.protocol.audit.bodies import ConfigChangeBody
+    from shared.protocol.audit.entries import EntryDraft
+    from shared.protocol.audit.methods import AppendParams, AppendRequest, AppendResult
 
     what = "paused" if action == "pause" else "resumed"
 

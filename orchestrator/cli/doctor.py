@@ -11,7 +11,7 @@ import anyio
 from orchestrator.cli.common import load_config, print_json, setup_logging
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
     from orchestrator.doctor import Finding
     from orchestrator.mesh import ServerConnection
     from orchestrator.mesh.config import ServerConfig

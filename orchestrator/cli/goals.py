@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection
 
 Goal = dict[str, Any]
-"""A goal as the audit server's JSON has it (``shared.protocol.audit.Goal`` dumped)."""
+"""A goal as the audit server's JSON has it (``shared.protocol.audit.goals.Goal`` dumped)."""
 
 PROMPT_COLUMN = 48
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
@@ -145,7 +145,7 @@ def _not_found(args: argparse.Namespace) -> int:
 
 
 def _listing(args: argparse.Namespace, *, discover: bool) -> Action:
-    from shared.protocol.audit import GoalListParams, GoalListRequest, GoalListResult
+    from shared.protocol.audit.methods import GoalListParams, GoalListRequest, GoalListResult
 
     async def action(audit: ServerConnection) -> int:
         params = GoalListParams.model_validate(_list_params(args, discover=discover))
@@ -158,7 +158,7 @@ def _listing(args: argparse.Namespace, *, discover: bool) -> Action:
 def _attach(args: argparse.Namespace) -> Action:
     from mcp import MCPError
 
-    from shared.protocol.audit import GoalGetParams, GoalGetRequest, GoalGetResult
+    from shared.protocol.audit.methods import GoalGetParams, GoalGetRequest, GoalGetResult
 
     async def action(audit: ServerConnection) -> int:
         request = GoalGetRequest(params=GoalGetParams(id=args.goal))

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 TEXT_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-"""The servers' own format (shared.hosting.configure_logging), date included: their lines land in the
+"""The servers' own format (shared.hosting.main.configure_logging), date included: their lines land in the
 same stderr as the orchestrator's and must read the same."""
 
 LOG_FIELDS = ("agent", "goal", "server", "tool", "binding")

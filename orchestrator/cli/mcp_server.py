@@ -31,8 +31,11 @@ def command_mcp_server(args: argparse.Namespace) -> int:
     from orchestrator.mcpserver.backend import Backend
     from orchestrator.mcpserver.server import build_server
     from orchestrator.sockets import control_path
-    from shared.hosting import HostingError, configure_logging, http_options_from_env, run, startup_failure
-    from shared.hosting import token_source as source_of
+    from shared.hosting.errors import HostingError, startup_failure
+    from shared.hosting.main import configure_logging
+    from shared.hosting.options import http_options_from_env
+    from shared.hosting.serve import run
+    from shared.hosting.tokens import token_source as source_of
 
     config = load_config(args.config)
     env = {"NEXO_STATE_DIR": str(config.state_path), **os.environ}

@@ -17,7 +17,7 @@ from orchestrator.cli.direct import with_server
 from shared.protocol import pairing_methods as m
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
     from orchestrator.mesh import ServerConnection
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"

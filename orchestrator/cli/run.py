@@ -30,7 +30,7 @@ logger = logging.getLogger("nexo.run")
 
 def command_run(args: argparse.Namespace) -> int:
     from orchestrator.cli.check import check
-    from orchestrator.config import provider_keys_missing, stdio_commands_missing
+    from orchestrator.config.preflight import provider_keys_missing, stdio_commands_missing
     from shared.settings import ConfigError
 
     config = load_config(args.config)
@@ -41,7 +41,7 @@ def command_run(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     if args.check_config:
         return anyio.run(check, config, args)
-    from orchestrator.config import workspace_root
+    from orchestrator.config.nexo import workspace_root
 
     try:
         sockets = (CONTROL_SOCKET, CONSOLE_SOCKET) if "console" in config.servers else (CONTROL_SOCKET,)

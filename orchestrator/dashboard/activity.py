@@ -17,7 +17,7 @@ from orchestrator.dashboard.feed import FeedFilter, LedgerFollower, entry_html
 from orchestrator.dashboard.goals import goal_status
 from orchestrator.dashboard.layout import empty, page, problem
 from orchestrator.dashboard.markup import Markup, join, render
-from shared.protocol.audit import ENTRY_KINDS
+from shared.protocol.audit.terms import ENTRY_KINDS
 
 SHOWN = 100
 SEEN_COOKIE = "nexo_seen"

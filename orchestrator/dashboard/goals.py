@@ -12,7 +12,7 @@ from orchestrator.dashboard.feed import entry_html
 from orchestrator.dashboard.forms import checked_form
 from orchestrator.dashboard.layout import button_form, empty, page, problem, when
 from orchestrator.dashboard.markup import Markup, join, render
-from shared.protocol.audit import TERMINAL_STATUSES
+from shared.protocol.audit.terms import TERMINAL_STATUSES
 
 RECENT = 50
 

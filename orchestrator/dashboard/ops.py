@@ -15,7 +15,7 @@ import anyio.abc
 from orchestrator.permissions.answers import answer_approval, pending_approvals
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
     from orchestrator.dashboard.serve import DashboardServer
     from orchestrator.intake import Intake
 

@@ -22,7 +22,7 @@ class DashboardServer:
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; ``task_status`` gets the base URL once the port listens."""
-        from shared.hosting import listen, serve_asgi
+        from shared.hosting.listener import listen, serve_asgi
 
         port = self.options.port if self.options.port is not None else 0
         host = self.options.host

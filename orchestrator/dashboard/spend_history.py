@@ -18,9 +18,9 @@ from zoneinfo import ZoneInfo
 
 from orchestrator.dashboard.client import Daemon
 from orchestrator.llm.types import Usage
-from orchestrator.proactive.budgets import find_price, price_of
 from orchestrator.proactive.config import Price
-from shared.protocol.audit import MAX_TAIL
+from orchestrator.proactive.prices import find_price, price_of
+from shared.protocol.audit.terms import MAX_TAIL
 
 SPEND_KINDS = ("turn", "spend_reserved")
 

@@ -18,7 +18,7 @@ import logging
 import anyio
 from anyio.abc import TaskGroup
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.goals.observer import LedgerObserver
 from orchestrator.goals.sink import AuditSink
 from orchestrator.goals.tracker import GoalTracker, TrackedGoal
@@ -27,19 +27,18 @@ from orchestrator.intake.outbound import notify
 from orchestrator.loop import GoalResult, run_goal
 from orchestrator.mesh import Mesh
 from orchestrator.tools.local import GoalContext
-from shared.protocol.audit import (
-    EntryDraft,
-    Goal,
+from shared.protocol.audit.bodies import NoticeBody
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.goals import Goal, Origin
+from shared.protocol.audit.methods import (
     GoalBootParams,
     GoalBootRequest,
     GoalBootResult,
-    GoalKind,
     GoalMarkNotifiedParams,
     GoalMarkNotifiedRequest,
     GoalMarkNotifiedResult,
-    NoticeBody,
-    Origin,
 )
+from shared.protocol.audit.terms import GoalKind
 
 logger = logging.getLogger("nexo.goals")
 RESUMABLE: tuple[GoalKind, ...] = ("bg",)

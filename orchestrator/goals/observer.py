@@ -9,7 +9,11 @@ from orchestrator.goals.sink import AuditSink
 from orchestrator.goals.tracker import GoalTracker, TrackedGoal
 from orchestrator.llm import Usage
 from orchestrator.metrics import Metrics
-from shared.protocol.audit import Budget, EntryDraft, ToolCallBody, ToolOutcome, TurnBody, args_digest
+from shared.protocol.audit.bodies import ToolCallBody, TurnBody
+from shared.protocol.audit.digest import args_digest
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.goals import Budget
+from shared.protocol.audit.terms import ToolOutcome
 
 
 class LedgerObserver:

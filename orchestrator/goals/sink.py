@@ -15,7 +15,9 @@ import anyio
 from mcp import MCPError
 
 from orchestrator.mesh import ServerConnection
-from shared.protocol.audit import MAX_APPEND, AppendParams, AppendRequest, AppendResult, EntryDraft
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.methods import AppendParams, AppendRequest, AppendResult
+from shared.protocol.audit.terms import MAX_APPEND
 
 logger = logging.getLogger("nexo.audit")
 DEFAULT_CAPACITY = 10_000

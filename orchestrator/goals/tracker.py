@@ -18,19 +18,16 @@ import anyio
 from orchestrator.loop import GoalResult, Outcome
 from orchestrator.mesh import ServerConnection
 from orchestrator.metrics import Metrics
-from shared.protocol.audit import (
-    Budget,
-    Goal,
+from shared.protocol.audit.goals import Budget, Goal, Origin
+from shared.protocol.audit.methods import (
     GoalCreateParams,
     GoalCreateRequest,
     GoalCreateResult,
-    GoalKind,
-    GoalStatus,
     GoalUpdateParams,
     GoalUpdateRequest,
     GoalUpdateResult,
-    Origin,
 )
+from shared.protocol.audit.terms import GoalKind, GoalStatus
 
 logger = logging.getLogger("nexo.goals")
 CALL_TIMEOUT_S = 10.0

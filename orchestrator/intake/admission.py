@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from anyio.abc import TaskGroup
 
-from orchestrator.config import ChannelPairing, NexoConfig
+from orchestrator.config.channels import ChannelPairing
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.goals import AuditSink
 from orchestrator.intake.chats import scope_of, sender_of
 from orchestrator.intake.outbound import reply_sender
@@ -31,7 +32,8 @@ from orchestrator.permissions import ApprovalBroker
 from orchestrator.permissions.answers import pairing_prompt_call
 from orchestrator.permissions.claude_relay import Relay
 from orchestrator.permissions.policy import Standing
-from shared.protocol.audit import EntryDraft, PairingBody
+from shared.protocol.audit.bodies import PairingBody
+from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.channel import SOURCE_NAME_PATTERN, ChannelParams
 from shared.protocol.identities import InvalidSender, normalize_sender
 from shared.protocol.pairing import (

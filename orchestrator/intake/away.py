@@ -9,7 +9,9 @@ from datetime import UTC, datetime
 
 from orchestrator.mesh import ServerConnection
 from orchestrator.proactive.digest import DIGEST_KINDS, build_digest, needs_digest
-from shared.protocol.audit import MAX_TAIL, Entry, TailParams, TailRequest, TailResult
+from shared.protocol.audit.entries import Entry
+from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
+from shared.protocol.audit.terms import MAX_TAIL
 
 logger = logging.getLogger("nexo.intake")
 

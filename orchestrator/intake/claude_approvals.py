@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.intake.notices import Notices
 from orchestrator.mesh import Mesh, ServerConnection
 from orchestrator.permissions import ApprovalBroker

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from orchestrator.config import AgentConfig, NexoConfig
+from orchestrator.config.agents import AgentConfig
+from orchestrator.config.nexo import NexoConfig
 
 CHANNEL_CAPABILITIES = ("nexo/channel", "claude/channel")
 Verdict = Literal["register", "skip", "not_bound", "fail"]

@@ -11,7 +11,8 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
-from orchestrator.config import AgentConfig, NexoConfig, workspace_root
+from orchestrator.config.agents import AgentConfig
+from orchestrator.config.nexo import NexoConfig, workspace_root
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
 from orchestrator.intake.admission import Admissions, principal_of
 from orchestrator.intake.away import AwayDigest
@@ -37,7 +38,7 @@ from orchestrator.permissions.policy import Standing
 from orchestrator.proactive.digest import REPLIED
 from orchestrator.tools.channels import channel_tools
 from orchestrator.tools.local import GoalContext, LocalTools, local_catalog_tools
-from shared.protocol.audit import Origin
+from shared.protocol.audit.goals import Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
 from shared.protocol.cron import BINDING_META_KEY, MODEL_META_KEY
 from shared.protocol.events import Event

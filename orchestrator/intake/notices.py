@@ -8,12 +8,13 @@ from typing import Literal
 
 import anyio
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import Mesh, ServerConnection
 from orchestrator.metrics import Metrics
-from shared.protocol.audit import ChannelBody, EntryDraft, NoticeBody
+from shared.protocol.audit.bodies import ChannelBody, NoticeBody
+from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.events import DeadLetterParams, DeadLetterRequest, DeadLetterResult, Event
 
 logger = logging.getLogger("nexo.intake")

@@ -8,11 +8,12 @@ from typing import Any, Literal
 
 import anyio
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.goals import AuditSink
 from orchestrator.intake.chats import scope_of
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
-from shared.protocol.audit import ChannelBody, EntryDraft
+from shared.protocol.audit.bodies import ChannelBody
+from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.sources import channel_source
 
 logger = logging.getLogger("nexo.intake")

@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from orchestrator.config import AgentConfig, NexoConfig
+from orchestrator.config.agents import AgentConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.intake.gate import GateResult, evaluate
 from orchestrator.intake.notices import PUSHED
 from orchestrator.intake.seen import SeenPushes

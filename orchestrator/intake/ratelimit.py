@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.metrics import Metrics
 from shared.protocol.pairing import Role
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.mesh import CatalogTool
 from orchestrator.permissions.policy import RECIPIENT_ARGS
 from orchestrator.tools.local import LocalToolError

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from orchestrator.goals.sink import AuditSink
 from orchestrator.llm import AssistantMessage, Message, UserMessage
 from orchestrator.mesh import ServerConnection
-from shared.protocol.audit import EntryDraft, MemoryPromotionBody
+from shared.protocol.audit.bodies import MemoryPromotionBody
+from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.memory import (
     Promotion,
     SessionAppendParams,

@@ -23,7 +23,7 @@ from orchestrator.mesh.catalog import SEPARATOR
 from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY
 
 if TYPE_CHECKING:
-    from orchestrator.config import AgentConfig, Budgets
+    from orchestrator.config.agents import AgentConfig, Budgets
     from orchestrator.loop.goal import GoalResult
     from orchestrator.mesh import ServerConnection
     from orchestrator.metrics import Metrics

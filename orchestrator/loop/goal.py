@@ -29,7 +29,7 @@ from orchestrator.loop.tools import Gate, ToolObserver, ToolOutcome, ToolRunner
 from orchestrator.mesh import Catalog
 
 if TYPE_CHECKING:
-    from orchestrator.config import Budgets
+    from orchestrator.config.agents import Budgets
 
 logger = logging.getLogger("nexo.loop")
 

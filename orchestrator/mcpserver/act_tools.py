@@ -15,7 +15,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.models import (
     Cancelled,

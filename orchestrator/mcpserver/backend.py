@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup
 from orchestrator.control import ask, ask_with_progress
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
     from orchestrator.mesh import ServerConnection
     from orchestrator.mesh.config import ServerConfig
 

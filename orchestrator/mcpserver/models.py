@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from shared.protocol.audit import Entry, Goal, VerifyReport
+from shared.protocol.audit.entries import Entry, VerifyReport
+from shared.protocol.audit.goals import Goal
 from shared.protocol.cron import Entry as CronEntry
 from shared.protocol.memory import HistoryRevision, MemoryRecord
 from shared.protocol.pairing import PairedRecord, PendingRequest

@@ -8,7 +8,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.models import (
     Channels,
@@ -23,7 +23,9 @@ from orchestrator.mcpserver.models import (
     Verified,
 )
 from orchestrator.mcpserver.refusals import as_tool_errors
-from shared.protocol import audit, cron, memory, pairing
+from shared.protocol import cron, memory, pairing
+from shared.protocol.audit import methods as audit_methods
+from shared.protocol.audit.goals import Goal
 from shared.protocol.policy import READ_ONLY_HINTS
 
 AgentArg = Annotated[str | None, Field(description="Agent id; omit for the first agent of the config.")]
@@ -52,12 +54,12 @@ async def memory_file(config: NexoConfig, backend: Backend, agent: str | None) -
     return MemoryFile(agent=agent_id, content=history.content, revisions=history.revisions)
 
 
-async def goal_snapshot(config: NexoConfig, backend: Backend, goal_id: str) -> audit.Goal:
+async def goal_snapshot(config: NexoConfig, backend: Backend, goal_id: str) -> Goal:
     with as_tool_errors():
         got = await backend.request(
             config.audit.server,
-            audit.GoalGetRequest(params=audit.GoalGetParams(id=goal_id)),
-            audit.GoalGetResult,
+            audit_methods.GoalGetRequest(params=audit_methods.GoalGetParams(id=goal_id)),
+            audit_methods.GoalGetResult,
         )
     return got.goal
 
@@ -92,16 +94,18 @@ def add_read_tools(server: MCPServer[Any], config: NexoConfig, backend: Backend)
         ] = False,
     ) -> GoalList:
         """Goals that are running, sleeping, queued or paused (like `nexo agent ps`)."""
-        params = audit.GoalListParams(active_only=not include_finished)
+        params = audit_methods.GoalListParams(active_only=not include_finished)
         with as_tool_errors():
             listed = await backend.request(
-                config.audit.server, audit.GoalListRequest(params=params), audit.GoalListResult
+                config.audit.server,
+                audit_methods.GoalListRequest(params=params),
+                audit_methods.GoalListResult,
             )
         goals = [g for g in listed.goals if not background_only or g.kind != "interactive"]
         return GoalList(goals=goals, running=listed.running, max_running=listed.max_running)
 
     @server.tool(title="One goal", annotations=READ_ONLY_HINTS)
-    async def goal_get(goal_id: GoalIdArg) -> audit.Goal:
+    async def goal_get(goal_id: GoalIdArg) -> Goal:
         """One goal's snapshot: status, phase, times, budget used, outcome (like `nexo agent attach`)."""
         return await goal_snapshot(config, backend, goal_id)
 
@@ -111,10 +115,10 @@ def add_read_tools(server: MCPServer[Any], config: NexoConfig, backend: Backend)
         n: Annotated[int, Field(description="How many of the latest turns.", ge=1, le=200)] = 20,
     ) -> LedgerEntries:
         """The turn log of a goal from the audit ledger, oldest first."""
-        params = audit.TailParams(goal_id=goal_id, kind="turn", limit=n)
+        params = audit_methods.TailParams(goal_id=goal_id, kind="turn", limit=n)
         with as_tool_errors():
             tail = await backend.request(
-                config.audit.server, audit.TailRequest(params=params), audit.TailResult
+                config.audit.server, audit_methods.TailRequest(params=params), audit_methods.TailResult
             )
         return LedgerEntries(entries=tail.entries)
 
@@ -142,7 +146,9 @@ def add_read_tools(server: MCPServer[Any], config: NexoConfig, backend: Backend)
         """Check the ledger's hash chain end to end (like `nexo audit verify`)."""
         with as_tool_errors():
             checked = await backend.request(
-                config.audit.server, audit.VerifyRequest(params=audit.VerifyParams()), audit.VerifyResult
+                config.audit.server,
+                audit_methods.VerifyRequest(params=audit_methods.VerifyParams()),
+                audit_methods.VerifyResult,
             )
         return Verified(report=checked.report)
 

@@ -28,10 +28,10 @@ from mcp.server.session import ServerSession
 
 from orchestrator.mcpserver.backend import BackendError
 from orchestrator.mcpserver.read_tools import goal_snapshot, memory_file
-from shared.protocol import audit
+from shared.protocol.audit import methods as audit_methods
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
     from orchestrator.mcpserver.backend import Backend
 
 logger = logging.getLogger("nexo.mcpserver")
@@ -165,8 +165,8 @@ class ResourceWatch:
         try:
             listed = await self._backend.request(
                 self._config.audit.server,
-                audit.GoalListRequest(params=audit.GoalListParams(active_only=True)),
-                audit.GoalListResult,
+                audit_methods.GoalListRequest(params=audit_methods.GoalListParams(active_only=True)),
+                audit_methods.GoalListResult,
             )
         except (BackendError, MCPError, OSError, TimeoutError, ValueError) as exc:
             logger.debug("goals not listed for list_changed: %s: %s", type(exc).__name__, exc)

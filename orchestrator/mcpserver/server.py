@@ -15,13 +15,13 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.mcpserver.act_tools import add_act_tools, add_admin_tools
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.models import Tier
 from orchestrator.mcpserver.read_tools import add_read_tools, goal_snapshot, memory_file
 from orchestrator.mcpserver.resource_watch import ResourceWatch
-from shared.hosting import serve_resource_subscriptions
+from shared.hosting.capabilities import serve_resource_subscriptions
 from shared.serverkit import nexo_version
 
 INSTRUCTIONS = {

@@ -11,14 +11,10 @@ from shared.lazy import lazy_names
 
 if TYPE_CHECKING:
     from orchestrator.mesh.catalog import Catalog, CatalogError, CatalogTool
-    from orchestrator.mesh.connection import (
-        ServerConnection,
-        ServerSnapshot,
-        ServerState,
-        ServerUnavailable,
-        describe_error,
-    )
+    from orchestrator.mesh.connection import ServerConnection
+    from orchestrator.mesh.errors import ServerUnavailable, describe_error
     from orchestrator.mesh.mesh import Mesh
+    from orchestrator.mesh.status import ServerSnapshot, ServerState
 
 _MACHINERY = {
     "Catalog": "orchestrator.mesh.catalog",
@@ -26,10 +22,10 @@ _MACHINERY = {
     "CatalogTool": "orchestrator.mesh.catalog",
     "Mesh": "orchestrator.mesh.mesh",
     "ServerConnection": "orchestrator.mesh.connection",
-    "ServerSnapshot": "orchestrator.mesh.connection",
-    "ServerState": "orchestrator.mesh.connection",
-    "ServerUnavailable": "orchestrator.mesh.connection",
-    "describe_error": "orchestrator.mesh.connection",
+    "ServerSnapshot": "orchestrator.mesh.status",
+    "ServerState": "orchestrator.mesh.status",
+    "ServerUnavailable": "orchestrator.mesh.errors",
+    "describe_error": "orchestrator.mesh.errors",
 }
 
 

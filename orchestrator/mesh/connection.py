@@ -1,104 +1,33 @@
-"""One supervised MCP client: connect, watch, restart with backoff behind a circuit breaker."""
+"""One supervised MCP client: connect, watch, restart with backoff behind a circuit breaker.
+
+How one attempt opens is :mod:`orchestrator.mesh.opening`; what a call's failure means is
+:mod:`orchestrator.mesh.calls`; what status shows is :mod:`orchestrator.mesh.status`.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import Any
 
 import anyio
-import httpx2
 import mcp_types as types
-from mcp import Client, MCPError
-from mcp.client import ClientExtension, NotificationBinding
+from mcp import Client
 from pydantic import BaseModel
 
 from orchestrator.mesh.breaker import Breaker
+from orchestrator.mesh.calls import R, call_tool, capability_names, send_request
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig, SupervisionConfig
+from orchestrator.mesh.errors import ServerUnavailable
 from orchestrator.mesh.forkserver import ForkServer
-from orchestrator.mesh.http_refusal import refusal
+from orchestrator.mesh.opening import Opener, list_tools
+from orchestrator.mesh.pushed import NotificationHandler
+from orchestrator.mesh.status import ServerSnapshot, ServerState
 from orchestrator.mesh.stderr_tail import StderrTail
-from orchestrator.mesh.transport import http_client_for, open_transport
 
 logger = logging.getLogger("nexo.mesh")
-
-ServerState = Literal["starting", "ready", "backoff", "open", "stopped"]
-NotificationHandler = Callable[[str, str, BaseModel], Awaitable[None]]
-"""(server name, method, params) for notifications a server pushes."""
-R = TypeVar("R", bound=types.Result)
-
-CONNECT_TIMEOUT_S = 30.0
-CLIENT_INFO = types.Implementation(name="nexo-orchestrator", version="0.1.0")
-
-
-class ServerUnavailable(Exception):
-    """The server is not connected (restarting, breaker open, or it died during the call)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServerSnapshot:
-    name: str
-    transport: str
-    target: str
-    state: ServerState
-    tools: int
-    last_error: str | None
-    restarts: int
-    breaker: str
-    protocol_version: str | None
-    capabilities: tuple[str, ...]
-    next_try_in_s: float | None = None
-    """While waiting to reconnect (``backoff`` or ``open``): seconds until the next attempt."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "transport": self.transport,
-            "target": self.target,
-            "state": self.state,
-            "tools": self.tools,
-            "last_error": self.last_error,
-            "restarts": self.restarts,
-            "breaker": self.breaker,
-            "protocol_version": self.protocol_version,
-            "capabilities": list(self.capabilities),
-            "next_try_in_s": self.next_try_in_s,
-        }
-
-
-def describe_error(exc: BaseException) -> str:
-    """One line for status and logs; unwraps the exception groups task groups produce."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe_error(e) for e in exc.exceptions)
-    text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
-
-
-class _PushedNotifications(ClientExtension):
-    """Claims the channel notifications a server pushes; the SDK drops unclaimed custom methods."""
-
-    identifier = "nexo/channel"
-
-    def __init__(
-        self, server: str, methods: Mapping[str, type[BaseModel]], handler: NotificationHandler
-    ) -> None:
-        self._server = server
-        self._methods = methods
-        self._handler = handler
-
-    def notifications(self) -> Sequence[NotificationBinding[Any]]:
-        return [self._binding(method, params) for method, params in self._methods.items()]
-
-    def _binding(self, method: str, params: type[BaseModel]) -> NotificationBinding[Any]:
-        async def deliver(value: BaseModel) -> None:
-            await self._handler(self._server, method, value)
-
-        return NotificationBinding(method=method, params_type=params, handler=deliver)
 
 
 class ServerConnection:
@@ -118,12 +47,16 @@ class ServerConnection:
         self.name = name
         self.stderr_tail = StderrTail() if keep_stderr else None
         """The last line a stdio server wrote on stderr (``keep_stderr``), for reports of a failed start."""
-        self._fork_server = fork_server
         self.config = config
         self._supervision = supervision
-        self._base_env = dict(base_env or {})
-        self._notifications = dict(notifications or {})
-        self._on_notification = on_notification
+        self._opener = Opener(
+            name,
+            base_env=base_env or {},
+            notifications=notifications or {},
+            on_notification=on_notification,
+            fork_server=fork_server,
+            stderr_tail=self.stderr_tail,
+        )
         self._clock = clock
         self.breaker = Breaker(supervision, opens=not isinstance(config, HttpServerConfig))
         self.state: ServerState = "starting"
@@ -133,7 +66,6 @@ class ServerConnection:
         self._client: Client | None = None
         self._ready = anyio.Event()
         self._closed = anyio.Event()
-        self._refused: str | None = None
         self._next_try_at: float | None = None
 
     # -- supervision -------------------------------------------------------------------------
@@ -164,64 +96,13 @@ class ServerConnection:
 
     async def _open(self, stack: AsyncExitStack) -> Client:
         """Connect and list tools, with every resource on ``stack``."""
-        http = None
-        self._refused = None
-        if self.stderr_tail is not None:
-            self.stderr_tail.forget()
-        if isinstance(self.config, HttpServerConfig):
-            http = await stack.enter_async_context(http_client_for(self.config))
-            http.event_hooks = {"response": [self._status_watch(self.config, self._closed)]}
-        extensions: list[ClientExtension] = []
-        if self._notifications and self._on_notification is not None:
-            extensions.append(_PushedNotifications(self.name, self._notifications, self._on_notification))
-        client = Client(
-            open_transport(
-                self.config,
-                closed=self._closed,
-                base_env=self._base_env,
-                http_client=http,
-                fork_server=self._fork_server,
-                stderr_tail=self.stderr_tail,
-            ),
-            mode=self.config.protocol,
-            extensions=extensions,
-            cache=None,
-            client_info=CLIENT_INFO,
-            # Bounds the handshake; calls and long polls pass their own timeouts. (A cancel scope
-            # around entering the client would wrap the transport's task group and cannot be used.)
-            read_timeout_seconds=CONNECT_TIMEOUT_S,
-        )
-        await stack.enter_async_context(client)
-        self.tools = await self._list_tools(client)
+        client, self.tools = await self._opener.open(self.config, stack, self._closed)
         return client
-
-    def _status_watch(
-        self, config: HttpServerConfig, closed: anyio.Event
-    ) -> Callable[[httpx2.Response], Awaitable[None]]:
-        """Ends this connection on a status that says it is over (token refused, server stopping)."""
-
-        async def watch(response: httpx2.Response) -> None:
-            reason = refusal(response, token_origin=config.token_origin)
-            if reason is not None and not closed.is_set():
-                self._refused = reason
-                closed.set()
-
-        return watch
 
     @property
     def refused(self) -> str | None:
         """Why the server's HTTP answer ended the last connection (e.g. the token was refused)."""
-        return self._refused
-
-    def _failure(self, exc: BaseException) -> str:
-        """The reason an HTTP status gave, else the exception."""
-        return self._refused or describe_error(exc)
-
-    def _start_failure(self, exc: BaseException) -> str:
-        """Why a server never got ready: its own last line on stderr when it said one (kept with
-        ``keep_stderr``), else :meth:`_failure`."""
-        said = self.stderr_tail.last_line if self.stderr_tail is not None else None
-        return self._refused or said or describe_error(exc)
+        return self._opener.refused
 
     async def probe(self) -> str | None:
         """Connect once and disconnect: None when it worked, else why not (for --check-config)."""
@@ -230,7 +111,7 @@ class ServerConnection:
             async with AsyncExitStack() as stack:
                 await self._open(stack)
         except Exception as exc:  # noqa: BLE001 -- reported to the operator, who fixes the config
-            return self._start_failure(exc)
+            return self._opener.start_failure(exc)
         return None
 
     async def describe_once(self) -> dict[str, Any]:
@@ -253,7 +134,7 @@ class ServerConnection:
             return {
                 "capabilities": None,
                 "server_name": None,
-                "error": self._start_failure(exc),
+                "error": self._opener.start_failure(exc),
                 "failed": True,
             }
 
@@ -291,10 +172,11 @@ class ServerConnection:
                 )
                 await self._watch(client)
                 self.last_error = (
-                    self._refused or "connection closed (the server exited or the network dropped)"
+                    self._opener.refused or "connection closed (the server exited or the network dropped)"
                 )
         except Exception as exc:  # noqa: BLE001 -- the supervisor is the boundary: any failure means reconnect
-            self.last_error = self._failure(exc) if connected_at is not None else self._start_failure(exc)
+            failed = self._opener.failure if connected_at is not None else self._opener.start_failure
+            self.last_error = failed(exc)
         finally:
             self._client = None
             if self._ready.is_set():
@@ -316,7 +198,7 @@ class ServerConnection:
                     await anyio.sleep(self._supervision.health_interval_s)
                     # tools/list rather than ping: ping is gone from the 2026-07-28 protocol.
                     with anyio.fail_after(self._supervision.health_interval_s):
-                        self.tools = await self._list_tools(client)
+                        self.tools = await list_tools(client)
 
             async def closed() -> None:
                 await self._closed.wait()
@@ -324,18 +206,6 @@ class ServerConnection:
 
             tg.start_soon(ping)
             tg.start_soon(closed)
-
-    @staticmethod
-    async def _list_tools(client: Client) -> list[types.Tool]:
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        for _ in range(100):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        return tools
 
     # -- use ---------------------------------------------------------------------------------
 
@@ -365,15 +235,7 @@ class ServerConnection:
 
     def capability_names(self) -> tuple[str, ...]:
         client = self._client
-        if client is None:
-            return ()
-        caps = client.server_capabilities
-        names = {*(caps.experimental or {}), *(caps.extensions or {})}
-        # 2026-07-28 has no experimental capabilities: the channel extension's settings say it.
-        for ns in ("nexo", "claude"):
-            if (caps.extensions or {}).get(f"{ns}/channel", {}).get("permission") is True:
-                names.add(f"{ns}/channel/permission")
-        return tuple(sorted(names))
+        return () if client is None else capability_names(client)
 
     def has_capability(self, name: str) -> bool:
         return name in self.capability_names()
@@ -388,41 +250,16 @@ class ServerConnection:
     ) -> types.CallToolResult:
         client = await self.wait_ready()
         limit = timeout or self.config.call_timeout_s
-        try:
-            with anyio.fail_after(limit):
-                return await client.call_tool(
-                    tool,
-                    dict(arguments),
-                    read_timeout_seconds=limit,
-                    meta=cast(types.RequestParamsMeta, dict(meta)) if meta else None,
-                )
-        except TimeoutError as exc:
-            raise ServerUnavailable(f"{self.name}.{tool} did not answer within {limit:g}s") from exc
-        except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED or self._closed.is_set():
-                raise ServerUnavailable(
-                    f"server {self.name!r} went away during {tool!r}; it is being restarted and the call "
-                    "may or may not have taken effect"
-                ) from exc
-            raise
+        return await call_tool(
+            client, self.name, tool, arguments, limit=limit, meta=meta, closed=self._closed
+        )
 
     async def request(self, request: types.Request[Any, Any], result_type: type[R], *, timeout: float) -> R:
         """A control-plane request (never a tool): events pull/ack, permission relay, ..."""
         client = await self.wait_ready()
-        try:
-            with anyio.fail_after(timeout + 5):
-                result: R = await client.session.send_request(
-                    request, result_type, request_read_timeout_seconds=timeout + 5
-                )
-                return result
-        except TimeoutError as exc:
-            raise ServerUnavailable(
-                f"{self.name}: {request.method} did not answer within {timeout:g}s"
-            ) from exc
-        except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED or self._closed.is_set():
-                raise ServerUnavailable(f"server {self.name!r} went away during {request.method}") from exc
-            raise
+        return await send_request(
+            client, self.name, request, result_type, timeout=timeout, closed=self._closed
+        )
 
     def snapshot(self) -> ServerSnapshot:
         client = self._client

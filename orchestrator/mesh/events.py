@@ -14,7 +14,8 @@ import anyio
 from mcp import MCPError
 from pydantic import ValidationError
 
-from orchestrator.mesh.connection import ServerConnection, ServerUnavailable, describe_error
+from orchestrator.mesh.connection import ServerConnection
+from orchestrator.mesh.errors import ServerUnavailable, describe_error
 from shared.protocol.events import (
     AckParams,
     AckRequest,

@@ -30,7 +30,9 @@ from shared.channelkit.server import (
     PermissionRequestCall,
     PromptOutcome,
 )
-from shared.protocol.audit import ApprovalAnsweredBody, ApprovalRequestedBody, EntryDraft, args_digest
+from shared.protocol.audit.bodies import ApprovalAnsweredBody, ApprovalRequestedBody
+from shared.protocol.audit.digest import args_digest
+from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.channel import request_id_for
 
 logger = logging.getLogger("nexo.approvals")

@@ -1,17 +1,9 @@
 """Autonomy's building blocks: its config, action limits, spend budgets, the sleep tool, ticks, the digest.
 
-None of these modules imports ``orchestrator.config``, so that module can build on their models.
+None of these modules imports ``orchestrator.config``, so that package can build on their models.
 """
 
-from orchestrator.proactive.budgets import (
-    BudgetHit,
-    PriceMissing,
-    Scopes,
-    Spend,
-    SpendRow,
-    SpendTracker,
-    find_price,
-)
+from orchestrator.proactive.budgets import SpendTracker
 from orchestrator.proactive.config import (
     AutonomyConfig,
     Budget,
@@ -24,6 +16,7 @@ from orchestrator.proactive.config import (
 )
 from orchestrator.proactive.digest import build_digest, needs_digest
 from orchestrator.proactive.limits import ActionLimiter, Cycle, LimitHit, Refusal, quiet_until
+from orchestrator.proactive.prices import PriceMissing, find_price
 from orchestrator.proactive.sleep import (
     SLEEP_INPUT_SCHEMA,
     SLEEP_TOOL,
@@ -33,6 +26,7 @@ from orchestrator.proactive.sleep import (
     choose_sleep,
     parse_sleep,
 )
+from orchestrator.proactive.spend import BudgetHit, Scopes, Spend, SpendRow
 from orchestrator.proactive.ticks import (
     IDLE_MARKER,
     TICK_TAG,

@@ -15,23 +15,19 @@ state: at start, :meth:`SpendTracker.restore` rebuilds the totals from the audit
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
 from orchestrator.llm.types import Usage
 from orchestrator.proactive.config import Budget, Price, SpendBudgets, check_timezone
+from orchestrator.proactive.prices import PriceMissing, find_price, price_keys, price_of
+from orchestrator.proactive.spend import BudgetAxis, BudgetHit, ScopeName, Scopes, Spend, SpendRow
+from orchestrator.proactive.totals import Total, Totals
 
 logger = logging.getLogger("nexo.proactive")
 
-ScopeName = Literal["goal", "day", "heartbeat", "cron_entry"]
-BudgetAxis = Literal[
-    "goal_tokens", "goal_usd", "day_tokens", "day_usd",
-    "heartbeat_tokens", "heartbeat_usd", "cron_entry_tokens", "cron_entry_usd",
-]  # fmt: skip
 _AXES: dict[tuple[ScopeName, str], BudgetAxis] = {
     ("goal", "tokens"): "goal_tokens",
     ("goal", "usd"): "goal_usd",
@@ -42,160 +38,12 @@ _AXES: dict[tuple[ScopeName, str], BudgetAxis] = {
     ("cron_entry", "tokens"): "cron_entry_tokens",
     ("cron_entry", "usd"): "cron_entry_usd",
 }
-MAX_TRACKED = 10_000
-"""Goals (and heartbeat runs) whose totals are kept; the least recently used beyond this are dropped."""
 _SETTING: dict[ScopeName, str] = {
     "goal": "per_goal",
     "day": "per_day",
     "heartbeat": "per_heartbeat",
     "cron_entry": "per_cron_entry",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Scopes:
-    """What a model call counts against: its goal, and the heartbeat run or cron entry behind it."""
-
-    goal: str
-    heartbeat: str | None = None
-    """The heartbeat run's id when the call is part of one."""
-    cron_entry: str | None = None
-    """The cron entry's id when the call is part of one of its fires."""
-
-
-@dataclass(frozen=True, slots=True)
-class Spend:
-    input_tokens: int = 0
-    """Input tokens, prompt-cache reads and writes included."""
-    output_tokens: int = 0
-    usd: float | None = 0.0
-    """None when part of it was used by a model without a price."""
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class SpendRow:
-    """One past model call, as read back from the audit ledger."""
-
-    at: datetime
-    model: str
-    input_tokens: int
-    output_tokens: int
-    goal: str
-    heartbeat: str | None = None
-    cron_entry: str | None = None
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetHit:
-    """A model call refused because a scope spent its budget."""
-
-    axis: BudgetAxis
-    spent: float
-    limit: float
-    reason: str
-    resets_at: datetime | None = None
-    """Midnight in ``day_timezone`` for the day and cron-entry budgets; None for goals and heartbeats."""
-
-
-class PriceMissing(LookupError):
-    """A money budget applies to a model the price table does not list: the operator must add it."""
-
-    def __init__(self, model: str, setting: str) -> None:
-        self.model = model
-        self.setting = setting
-        keys = " or ".join(repr(key) for key in price_keys(model))
-        super().__init__(
-            f"no price for model {model!r} while autonomy.budgets.{setting}.usd is set: add "
-            f"autonomy.prices[{keys}] with input_per_mtok and output_per_mtok (USD per million tokens), "
-            f"or remove the usd budget"
-        )
-
-
-def price_keys(model: str) -> tuple[str, ...]:
-    """Keys tried in the price table: ``provider/model`` as given, then the model without its provider."""
-    if "/" in model:
-        return (model, model.split("/", 1)[1])
-    return (model,)
-
-
-def find_price(prices: Mapping[str, Price], model: str) -> Price | None:
-    return next((prices[key] for key in price_keys(model) if key in prices), None)
-
-
-def price_of(price: Price, usage: Usage, *, cache_read_tokens: int = 0, cache_write_tokens: int = 0) -> float:
-    """USD for one call; cache tokens are those a provider reports apart from ``input_tokens``."""
-    cache_read = price.input_per_mtok if price.cache_read_per_mtok is None else price.cache_read_per_mtok
-    cache_write = price.input_per_mtok if price.cache_write_per_mtok is None else price.cache_write_per_mtok
-    micro_usd = (
-        usage.input_tokens * price.input_per_mtok
-        + usage.output_tokens * price.output_per_mtok
-        + cache_read_tokens * cache_read
-        + cache_write_tokens * cache_write
-    )
-    return micro_usd / 1_000_000
-
-
-@dataclass
-class _Total:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    usd: float = 0.0
-    unpriced: set[str] = field(default_factory=set)
-    """Models whose calls counted here had no price: the usd total is then unknown."""
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def add(self, spend: Spend, model: str) -> None:
-        self.input_tokens += spend.input_tokens
-        self.output_tokens += spend.output_tokens
-        if spend.usd is None:
-            self.unpriced.add(model)
-        else:
-            self.usd += spend.usd
-
-    def spend(self) -> Spend:
-        return Spend(self.input_tokens, self.output_tokens, None if self.unpriced else self.usd)
-
-
-class _Totals:
-    """Totals by id, the least recently used dropped past MAX_TRACKED so memory stays bounded."""
-
-    def __init__(self, kind: str) -> None:
-        self._kind = kind
-        self._by_id: OrderedDict[str, _Total] = OrderedDict()
-
-    def get(self, key: str) -> _Total:
-        total = self._by_id.get(key)
-        if total is None:
-            return _Total()
-        self._by_id.move_to_end(key)
-        return total
-
-    def add(self, key: str, spend: Spend, model: str) -> None:
-        total = self._by_id.get(key)
-        if total is None:
-            total = self._by_id[key] = _Total()
-            if len(self._by_id) > MAX_TRACKED:
-                dropped, _ = self._by_id.popitem(last=False)
-                logger.warning(
-                    "spend of %s %r no longer tracked: over %d open", self._kind, dropped, MAX_TRACKED
-                )
-        self._by_id.move_to_end(key)
-        total.add(spend, model)
-
-    def pop(self, key: str) -> None:
-        self._by_id.pop(key, None)
-
-    def clear(self) -> None:
-        self._by_id.clear()
 
 
 class SpendTracker:
@@ -215,10 +63,10 @@ class SpendTracker:
         self._clock = clock
         self._warned: set[str] = set()
         self._day = self._today()
-        self._day_total = _Total()
-        self._goals = _Totals("goal")
-        self._heartbeats = _Totals("heartbeat run")
-        self._cron = _Totals("cron entry")
+        self._day_total = Total()
+        self._goals = Totals("goal")
+        self._heartbeats = Totals("heartbeat run")
+        self._cron = Totals("cron entry")
 
     # -- clock and day -----------------------------------------------------------------------------
 
@@ -236,7 +84,7 @@ class SpendTracker:
         today = self._today()
         if today != self._day:
             self._day = today
-            self._day_total = _Total()
+            self._day_total = Total()
             self._cron.clear()
 
     def day_started_at(self) -> datetime:
@@ -277,8 +125,8 @@ class SpendTracker:
 
     # -- checking and recording --------------------------------------------------------------------
 
-    def _scopes(self, scopes: Scopes) -> list[tuple[ScopeName, str, _Total, Budget]]:
-        found: list[tuple[ScopeName, str, _Total, Budget]] = [
+    def _scopes(self, scopes: Scopes) -> list[tuple[ScopeName, str, Total, Budget]]:
+        found: list[tuple[ScopeName, str, Total, Budget]] = [
             ("goal", scopes.goal, self._goals.get(scopes.goal), self.budgets.per_goal),
             ("day", self._day.isoformat(), self._day_total, self.budgets.per_day),
         ]
@@ -397,7 +245,7 @@ class SpendTracker:
         their cron entries. Rows are priced with the current price table.
         """
         self._day = self._today()
-        self._day_total = _Total()
+        self._day_total = Total()
         self._goals.clear()
         self._heartbeats.clear()
         self._cron.clear()

@@ -17,13 +17,9 @@ from orchestrator.intake.outbound import notify
 from orchestrator.mesh import ServerConnection, ServerUnavailable
 from orchestrator.mesh.events import pull_forever, try_ack
 from orchestrator.proactive.pollers import refused_pollers
-from shared.protocol.audit import (
-    CronFireBody,
-    EntryDraft,
-    GoalGetParams,
-    GoalGetRequest,
-    GoalGetResult,
-)
+from shared.protocol.audit.bodies import CronFireBody
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.methods import GoalGetParams, GoalGetRequest, GoalGetResult
 from shared.protocol.cron import (
     FIRE_EVENT,
     MISSED_EVENT,

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from shared.protocol.audit import Entry
+    from shared.protocol.audit.entries import Entry
 
 PROBLEMS_SHOWN = 3
 PROBLEM_CHARS = 120

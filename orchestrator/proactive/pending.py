@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 
 from orchestrator.mesh import Mesh
-from shared.protocol.audit import GoalListParams, GoalListRequest, GoalListResult
+from shared.protocol.audit.methods import GoalListParams, GoalListRequest, GoalListResult
 from shared.protocol.cron import ListParams, ListRequest, ListResult
 
 logger = logging.getLogger("nexo.autonomy")

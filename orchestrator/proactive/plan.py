@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 from orchestrator.proactive.ticks import ProactiveSchedule, TickReason
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
     from orchestrator.proactive.config import HeartbeatConfig, Limits, ProactiveConfig
     from orchestrator.proactive.limits import ActionLimiter, Refusal
 

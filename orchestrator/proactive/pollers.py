@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import anyio
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.mesh import ServerConnection
 from shared.protocol.cron import PollerSpec, SyncPollersParams, SyncPollersRequest, SyncPollersResult
 

@@ -17,8 +17,10 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from orchestrator.mesh import ServerConnection
-from orchestrator.proactive.budgets import SpendRow
-from shared.protocol.audit import MAX_TAIL, Entry, EntryKind, TailParams, TailRequest, TailResult
+from orchestrator.proactive.spend import SpendRow
+from shared.protocol.audit.entries import Entry
+from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
+from shared.protocol.audit.terms import MAX_TAIL, EntryKind
 
 REQUEST_TIMEOUT_S = 30.0
 UNATTENDED_SOURCES = ("heartbeat", "proactive", "wake")

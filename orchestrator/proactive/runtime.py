@@ -19,27 +19,24 @@ import anyio
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import Mesh, ServerConnection
-from orchestrator.proactive.budgets import Scopes, SpendTracker, price_keys
+from orchestrator.proactive.budgets import SpendTracker
 from orchestrator.proactive.cron import CronFires
 from orchestrator.proactive.limits import HOUR, ActionLimiter, LimitHit, Refusal
 from orchestrator.proactive.pending import pending_items
 from orchestrator.proactive.plan import TickPlan, config_timing_problems, run_plan, start_refusal
+from orchestrator.proactive.prices import price_keys
 from orchestrator.proactive.restore import actions_by_agent, entries_since, spend_rows
+from orchestrator.proactive.spend import Scopes
 from orchestrator.proactive.ticks import TickReason, render_tick
 from orchestrator.proactive.unattended import TurnReport, charged_model, run_unattended
 from orchestrator.proactive.wording import action_cap_text, budget_text
-from shared.protocol.audit import (
-    ConfigChangeBody,
-    EntryDraft,
-    NoticeBody,
-    Origin,
-    TailParams,
-    TailRequest,
-    TailResult,
-)
+from shared.protocol.audit.bodies import ConfigChangeBody, NoticeBody
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.goals import Origin
+from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
 
 if TYPE_CHECKING:
-    from orchestrator.config import NexoConfig
+    from orchestrator.config.nexo import NexoConfig
     from orchestrator.intake import Intake
 
 logger = logging.getLogger("nexo.autonomy")

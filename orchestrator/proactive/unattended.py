@@ -22,14 +22,18 @@ from orchestrator.loop import GoalResult, Outcome, run_goal
 from orchestrator.loop.goal import PendingCall
 from orchestrator.loop.tools import Decision, Gate
 from orchestrator.mesh import CatalogTool
-from orchestrator.proactive.budgets import BudgetHit, PriceMissing, Scopes, SpendTracker
+from orchestrator.proactive.budgets import SpendTracker
 from orchestrator.proactive.estimate import estimate_call
 from orchestrator.proactive.limits import Cycle, LimitHit
+from orchestrator.proactive.prices import PriceMissing
 from orchestrator.proactive.sleep import SLEEP_INPUT_SCHEMA, SLEEP_TOOL_NAME, choose_sleep, parse_sleep
+from orchestrator.proactive.spend import BudgetHit, Scopes
 from orchestrator.proactive.ticks import IDLE_MARKER, is_idle_answer
 from orchestrator.proactive.toolbox import on_demand
 from orchestrator.tools.local import GoalContext, LocalTool, LocalToolError, LocalTools, local_catalog_tools
-from shared.protocol.audit import EntryDraft, Origin, SpendReservedBody
+from shared.protocol.audit.bodies import SpendReservedBody
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.goals import Origin
 from shared.protocol.memory import PROVENANCE_META_KEY
 
 if TYPE_CHECKING:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from orchestrator.proactive.budgets import BudgetHit
 from orchestrator.proactive.limits import LimitHit
+from orchestrator.proactive.spend import BudgetHit
 
 
 def sentence(text: str) -> str:

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.protocol.audit import Head, Problem, VerifyReport, canonical_json
+from shared.protocol.audit.digest import canonical_json
+from shared.protocol.audit.entries import Head, Problem, VerifyReport
 
 GENESIS = hashlib.sha256(b"nexo audit ledger v1").hexdigest()
 """The ``prev_hash`` of entry 1: a fixed value, so an empty ledger has a well-known head."""

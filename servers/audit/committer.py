@@ -20,7 +20,7 @@ from servers.audit.drafts import checked_draft
 from servers.audit.errors import WriterStopped
 from servers.audit.store import Checked, Ledger
 from shared.db import StorageFull
-from shared.protocol.audit import Appended, EntryDraft
+from shared.protocol.audit.entries import Appended, EntryDraft
 
 logger = logging.getLogger("nexo.audit.writer")
 

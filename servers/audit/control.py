@@ -15,11 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from servers.audit.errors import GoalNotFound, InvalidRequest, TransitionRefused, WriterStopped
 from servers.audit.state import AuditState
-from shared.protocol.audit import (
-    AUDIT_EXTENSION,
-    GOAL_NOT_FOUND,
-    MAX_APPEND,
-    TRANSITION_REFUSED,
+from shared.protocol.audit.methods import (
     AppendParams,
     AppendRequest,
     AppendResult,
@@ -54,6 +50,7 @@ from shared.protocol.audit import (
     VerifyRequest,
     VerifyResult,
 )
+from shared.protocol.audit.terms import AUDIT_EXTENSION, GOAL_NOT_FOUND, MAX_APPEND, TRANSITION_REFUSED
 from shared.protocol.control import Route, bind_routes, method_names
 
 

@@ -9,15 +9,9 @@ from pydantic import Field, ValidationError
 
 from servers.audit.errors import InvalidEntry
 from servers.audit.redaction import redact_draft
-from shared.protocol.audit import (
-    ENTRY_KINDS,
-    KIND_BODIES,
-    MAX_SUBJECT,
-    Body,
-    EntryDraft,
-    GoalKind,
-    GoalStatus,
-)
+from shared.protocol.audit.bodies import KIND_BODIES, Body
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.terms import ENTRY_KINDS, MAX_SUBJECT, GoalKind, GoalStatus
 from shared.protocol.sources import SOURCE_EXAMPLES, is_source
 
 AGENT_RE = re.compile(r"^([a-z][a-z0-9_-]{0,31})?$")

@@ -15,14 +15,8 @@ from servers.audit.errors import GoalNotFound, InvalidRequest, TransitionRefused
 from servers.audit.redaction import redact_text
 from servers.audit.store import ChainWriter, Ledger
 from shared.db import Transaction
-from shared.protocol.audit import (
-    TERMINAL_STATUSES,
-    Budget,
-    Goal,
-    GoalKind,
-    GoalStatus,
-    Origin,
-)
+from shared.protocol.audit.goals import Budget, Goal, Origin
+from shared.protocol.audit.terms import TERMINAL_STATUSES, GoalKind, GoalStatus
 from shared.protocol.sources import SOURCE_EXAMPLES, is_source
 
 ACTIVE_STATUSES: tuple[GoalStatus, ...] = ("running", "sleeping", "queued", "paused")

@@ -12,7 +12,7 @@ import logging
 from functools import cache
 from typing import Any
 
-from shared.protocol.audit import EntryDraft
+from shared.protocol.audit.entries import EntryDraft
 from shared.secrets import SecretDetector
 
 logger = logging.getLogger("nexo.audit")

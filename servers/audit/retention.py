@@ -21,7 +21,7 @@ from servers.audit.chain import RemovedRange, merge, ranges_digest, runs
 from servers.audit.drafts import CheckpointBody, internal_draft
 from servers.audit.store import Ledger, iso
 from shared.db import Transaction
-from shared.protocol.audit import Entry
+from shared.protocol.audit.entries import Entry
 
 logger = logging.getLogger("nexo.audit.retention")
 

@@ -19,8 +19,11 @@ from servers.audit.errors import InvalidRequest
 from servers.audit.settings import AuditSettings
 from servers.audit.state import AuditState, open_state
 from servers.audit.store import Clock, utc_now
-from shared.hosting import advertise_experimental, server_main
-from shared.protocol.audit import AUDIT_EXTENSION, ENTRY_KINDS, Entry, canonical_json
+from shared.hosting.capabilities import advertise_experimental
+from shared.hosting.main import server_main
+from shared.protocol.audit.digest import canonical_json
+from shared.protocol.audit.entries import Entry
+from shared.protocol.audit.terms import AUDIT_EXTENSION, ENTRY_KINDS
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta
 from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer

@@ -21,16 +21,9 @@ from servers.audit.drafts import checked_draft
 from servers.audit.errors import InvalidRequest
 from servers.audit.schema import MIGRATIONS
 from shared.db import Database, Transaction
-from shared.protocol.audit import (
-    Appended,
-    Body,
-    Entry,
-    EntryDraft,
-    Head,
-    TurnBody,
-    VerifyReport,
-    canonical_json,
-)
+from shared.protocol.audit.bodies import Body, TurnBody
+from shared.protocol.audit.digest import canonical_json
+from shared.protocol.audit.entries import Appended, Entry, EntryDraft, Head, VerifyReport
 
 Clock = Callable[[], datetime]
 Checked = tuple[EntryDraft, Body]

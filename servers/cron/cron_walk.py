@@ -1,6 +1,6 @@
 """When a cron expression fires in a timezone: wall-time and real-time walks across UTC-offset changes.
 
-Pure functions over cronsim; ``servers.cron.schedule`` decides which schedules exist and checks them.
+Pure functions over cronsim; ``servers.cron.schedule_parse`` decides which schedules exist and checks them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from servers.cron.errors import EntryNotFound, InvalidRequest
-from servers.cron.schedule import Schedule, ScheduleError, parse_schedule
+from servers.cron.schedule import Schedule
+from servers.cron.schedule_forms import ScheduleError
+from servers.cron.schedule_parse import parse_schedule
 from servers.cron.store import EntryRow, FireRow, iso
 from shared.protocol.cron import FINISHED_STATES, MAX_TEXT, MISFIRE_POLICIES, Entry, Fire, PollerSpec
 

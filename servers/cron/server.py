@@ -27,7 +27,8 @@ from servers.cron.scheduler import Seam, Wait, no_seam, sleep_or_wake
 from servers.cron.settings import CronSettings
 from servers.cron.state import Caller, CronState, open_state
 from servers.cron.store import Clock, utc_now
-from shared.hosting import advertise_experimental, server_main
+from shared.hosting.capabilities import advertise_experimental
+from shared.hosting.main import server_main
 from shared.protocol.cron import (
     BINDING_META_KEY,
     BINDING_PATTERN,

@@ -30,7 +30,8 @@ from servers.memory.models import Memory
 from servers.memory.service import MemoryService
 from servers.memory.settings import MemorySettings
 from servers.memory.state import open_service, preflight
-from shared.hosting import advertise_experimental, server_main
+from shared.hosting.capabilities import advertise_experimental
+from shared.hosting.main import server_main
 from shared.protocol.memory import (
     AGENT_META_KEY,
     AGENT_PATTERN,

@@ -20,7 +20,8 @@ from servers.pairing.errors import KeyFileError
 from servers.pairing.settings import PairingSettings
 from servers.pairing.store import MIGRATIONS, Clock, CodeBook, Limits, PairingStore, utc_now
 from shared.db import Database
-from shared.hosting import advertise_experimental, server_main
+from shared.hosting.capabilities import advertise_experimental
+from shared.hosting.main import server_main
 from shared.private import create_private_file
 from shared.protocol.pairing import PAIRING_EXTENSION
 from shared.protocol.storage import StorageExtension

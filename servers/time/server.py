@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from servers.time.settings import TimeSettings
 from servers.time.zones import zone
-from shared.hosting import server_main
+from shared.hosting.main import server_main
 from shared.protocol.policy import READ_ONLY_HINTS
 from shared.serverkit import NexoServer
 

@@ -56,7 +56,7 @@ from servers.workspace.shell import (
 )
 from servers.workspace.storage import write_or_refuse
 from shared.db import StorageCondition
-from shared.hosting import server_main
+from shared.hosting.main import server_main
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
 from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer, progress_while

@@ -9,8 +9,9 @@ import anyio
 from mcp.server import MCPServer
 from starlette.types import ASGIApp
 
-from shared import hosting
-from shared.hosting import server_main
+from shared.hosting import listener
+from shared.hosting.errors import HostingError
+from shared.hosting.main import server_main
 
 
 async def serve_asgi(
@@ -27,10 +28,10 @@ async def serve_asgi(
     names the port and ``setting`` (the variable that moves it), and ``on_ready`` gets the real port.
     """
     try:
-        sock = hosting.listen(host, port)
-    except hosting.ListenError as exc:
-        raise hosting.HostingError(exc.advice(setting)) from None
-    async with hosting.serve_asgi(app, sock) as (bound_host, bound_port):
+        sock = listener.listen(host, port)
+    except listener.ListenError as exc:
+        raise HostingError(exc.advice(setting)) from None
+    async with listener.serve_asgi(app, sock) as (bound_host, bound_port):
         if on_ready is not None:
             await on_ready(bound_host, bound_port)
         await anyio.sleep_forever()

@@ -20,7 +20,7 @@ from mcp.server.extension import Extension, MethodBinding
 from mcp.server.session import ServerSession
 from pydantic import Field
 
-from shared.hosting import advertise_experimental
+from shared.hosting.capabilities import advertise_experimental
 from shared.protocol.channel import (
     NAMESPACES,
     ChannelParams,

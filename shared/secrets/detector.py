@@ -11,7 +11,8 @@ import hashlib
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from shared.secrets.rules import RULE_IDS, RULES, Rule
+from shared.secrets.rule import Rule
+from shared.secrets.rules import RULE_IDS, RULES
 
 
 @dataclass(frozen=True, slots=True)

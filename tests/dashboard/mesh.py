@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.control import ask
 from orchestrator.daemon import Orchestrator
 from orchestrator.sockets import control_path

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from orchestrator.cli.main import build_parser
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

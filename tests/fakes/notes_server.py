@@ -14,7 +14,7 @@ from typing import Any
 from mcp.server import MCPServer
 from mcp_types import ToolAnnotations
 
-from shared.hosting import server_main
+from shared.hosting.main import server_main
 
 
 def build_server(path: Path) -> MCPServer[Any]:

@@ -47,7 +47,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from shared import hosting
+from shared.hosting.listener import listen, serve_asgi
 
 BOT_TOKEN = "xoxb-1111-2222-fakeBotTokenForTests"
 APP_TOKEN = "xapp-1-A111-3333-fakeAppTokenForTests"
@@ -111,7 +111,7 @@ class FakeSlack:
                 WebSocketRoute("/socket/{ticket}", self._socket_mode),
             ]
         )
-        async with hosting.serve_asgi(app, hosting.listen("127.0.0.1", 0)) as (host, port):
+        async with serve_asgi(app, listen("127.0.0.1", 0)) as (host, port):
             self.base_url = f"http://{host}:{port}/api"
             try:
                 yield self.base_url

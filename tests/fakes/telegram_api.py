@@ -43,7 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from shared import hosting
+from shared.hosting.listener import listen, serve_asgi
 from tests.fakes.telegram_html import EntityError, parse_html, utf16_len
 from tests.fakes.telegram_updates import UpdateBuilder
 from tests.fakes.telegram_wire import (
@@ -152,7 +152,7 @@ class FakeTelegram(UpdateBuilder):
         async with (
             httpx2.AsyncClient(timeout=10) as http,
             anyio.create_task_group() as tg,
-            hosting.serve_asgi(app, hosting.listen("127.0.0.1", 0)) as (host, port),
+            serve_asgi(app, listen("127.0.0.1", 0)) as (host, port),
         ):
             self._http, self._tg = http, tg
             self.base_url = f"http://{host}:{port}"

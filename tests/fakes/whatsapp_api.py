@@ -48,7 +48,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from shared import hosting
+from shared.hosting.listener import listen, serve_asgi
 
 API_VERSION: Final = "v21.0"
 PHONE_NUMBER_ID: Final = "106540352242922"
@@ -386,7 +386,7 @@ class FakeWhatsApp:
 @asynccontextmanager
 async def serve(fake: FakeWhatsApp) -> AsyncIterator[FakeWhatsApp]:
     """Serve ``fake`` on a free loopback port; ``fake.url`` is its base URL (``api_base_url``)."""
-    sock = hosting.listen("127.0.0.1", 0)
-    async with hosting.serve_asgi(fake.app(), sock) as (host, port):
+    sock = listen("127.0.0.1", 0)
+    async with serve_asgi(fake.app(), sock) as (host, port):
         fake.url = f"http://{host}:{port}"
         yield fake

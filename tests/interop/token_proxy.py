@@ -14,7 +14,7 @@ import anyio.from_thread
 import httpx2
 from starlette.types import Receive, Scope, Send
 
-from shared.hosting import listen, serve_asgi
+from shared.hosting.listener import listen, serve_asgi
 
 HOP_BY_HOP = {b"host", b"authorization", b"content-length", b"connection", b"transfer-encoding"}
 

@@ -13,7 +13,9 @@ import pytest
 
 from orchestrator.proactive.ticks import ProactiveSchedule
 from orchestrator.tools.local import GoalContext, LocalTool
-from shared.protocol.audit import EntryDraft, NoticeBody, Origin
+from shared.protocol.audit.bodies import NoticeBody
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.goals import Origin
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step, tokens_for
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.inbox import replies, say

@@ -16,14 +16,14 @@ from orchestrator.daemon import Orchestrator
 from orchestrator.intake import Intake
 from orchestrator.proactive.runtime import Autonomy
 from orchestrator.tools.local import GoalContext, LocalTool
-from shared.protocol.audit import (
+from shared.protocol.audit.goals import Origin
+from shared.protocol.audit.methods import (
     GoalCreateParams,
     GoalCreateRequest,
     GoalCreateResult,
     GoalGetParams,
     GoalGetRequest,
     GoalGetResult,
-    Origin,
     TailParams,
     TailRequest,
     TailResult,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.child_env import child_env
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 
 
 def _config(tmp_path: Path, workspace_env: dict[str, str]) -> NexoConfig:

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from orchestrator.claude_plugins import approvals_line, plugin_findings
-from orchestrator.config import NexoConfig, load
+from orchestrator.config.loading import load
+from orchestrator.config.nexo import NexoConfig
 
 CLAUDE = ("claude/channel", "claude/channel/permission")
 NEXO = ("nexo/channel", "nexo/channel/permission", "claude/channel", "claude/channel/permission")

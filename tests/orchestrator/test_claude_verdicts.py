@@ -11,7 +11,8 @@ import anyio
 import pytest
 import yaml
 
-from orchestrator.config import NexoConfig, load
+from orchestrator.config.loading import load
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.goals import AuditSink
 from orchestrator.intake.claude_approvals import ClaudeApprovals
 from orchestrator.intake.notices import Notices

@@ -21,7 +21,7 @@ from orchestrator.cli.direct import CONNECT_TIMEOUT_S
 from orchestrator.cli.goals import command_goals, goals_table, snapshot
 from orchestrator.cli.main import build_parser
 from servers.audit.goals import GoalRegistry
-from shared.protocol.audit import Budget, Goal, Origin
+from shared.protocol.audit.goals import Budget, Goal, Origin
 from tests.mesh.harness import python_server, write_config
 from tests.servers.audit.conftest import ManualClock, notice, opened_ledger, tamper, tool_call, turn
 

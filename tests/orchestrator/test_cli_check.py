@@ -13,7 +13,9 @@ from anyio.from_thread import start_blocking_portal
 from mcp.server import MCPServer
 
 from orchestrator.cli.main import main
-from shared.hosting import HttpOptions, listen, serve_http
+from shared.hosting.listener import listen
+from shared.hosting.options import HttpOptions
+from shared.hosting.serve import serve_http
 
 NO_KEY = (
     "llm.providers.claude.api_key: agent 'nexo' uses provider 'claude' (Anthropic at "

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli.locate import state_dir
-from orchestrator.config import load
+from orchestrator.config.loading import load
 
 AGENTS = "agents:\n  - id: nexo\n    model: {provider: fake}\n"
 LLM = "llm:\n  providers:\n    fake: {kind: openai_compat, base_url: 'http://127.0.0.1:9/v1', model: m}\n"

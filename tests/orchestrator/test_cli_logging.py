@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator.cli.common import setup_logging
-from shared.hosting import configure_logging
+from shared.hosting.main import configure_logging
 
 
 @pytest.fixture(autouse=True)

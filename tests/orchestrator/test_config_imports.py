@@ -15,7 +15,7 @@ import sys
 
 LOAD_BUILT_IN = """
 import json, sys
-from orchestrator.config import load
+from orchestrator.config.loading import load
 config = load(None)
 print(json.dumps({
     "agents": [agent.id for agent in config.agents],

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.daemon import Orchestrator
 from tests.mesh.harness import write_config
 

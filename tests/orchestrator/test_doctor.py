@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.config import NexoConfig, load
+from orchestrator.config.loading import load
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.doctor import (
     EXIT_ERROR,
     EXIT_OK,

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from orchestrator.config import Budgets
+from orchestrator.config.agents import Budgets
 from orchestrator.llm import Usage
 from orchestrator.loop.extract import MIN_TOKENS, extract_memories, parse_items
 from tests.fakes.llm import Fail, FakeLLM, Reply

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.daemon import Orchestrator
 from orchestrator.mesh import Mesh, StdioServerConfig
 from orchestrator.mesh.forked_process import ForkedProcess

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.intake.gate import channel_servers, evaluate
 
 CHANNEL = ("nexo/channel", "nexo/events")

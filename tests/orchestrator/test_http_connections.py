@@ -18,7 +18,9 @@ from starlette.types import Receive, Scope, Send
 
 from orchestrator.mesh import HttpServerConfig, Mesh, SupervisionConfig
 from orchestrator.mesh.config import Protocol
-from shared.hosting import HttpOptions, build_http_app, listen, serve_asgi
+from shared.hosting.http_app import build_http_app
+from shared.hosting.listener import listen, serve_asgi
+from shared.hosting.options import HttpOptions
 
 pytestmark = pytest.mark.anyio
 

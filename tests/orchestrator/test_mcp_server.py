@@ -9,7 +9,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from orchestrator.config import NexoConfig, load
+from orchestrator.config.loading import load
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server
 from orchestrator.sockets import control_path

@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.session import IncomingMessage
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.daemon import Orchestrator
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server

@@ -16,13 +16,14 @@ import pytest
 from mcp import Client
 from mcp_types import CallToolResult, Implementation, TextContent
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.daemon import Orchestrator
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server
 from orchestrator.sockets import control_path
-from shared.protocol import audit, cron, pairing
-from shared.protocol.audit import EntryDraft
+from shared.protocol import cron, pairing
+from shared.protocol.audit import methods as audit_methods
+from shared.protocol.audit.entries import Entry, EntryDraft
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest, Step
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import python_server, write_config
@@ -76,10 +77,12 @@ def _client(orch: Orchestrator) -> Client:
     return Client(server, client_info=CLIENT)
 
 
-async def _ledger(orch: Orchestrator, kind: str) -> list[audit.Entry]:
+async def _ledger(orch: Orchestrator, kind: str) -> list[Entry]:
     assert await orch.sink.flush(30)
     tail = await orch.mesh[orch.config.audit.server].request(
-        audit.TailRequest(params=audit.TailParams(kind=kind, limit=50)), audit.TailResult, timeout=30
+        audit_methods.TailRequest(params=audit_methods.TailParams(kind=kind, limit=50)),
+        audit_methods.TailResult,
+        timeout=30,
     )
     return tail.entries
 

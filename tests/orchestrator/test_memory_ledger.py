@@ -16,7 +16,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from orchestrator.config import AgentConfig
+from orchestrator.config.agents import AgentConfig
 from orchestrator.goals.observer import LedgerObserver
 from orchestrator.goals.sink import AuditSink
 from orchestrator.goals.tracker import GoalTracker, TrackedGoal
@@ -31,7 +31,9 @@ from servers.audit.settings import AuditSettings
 from servers.memory.embeddings import Embedder
 from servers.memory.server import build_server as build_memory
 from servers.memory.settings import MemorySettings
-from shared.protocol.audit import Entry, Origin, TailParams, TailRequest, TailResult
+from shared.protocol.audit.entries import Entry
+from shared.protocol.audit.goals import Origin
+from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
 from shared.protocol.memory import tool_meta
 from tests.fakes.llm import FakeLLM, Reply
 from tests.orchestrator.llm.support import VirtualTime, openai

@@ -18,12 +18,14 @@ import mcp_types as types
 import pytest
 from mcp import MCPError
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.mesh import HttpServerConfig, ServerConnection, SupervisionConfig
 from orchestrator.mesh.events import pull_forever
 from shared.db import Database
 from shared.events import EVENTS_MIGRATIONS, EventLog, StoredEvent
-from shared.hosting import HttpOptions, listen, serve_http
+from shared.hosting.listener import listen
+from shared.hosting.options import HttpOptions
+from shared.hosting.serve import serve_http
 from shared.protocol.events import Event, EventsExtension
 from shared.serverkit import NexoServer
 

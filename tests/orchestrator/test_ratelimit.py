@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.intake.ratelimit import ChannelRates, TokenBucket
 from orchestrator.metrics import Metrics
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.config import ChannelPairing
+from orchestrator.config.channels import ChannelPairing
 from orchestrator.intake.admission import principal_of, source_of
 from orchestrator.intake.refusals import MAX_ROWS, Refusals
 from tests.orchestrator.test_ratelimit import Clock

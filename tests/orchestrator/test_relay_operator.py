@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.mesh import Mesh, SupervisionConfig
 from orchestrator.relay import relay_operator
 from shared.protocol import pairing_methods as m

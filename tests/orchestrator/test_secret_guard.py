@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.config import NexoConfig
+from orchestrator.config.nexo import NexoConfig
 from orchestrator.intake.secret_guard import OutboundGuard, SecretWithheld
 from orchestrator.mesh import CatalogTool
 

@@ -10,7 +10,7 @@ import pytest
 from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import AssistantMessage, UserMessage
 from orchestrator.mesh import ServerConnection
-from orchestrator.mesh.connection import ServerUnavailable
+from orchestrator.mesh.errors import ServerUnavailable
 from shared.protocol.memory import (
     SessionAppendRequest,
     SessionAppendResult,

@@ -16,7 +16,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.daemon import Orchestrator
 from tests.fakes.llm import FakeLLM, RecordedRequest
 from tests.fakes.llm import Reply as ModelReply

@@ -37,8 +37,9 @@ settings = {name: getattr(importlib.import_module(f"{name}.settings"), cls) for 
 
 
 def built():
-    modules = [sys.modules[f"shared.protocol.{m.name}"] for m in pkgutil.iter_modules(package.__path__)
-               if f"shared.protocol.{m.name}" in sys.modules]
+    # Walked, not listed: a contract may be a package of modules (shared.protocol.audit).
+    modules = [sys.modules[m.name] for m in pkgutil.walk_packages(package.__path__, "shared.protocol.")
+               if m.name in sys.modules]
     return {
         f"{value.__module__}.{value.__qualname__}"
         for module in modules

@@ -32,7 +32,7 @@ from shared.channelkit import (
     serve_asgi,
 )
 from shared.channelkit.server import PermissionRequestAccepted, PermissionRequestCall
-from shared.hosting import HostingError
+from shared.hosting.errors import HostingError
 from shared.protocol.channel import (
     ChannelParams,
     ClaudePermissionRequestNotification,

@@ -17,17 +17,12 @@ from mcp.server import MCPServer
 from starlette.applications import Starlette
 
 from shared.channelkit import serve_asgi
-from shared.hosting import (
-    HostingError,
-    HttpOptions,
-    http_options_from_env,
-    listen,
-    parse_bind,
-    serve_http,
-    server_main,
-    startup_failure,
-    token_source,
-)
+from shared.hosting.errors import HostingError, startup_failure
+from shared.hosting.listener import listen
+from shared.hosting.main import server_main
+from shared.hosting.options import HttpOptions, http_options_from_env, parse_bind
+from shared.hosting.serve import serve_http
+from shared.hosting.tokens import token_source
 from shared.net import is_loopback
 
 INIT = {

@@ -24,7 +24,7 @@ LIST_BUILT = """
 import importlib, json, pkgutil
 import pydantic
 import shared.protocol as package
-names = [f"shared.protocol.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
+names = [m.name for m in pkgutil.walk_packages(package.__path__, "shared.protocol.")]  # audit is a package
 names.append("shared.channelkit.server")  # the kit's own permission-prompt requests
 models = [
     value

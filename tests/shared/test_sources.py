@@ -17,24 +17,22 @@ from typing import get_args
 import pytest
 from mcp.client import Client
 
-from orchestrator.config import NAME_PATTERN
+from orchestrator.config.agents import NAME_PATTERN
 from orchestrator.proactive.ticks import TickReason
 from servers.audit.drafts import validate_draft
 from servers.audit.errors import InvalidEntry
 from servers.audit.server import build_server
 from servers.audit.settings import AuditSettings
-from shared.protocol.audit import (
+from shared.protocol.audit.bodies import CronFireBody, NoticeBody, TurnBody
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.goals import Origin
+from shared.protocol.audit.methods import (
     AppendParams,
     AppendRequest,
     AppendResult,
-    CronFireBody,
-    EntryDraft,
     GoalCreateParams,
     GoalCreateRequest,
     GoalCreateResult,
-    NoticeBody,
-    Origin,
-    TurnBody,
 )
 from shared.protocol.cron import BINDING_PATTERN, POLLER_NAME_PATTERN, poller_id
 from shared.protocol.sources import MAX_SOURCE, channel_source, cron_source, is_source, source

@@ -11,7 +11,7 @@ from pydantic import SecretStr
 from channel_servers.email.imap import Inbox
 from channel_servers.email.store import MailStore
 from shared.db import Database
-from shared.hosting import HostingError
+from shared.hosting.errors import HostingError
 from tests.channel_servers.email.dovecot import Dovecot, free_port
 from tests.channel_servers.email.mailserver import ReceivingMta
 from tests.channel_servers.email.support import email_channel, mail, pull, settings_for, submit

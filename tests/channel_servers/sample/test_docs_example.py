@@ -25,7 +25,7 @@ from docs.examples.chirp.test_chirp import (  # noqa: F401 -- collected and run 
     test_a_webhook_message_becomes_one_durable_event,
     test_while_chirp_is_down_a_reply_waits_for_the_chat_to_write_again,
 )
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from shared.protocol.events import PullParams, PullRequest, PullResult
 from tests.mesh.harness import REPO
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from channel_servers.whatsapp.server import TokenRefused
-from shared.hosting import startup_failure
+from shared.hosting.errors import startup_failure
 from tests.channel_servers.whatsapp.conftest import CONTACT, running
 from tests.fakes.whatsapp_api import TEXT_LIMIT, WINDOW_S
 

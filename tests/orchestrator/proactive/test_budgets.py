@@ -11,18 +11,11 @@ from typing import Any
 import pytest
 
 from orchestrator.llm.types import Usage
-from orchestrator.proactive.budgets import (
-    MAX_TRACKED,
-    BudgetHit,
-    PriceMissing,
-    Scopes,
-    Spend,
-    SpendRow,
-    SpendTracker,
-    find_price,
-    price_keys,
-)
+from orchestrator.proactive.budgets import SpendTracker
 from orchestrator.proactive.config import Price, SpendBudgets
+from orchestrator.proactive.prices import PriceMissing, find_price, price_keys
+from orchestrator.proactive.spend import BudgetHit, Scopes, Spend, SpendRow
+from orchestrator.proactive.totals import MAX_TRACKED
 
 START = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 SONNET = "anthropic/claude-sonnet-4-5"

@@ -9,20 +9,19 @@ import pytest
 
 from orchestrator.proactive.digest import build_digest, needs_digest
 from servers.audit.drafts import GoalBody, internal_draft
-from shared.protocol.audit import (
+from shared.protocol.audit.bodies import (
     ApprovalAnsweredBody,
     ApprovalRequestedBody,
     Body,
     ChannelBody,
     CronFireBody,
-    Entry,
-    EntryDraft,
-    GoalStatus,
     NoticeBody,
     ToolCallBody,
     TurnBody,
-    args_digest,
 )
+from shared.protocol.audit.digest import args_digest
+from shared.protocol.audit.entries import Entry, EntryDraft
+from shared.protocol.audit.terms import GoalStatus
 
 SINCE = datetime(2026, 11, 20, 21, 4, tzinfo=UTC)
 NOW = datetime(2026, 11, 21, 11, 4, tzinfo=UTC)

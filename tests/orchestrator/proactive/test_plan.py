@@ -15,7 +15,7 @@ import anyio
 import pytest
 import yaml
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.goals import AuditSink
 from orchestrator.mesh import Mesh
 from orchestrator.proactive.config import HeartbeatConfig, Limits, ProactiveConfig

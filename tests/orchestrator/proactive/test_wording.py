@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from orchestrator.proactive.budgets import Scopes
 from orchestrator.proactive.config import Limits
 from orchestrator.proactive.limits import ActionLimiter
+from orchestrator.proactive.spend import Scopes
 from orchestrator.proactive.wording import action_cap_text, budget_text, sentence
 from tests.orchestrator.proactive.test_budgets import SONNET, UNLIMITED, Clock, tracker, usage
 

@@ -16,14 +16,9 @@ from mcp.client import Client
 from servers.audit.server import build_server
 from servers.audit.settings import AuditSettings
 from servers.audit.store import Ledger, open_database
-from shared.protocol.audit import (
-    ApprovalAnsweredBody,
-    EntryDraft,
-    NoticeBody,
-    ToolCallBody,
-    TurnBody,
-    args_digest,
-)
+from shared.protocol.audit.bodies import ApprovalAnsweredBody, NoticeBody, ToolCallBody, TurnBody
+from shared.protocol.audit.digest import args_digest
+from shared.protocol.audit.entries import EntryDraft
 
 START = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 GUARD_TRIGGERS = ("ledger_no_update", "ledger_no_delete")

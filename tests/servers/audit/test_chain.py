@@ -20,7 +20,7 @@ from servers.audit.chain import (
     runs,
     verify_rows,
 )
-from shared.protocol.audit import Head, Problem, VerifyReport
+from shared.protocol.audit.entries import Head, Problem, VerifyReport
 
 
 def chain(count: int, first_prev: str = GENESIS) -> list[Row]:

@@ -13,15 +13,12 @@ from servers.audit.control import METHODS, as_mcp_error
 from servers.audit.errors import WriterStopped
 from servers.audit.server import build_server
 from servers.audit.settings import AuditSettings
-from shared.protocol.audit import (
-    GOAL_NOT_FOUND,
-    TRANSITION_REFUSED,
+from shared.protocol.audit.entries import Entry, EntryDraft, VerifyReport
+from shared.protocol.audit.goals import Budget, Origin
+from shared.protocol.audit.methods import (
     AppendParams,
     AppendRequest,
     AppendResult,
-    Budget,
-    Entry,
-    EntryDraft,
     GoalBootParams,
     GoalBootRequest,
     GoalBootResult,
@@ -43,7 +40,6 @@ from shared.protocol.audit import (
     HeadParams,
     HeadRequest,
     HeadResult,
-    Origin,
     TailParams,
     TailRequest,
     TailResult,
@@ -51,10 +47,10 @@ from shared.protocol.audit import (
     TrimRequest,
     TrimResult,
     VerifyParams,
-    VerifyReport,
     VerifyRequest,
     VerifyResult,
 )
+from shared.protocol.audit.terms import GOAL_NOT_FOUND, TRANSITION_REFUSED
 from tests.servers.audit.conftest import ManualClock, connected, notice, tool_call, turn
 
 pytestmark = pytest.mark.anyio

@@ -8,7 +8,7 @@ import pytest
 from mcp import MCPError
 
 from servers.audit.settings import AuditSettings
-from shared.protocol.audit import (
+from shared.protocol.audit.methods import (
     AppendParams,
     AppendRequest,
     AppendResult,

@@ -11,7 +11,8 @@ import pytest
 
 from servers.audit.errors import GoalNotFound, InvalidRequest, TransitionRefused
 from servers.audit.goals import PROMPT_MAX, GoalRegistry, stored_prompt
-from shared.protocol.audit import Budget, Goal, GoalKind, Origin
+from shared.protocol.audit.goals import Budget, Goal, Origin
+from shared.protocol.audit.terms import GoalKind
 from tests.servers.audit.conftest import START, ManualClock, opened_ledger
 
 pytestmark = pytest.mark.anyio

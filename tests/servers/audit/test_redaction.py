@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from servers.audit.goals import GoalRegistry
-from shared.protocol.audit import EntryDraft, Origin, ToolCallBody, args_digest
+from shared.protocol.audit.bodies import ToolCallBody
+from shared.protocol.audit.digest import args_digest
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.goals import Origin
 from tests.servers.audit.conftest import opened_ledger, turn
 
 pytestmark = pytest.mark.anyio

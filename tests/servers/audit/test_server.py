@@ -11,16 +11,16 @@ import pytest
 from mcp.client import Client
 
 from servers.audit.settings import AuditSettings
-from shared.protocol.audit import (
+from shared.protocol.audit.bodies import NoticeBody
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.audit.goals import Origin
+from shared.protocol.audit.methods import (
     AppendParams,
     AppendRequest,
     AppendResult,
-    EntryDraft,
     GoalCreateParams,
     GoalCreateRequest,
     GoalCreateResult,
-    NoticeBody,
-    Origin,
     TailParams,
     TailRequest,
     TailResult,

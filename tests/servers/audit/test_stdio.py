@@ -13,8 +13,8 @@ from mcp import MCPError, StdioServerParameters
 from mcp.client import Client
 
 from servers.audit.store import verify_file
-from shared.protocol.audit import (
-    Appended,
+from shared.protocol.audit.entries import Appended
+from shared.protocol.audit.methods import (
     AppendParams,
     AppendRequest,
     AppendResult,

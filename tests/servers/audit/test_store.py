@@ -20,13 +20,7 @@ from servers.audit.drafts import CheckpointBody
 from servers.audit.errors import InvalidEntry, InvalidRequest, WriterStopped
 from servers.audit.retention import Retention, TrimOutcome
 from servers.audit.store import ChainWriter, Ledger, fts_query, verify_file
-from shared.protocol.audit import (
-    Appended,
-    Entry,
-    EntryDraft,
-    Head,
-    VerifyReport,
-)
+from shared.protocol.audit.entries import Appended, Entry, EntryDraft, Head, VerifyReport
 from tests.servers.audit.conftest import (
     START,
     ManualClock,

@@ -16,7 +16,7 @@ import pytest
 from servers.audit.chain import canonical_entry, entry_hash
 from servers.audit.retention import Retention
 from servers.audit.store import verify_file
-from shared.protocol.audit import Head, Problem, VerifyReport
+from shared.protocol.audit.entries import Head, Problem, VerifyReport
 from tests.servers.audit.conftest import ManualClock, notice, opened_ledger, rows, tamper, tool_call, turn
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from servers.cron.jitter import JitterKnobs, due_at, entry_fraction, expired_by_age, jitter_offset
-from servers.cron.schedule import Schedule, parse_schedule
+from servers.cron.schedule import Schedule
+from servers.cron.schedule_parse import parse_schedule
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 IDS = [f"cron-{index:05d}" for index in range(10_000)]

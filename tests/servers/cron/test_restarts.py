@@ -14,7 +14,7 @@ import anyio.lowlevel
 import pytest
 
 from servers.cron.jitter import JitterKnobs
-from servers.cron.schedule import parse_schedule
+from servers.cron.schedule_parse import parse_schedule
 from servers.cron.state import Caller, CronState
 from tests.servers.cron.conftest import START, ManualClock, events, make_settings, opened, rows, stamp
 

@@ -10,7 +10,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from servers.cron.schedule import MIN_GAP_S, Schedule, ScheduleError, ScheduleKind, parse_schedule
+from servers.cron.schedule import Schedule, ScheduleKind
+from servers.cron.schedule_forms import ScheduleError
+from servers.cron.schedule_parse import MIN_GAP_S, parse_schedule
 
 BERLIN = "Europe/Berlin"
 NEW_YORK = "America/New_York"

@@ -1,0 +1,109 @@
+"""Serve an MCP server over stdio or Streamable HTTP until cancelled or signalled."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+
+from shared.hosting.errors import HostingError
+from shared.hosting.http_app import ServerStatus, build_http_app, mcp_url
+from shared.hosting.listener import ListenError, listen, serve_asgi
+from shared.hosting.options import HttpOptions
+
+logger = logging.getLogger("nexo.hosting")
+
+
+async def serve_http(
+    server: MCPServer[Any],
+    options: HttpOptions,
+    *,
+    status: ServerStatus | None = None,
+    on_ready: Callable[[str, int], Awaitable[None]] | None = None,
+    sock: socket.socket | None = None,
+) -> None:
+    """Serve until cancelled. ``on_ready`` receives the bound host and port (useful with port 0).
+    ``sock`` is a socket already listening (see :func:`listen`); without one it is bound here."""
+    app = build_http_app(server, options, status)
+    if sock is None:
+        try:
+            sock = listen(options.host, options.port)
+        except ListenError as exc:
+            raise HostingError(exc.advice("--http HOST:PORT")) from None
+    async with serve_asgi(app, sock, lifespan="on") as (host, port):
+        logger.info("serving %s over HTTP at %s", server.name, mcp_url(host, port))
+        if on_ready is not None:
+            await on_ready(host, port)
+        await anyio.sleep_forever()
+
+
+async def serve_stdio(server: MCPServer[Any]) -> None:
+    """Serve on stdin/stdout. When the client is gone (a SIGKILLed orchestrator), the next answer
+    meets a broken pipe: that ends the server with one line on stderr, not a traceback."""
+    try:
+        await server.run_stdio_async()
+    except* BrokenPipeError:
+        # Python flushes stdout once more at exit; pointed at /dev/null that flush cannot fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        print(
+            f"{server.name}: the client that started this server is gone (its end of stdout closed); exiting",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def run(
+    server: MCPServer[Any],
+    *,
+    http: HttpOptions | None = None,
+    status: ServerStatus | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Blocking entry point for a server's ``__main__``: stdio unless ``http`` is given.
+
+    Over HTTP the port is bound before anything else starts, so a port in use is one
+    :class:`HostingError` naming it; ``announce`` receives the URL once the server listens.
+    """
+    if http is None:
+        anyio.run(serve_stdio, server)
+        return
+    http.check()
+    try:
+        sock = listen(http.host, http.port)
+    except ListenError as exc:
+        raise HostingError(exc.advice("--http HOST:PORT")) from None
+    anyio.run(_serve_until_signalled, server, http, status, sock, announce)
+
+
+async def _serve_until_signalled(
+    server: MCPServer[Any],
+    http: HttpOptions,
+    status: ServerStatus | None,
+    sock: socket.socket,
+    announce: Callable[[str], None] | None,
+) -> None:
+    """SIGTERM or SIGINT ends the server gracefully (requests in flight finish), exit status 0."""
+
+    async def ready(host: str, port: int) -> None:
+        if announce is not None:
+            announce(mcp_url(host, port))
+
+    async with anyio.create_task_group() as tg:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(stop_on_signal)
+        await serve_http(server, http, status=status, on_ready=ready, sock=sock)
