@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from servers.memory.keyword import KeywordQuery, Term
 from servers.memory.terms import document_tokens
-from shared.db import Database
+from shared.db import Reads
 
 K1 = 1.2
 B = 0.75
@@ -133,7 +133,7 @@ class Totals:
         return self.words / self.rows if self.rows and self.words else 1.0
 
 
-async def totals(db: Database) -> Totals:
+async def totals(db: Reads) -> Totals:
     """Read from FTS5's ``averages`` record (id 1 of its data table: varints, the row count then one
     total per column; the SQLite file format keeps it stable). ``count(*)`` would read every row."""
     row = await db.fetchone("SELECT block FROM memories_fts_data WHERE id = 1")
@@ -142,7 +142,7 @@ async def totals(db: Database) -> Totals:
 
 
 async def ranked(
-    db: Database, agent: str, query: KeywordQuery, k: int, *, cap: int = RANK_CAP, allow_fts5: bool = True
+    db: Reads, agent: str, query: KeywordQuery, k: int, *, cap: int = RANK_CAP, allow_fts5: bool = True
 ) -> Ranked:
     """The agent's ``k`` best memories for ``query`` by BM25, best first (the module docstring);
     ``allow_fts5=False`` always ranks here."""
@@ -177,7 +177,7 @@ def fts5_is_cheaper(query: KeywordQuery, cap: int) -> bool:
     return WALK_US * walked + FTS5_ROW_US * candidates <= READ_US * min(candidates, cap)
 
 
-async def _fts5_bm25(db: Database, agent: str, query: KeywordQuery, k: int) -> list[Hit]:
+async def _fts5_bm25(db: Reads, agent: str, query: KeywordQuery, k: int) -> list[Hit]:
     rows = await db.fetchall(
         # CROSS JOIN keeps the full-text index the outer loop: see MemoryStore.holders.
         "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
@@ -188,7 +188,7 @@ async def _fts5_bm25(db: Database, agent: str, query: KeywordQuery, k: int) -> l
     return [(int(row[0]), float(row[1])) for row in rows]
 
 
-async def _rare_first(db: Database, query: KeywordQuery, weights: Sequence[tuple[Term, float]]) -> list[int]:
+async def _rare_first(db: Reads, query: KeywordQuery, weights: Sequence[tuple[Term, float]]) -> list[int]:
     """Ids holding a candidate term, by partial score (the weights of those they hold), newest first
     among equals."""
     weight = dict(weights)
@@ -203,7 +203,7 @@ async def _rare_first(db: Database, query: KeywordQuery, weights: Sequence[tuple
     return sorted(partial, key=lambda memory_id: (-partial[memory_id], -memory_id))
 
 
-async def _newest(db: Database, match: str, window: int) -> list[int]:
+async def _newest(db: Reads, match: str, window: int) -> list[int]:
     rows = await db.fetchall(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
         (match, window),
@@ -221,7 +221,7 @@ class _Scored:
 
 
 async def _score(
-    db: Database,
+    db: Reads,
     agent: str,
     candidates: Sequence[int],
     weights: Sequence[tuple[Term, float]],
