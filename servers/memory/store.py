@@ -271,11 +271,12 @@ class MemoryStore:
         )
         return [Memory.from_row(row) for row in rows]
 
-    async def keyword(self, agent: str, query: KeywordQuery, k: int) -> Ranked:
+    async def keyword(self, agent: str, query: KeywordQuery, k: int, *, least: float | None = None) -> Ranked:
         """(id, BM25 score) of the agent's ``k`` best memories for ``query``, best first
         (``servers.memory.keyword_rank``). Scores are positive: higher is better. Archived memories
-        are searched like the others."""
-        return await ranked(self.reads, agent, query, k)
+        are searched like the others. ``least``: only hits scoring at least this share of the
+        query's total weight are wanted (``keyword_rank.reachable``)."""
+        return await ranked(self.reads, agent, query, k, least=least)
 
     async def holders(self, agent: str, match: str, k: int) -> list[int]:
         """Up to ``k`` of the agent's memories matching ``match``, unranked (no BM25 is computed)."""
