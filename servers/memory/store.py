@@ -263,13 +263,17 @@ class MemoryStore:
         row = await self.db.fetchone(f"SELECT COUNT(*) FROM memories {where}", params)
         return int(row[0]) if row is not None else 0
 
-    async def active(self, agent: str) -> list[Memory]:
-        """Every memory of the agent that is not archived (consolidation scores them all)."""
+    async def active_scores(self, agent: str, after_id: int, limit: int) -> list[tuple[Any, ...]]:
+        """What consolidation scores, for up to ``limit`` of the agent's memories that are not
+        archived, in id order after ``after_id``: (id, importance, created_at, last_accessed_at,
+        access_count, provenance, promoted_at). Never the text: a pass over a million memories
+        holds these figures, not the memories."""
         await self.flush_access()
-        rows = await self.db.fetchall(
-            f"SELECT {COLUMNS} FROM memories WHERE agent = ? AND archived = 0 ORDER BY id", (agent,)
+        return await self.db.fetchall(
+            "SELECT id, importance, created_at, last_accessed_at, access_count, provenance, promoted_at "
+            "FROM memories WHERE agent = ? AND archived = 0 AND id > ? ORDER BY id LIMIT ?",
+            (agent, after_id, limit),
         )
-        return [Memory.from_row(row) for row in rows]
 
     async def keyword(self, agent: str, query: KeywordQuery, k: int, *, least: float | None = None) -> Ranked:
         """(id, BM25 score) of the agent's ``k`` best memories for ``query``, best first
