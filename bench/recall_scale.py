@@ -31,7 +31,12 @@ The database is cached under ~/.cache/nexo-bench/ (or $XDG_CACHE_HOME/nexo-bench
 (a store of an older schema is migrated when it is opened); a run resets what it changed
 (archiving) before it ends.
 
-``python -m bench.recall_scale [--rows N] [--queries Q]`` (default 100,000 rows, 325 questions)
+Then, unless ``--no-mcp``, the same questions as ``memory_recall`` tool calls to the memory server
+over stdio (``bench.recall_scale_mcp``), beside the in-process figures. ``--no-references`` skips
+exact search and the old keyword query, many minutes at a million.
+
+``python -m bench.recall_scale [--rows N] [--queries Q] [--no-mcp] [--no-references]`` (default
+100,000 rows, 325 questions)
 """
 
 from __future__ import annotations
