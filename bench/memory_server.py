@@ -86,14 +86,16 @@ def server_env(state: Path, **extra: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def memory_server(state: Path, **extra: str) -> AsyncIterator[tuple[Client, int | None]]:
-    """The SDK client connected to ``python -m servers.memory`` over stdio, and the server's pid."""
-    before = set(child_pids(os.getpid(), "servers.memory"))
+async def memory_server(
+    state: Path, module: str = "servers.memory", **extra: str
+) -> AsyncIterator[tuple[Client, int | None]]:
+    """The SDK client connected to ``python -m <module>`` (the memory server) over stdio, and its pid."""
+    before = set(child_pids(os.getpid(), module))
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "servers.memory"], env=server_env(state, **extra), cwd=str(REPO)
+        command=sys.executable, args=["-m", module], env=server_env(state, **extra), cwd=str(REPO)
     )
     async with Client(params) as client:
-        started = [pid for pid in child_pids(os.getpid(), "servers.memory") if pid not in before]
+        started = [pid for pid in child_pids(os.getpid(), module) if pid not in before]
         yield client, started[0] if len(started) == 1 else None
 
 

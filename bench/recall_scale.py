@@ -31,7 +31,12 @@ The database is cached under ~/.cache/nexo-bench/ (or $XDG_CACHE_HOME/nexo-bench
 (a store of an older schema is migrated when it is opened); a run resets what it changed
 (archiving) before it ends.
 
-``python -m bench.recall_scale [--rows N] [--queries Q]`` (default 100,000 rows, 325 questions)
+Then, unless ``--no-mcp``, the same questions as ``memory_recall`` tool calls to the memory server
+over stdio (``bench.recall_scale_mcp``), beside the in-process figures. ``--no-references`` skips
+exact search and the old keyword query, many minutes at a million.
+
+``python -m bench.recall_scale [--rows N] [--queries Q] [--no-mcp] [--no-references]`` (default
+100,000 rows, 325 questions)
 """
 
 from __future__ import annotations
@@ -42,20 +47,23 @@ import os
 import re
 import sys
 import time
-import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import anyio
 import numpy as np
 
+from bench.hashed_vectors import DIM, HashedEmbedder, cache_dir, unit
 from bench.memory_server import pss_mb
+from bench.recall_scale_mcp import Asked, over_mcp
 from bench.stats import Result, table
 from bench.support import progress
 from servers.memory.consolidate import Policy, consolidate
 from servers.memory.guard import SecretGuard
-from servers.memory.models import Vector, content_hash
+from servers.memory.models import content_hash
 from servers.memory.notebook import Notebooks
 from servers.memory.recall import Recaller
 from servers.memory.state import MIGRATIONS
@@ -66,11 +74,9 @@ from servers.memory.vectors import VectorIndex
 from shared.db import Database
 from shared.protocol.memory import RecallMode
 
-DIM = 384
 AGENT = "bench"
 K = 10
 VERSION = 1
-BUCKETS = 1 << 16
 WORKING_SET = 5_000
 TARGET_P50_MS = 25.0
 TARGET_PSS_MB = 300.0
@@ -82,11 +88,6 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _ROFF_ESCAPE = re.compile(r"\\f[BIRP1-4]|\\\(..|\\[-&e|^]|\\s[-+]?\d")
 _WORD = re.compile(r"[^\W_]+")
 MODES: tuple[RecallMode, ...] = ("keyword", "vector", "hybrid")
-
-
-def cache_dir() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "nexo-bench"
 
 
 # -- the text ------------------------------------------------------------------------------------
@@ -161,35 +162,6 @@ def text_of(pool: Sequence[str], row: tuple[int, int | None]) -> str:
 # -- the vectors ---------------------------------------------------------------------------------
 
 
-class HashedEmbedder:
-    """A text's vector: the normalised sum of one fixed random direction per word."""
-
-    def __init__(self, seed: int = 11) -> None:
-        self._directions = np.random.default_rng(seed).standard_normal((BUCKETS, DIM), dtype=np.float32)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return unit(self.sums(texts))
-
-    def sums(self, texts: Sequence[str]) -> np.ndarray:
-        """The word directions of each text summed, not normalised: a pair's is the sum of its two."""
-        buckets: list[int] = []
-        starts: list[int] = []
-        for text in texts:
-            starts.append(len(buckets))
-            buckets += [
-                zlib.crc32(word.encode()) % BUCKETS for word in _WORD.findall(text.casefold()) or ["-"]
-            ]
-        return np.add.reduceat(self._directions[np.asarray(buckets)], np.asarray(starts), axis=0)
-
-    async def embed_one(self, text: str) -> Vector:
-        vector: Vector = self.embed([text])[0]
-        return vector
-
-
-def unit(rows: np.ndarray) -> np.ndarray:
-    return np.asarray(rows / np.linalg.norm(rows, axis=1, keepdims=True), dtype=np.float32)
-
-
 def sentence_sums(pool: Sequence[str], embedder: HashedEmbedder) -> np.ndarray:
     """The summed word directions of every sentence of the pool (computed once, cached)."""
     cached = cache_dir() / f"recall-scale-sums-v{VERSION}-{len(pool)}.npy"
@@ -207,7 +179,8 @@ def sentence_sums(pool: Sequence[str], embedder: HashedEmbedder) -> np.ndarray:
 async def _build(
     path: Path, pool: Sequence[str], rows: Sequence[tuple[int, int | None]], sums: np.ndarray
 ) -> None:
-    async with Database.open(path, MIGRATIONS, load_vec=True) as db:
+    async with AsyncExitStack() as stack:
+        db = await stack.enter_async_context(Database.open(path, MIGRATIONS, load_vec=True))
         index = VectorIndex(db, DIM)
         await index.load()
         started = time.perf_counter()
@@ -359,7 +332,7 @@ async def _exact(
     return latency, agreement
 
 
-async def run(rows: int, n_questions: int) -> list[Result]:
+async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool = True) -> list[Result]:
     size = f"{rows // 1000}k" if rows < 1_000_000 else f"{rows / 1e6:g}M"
     label = f"{size} real sentences"
     embedder = HashedEmbedder()
@@ -369,7 +342,8 @@ async def run(rows: int, n_questions: int) -> list[Result]:
     path = await cached_database(pool, chosen, embedder)
     results: list[Result] = []
     pss_before = pss_mb(os.getpid())
-    async with Database.open(path, MIGRATIONS, load_vec=True) as db:
+    async with AsyncExitStack() as stack:
+        db = await stack.enter_async_context(Database.open(path, MIGRATIONS, load_vec=True))
         index = VectorIndex(db, DIM)
         started = time.perf_counter()
         await index.load()
@@ -377,13 +351,19 @@ async def run(rows: int, n_questions: int) -> list[Result]:
             f"recall scale: {rows:,} rows ({len(pool):,} distinct sentences), "
             f"index loaded in {time.perf_counter() - started:.1f} s"
         )
-        store = MemoryStore(db, index)
+        reader = await stack.enter_async_context(db.reader())
+        store = MemoryStore(db, index, reader=reader)
         recaller = Recaller(store, embedder.embed_one)
         await _ask(recaller, asked[:20])  # warm the page cache
         before = await _ask(recaller, asked)
         pss_after = pss_mb(os.getpid())
-        old_latency, old_found = await _old_keyword(store, asked)
-        exact_latency, agreement = await _exact(index, embedder, asked)
+        old_latency: list[float] = []
+        old_found: list[bool] = []
+        exact_latency: list[float] = []
+        agreement: list[float] = []
+        if references:
+            old_latency, old_found = await _old_keyword(store, asked)
+            exact_latency, agreement = await _exact(index, embedder, asked)
         try:
             with_notebooks = Notebooks(
                 path.parent / "notebooks", guard=SecretGuard("block"), budget_bytes=16_384
@@ -415,7 +395,7 @@ async def run(rows: int, n_questions: int) -> list[Result]:
         )
 
     def share(values: Sequence[bool | float]) -> list[float]:
-        return [float(np.mean(values))]
+        return [float(np.mean(values))] if values else []
 
     def cpu(mode: RecallMode) -> Result:
         return Result(
@@ -490,6 +470,10 @@ async def run(rows: int, n_questions: int) -> list[Result]:
                 share(before.found[mode]),
             )
         )
+    if mcp:
+        results += await over_mcp(
+            path, AGENT, [Asked(q.text, q.target) for q in asked], MODES, before.latency, label, K
+        )
     return results
 
 
@@ -501,8 +485,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.recall_scale", description=__doc__)
     parser.add_argument("--rows", type=int, default=100_000, help="memories in the store (default 100,000)")
     parser.add_argument("--queries", type=int, default=325, help="questions asked (default 325)")
+    parser.add_argument(
+        "--no-mcp",
+        action="store_true",
+        help="skip asking the questions over MCP (a server on a copy of the store: its size again on disk)",
+    )
+    parser.add_argument(
+        "--no-references",
+        action="store_true",
+        help="skip exact search and the old keyword query (their baselines; many minutes at a million)",
+    )
     args = parser.parse_args()
-    print(table(anyio.run(run, args.rows, args.queries)))
+    measured = partial(run, args.rows, args.queries, mcp=not args.no_mcp, references=not args.no_references)
+    print(table(anyio.run(measured)))
     return 0
 
 

@@ -24,7 +24,8 @@ from pathlib import Path
 import anyio
 import numpy as np
 
-from bench.recall_scale import AGENT, DIM, HashedEmbedder, cache_dir, corpus, questions, sentences, text_of
+from bench.hashed_vectors import DIM, HashedEmbedder, cache_dir
+from bench.recall_scale import AGENT, corpus, questions, sentences, text_of
 from bench.stats import Result, table
 from bench.support import progress
 from servers.memory import vector_search

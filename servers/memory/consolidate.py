@@ -29,17 +29,24 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from servers.memory.errors import MemoryRefused
 from servers.memory.models import Memory
 from servers.memory.store import MemoryStore
 
+if TYPE_CHECKING:
+    import numpy as np
+
 DAY_S = 86_400.0
 SECTION = "Consolidated"
 ENTRY_MAX_CHARS = 280
 PROMOTABLE = frozenset({"owner", "agent"})
+SCORE_PAGE = 50_000
+"""Memories read per statement while scoring a pass."""
 
 
 class Notebook(Protocol):
@@ -70,11 +77,24 @@ class Report:
 
 def warmth(memory: Memory, now: float, policy: Policy) -> float:
     """The score in this module's docstring."""
-    age_days = max(0.0, now - memory.created_at) / DAY_S
-    idle_days = max(0.0, now - memory.last_accessed_at) / DAY_S
+    return _warmth(
+        memory.importance, memory.created_at, memory.last_accessed_at, memory.access_count, now, policy
+    )
+
+
+def _warmth(
+    importance: float,
+    created_at: float,
+    last_accessed_at: float,
+    access_count: int,
+    now: float,
+    policy: Policy,
+) -> float:
+    age_days = max(0.0, now - created_at) / DAY_S
+    idle_days = max(0.0, now - last_accessed_at) / DAY_S
     decay = math.pow(0.5, age_days / policy.half_life_days)
     recency = math.pow(0.5, idle_days / policy.recency_half_life_days)
-    return memory.importance * decay * (1.0 + math.log1p(memory.access_count)) * recency
+    return importance * decay * (1.0 + math.log1p(access_count)) * recency
 
 
 def entry_text(content: str) -> str:
@@ -86,33 +106,78 @@ def entry_text(content: str) -> str:
 
 
 async def consolidate(
-    store: MemoryStore, notebook: Notebook, agent: str, *, policy: Policy, now: float
+    store: MemoryStore, notebook: Notebook, agent: str, *, policy: Policy, now: float, page: int = SCORE_PAGE
 ) -> Report:
+    """One pass over the agent's active memories; ``page``: rows read per statement while scoring."""
     report = Report(agent)
-    memories = await store.active(agent)
-    report.scored = len(memories)
-    ranked = sorted(((warmth(m, now, policy), m) for m in memories), key=lambda p: (-p[0], -p[1].id))
-    await _promote(store, notebook, agent, ranked, policy, report)
-    excess = len(ranked) - policy.working_set_max
+    ids, scores, promotable = await _scored(store, agent, now, policy, page)
+    report.scored = len(ids)
+    # Warmest first, ties by id (higher first): the order the docstring promises.
+    order = _np().lexsort((-ids, -scores))
+    await _promote(
+        store,
+        notebook,
+        agent,
+        ((float(scores[i]), int(ids[i])) for i in order.tolist() if promotable[i]),
+        policy,
+        report,
+    )
+    excess = len(order) - policy.working_set_max
     if excess > 0:
-        report.archived = sorted(m.id for _, m in ranked[-excess:])
+        report.archived = [int(i) for i in _np().sort(ids[order[-excess:]])]
         await store.set_archived(report.archived, True)
     return report
+
+
+def _np() -> ModuleType:
+    import numpy  # loaded with the first pass, not with the server (see servers.memory.vectors)
+
+    return numpy
+
+
+async def _scored(
+    store: MemoryStore, agent: str, now: float, policy: Policy, page: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every active memory's id, warmth and whether it may be promoted, as arrays (17 bytes a
+    memory), read ``page`` rows at a time: holding a million memories' text and objects for
+    a pass grew the server by hundreds of MB, much of it never given back to the system."""
+    numpy = _np()
+    ids: list[np.ndarray] = [numpy.empty(0, numpy.int64)]
+    scores: list[np.ndarray] = [numpy.empty(0, numpy.float64)]
+    promotable: list[np.ndarray] = [numpy.empty(0, bool)]
+    after = 0
+    while rows := await store.active_scores(agent, after, page):
+        n = len(rows)
+        ids.append(numpy.fromiter((row[0] for row in rows), dtype=numpy.int64, count=n))
+        scores.append(
+            numpy.fromiter(
+                (_warmth(row[1], row[2], row[3], row[4], now, policy) for row in rows),
+                dtype=numpy.float64,
+                count=n,
+            )
+        )
+        promotable.append(
+            numpy.fromiter((row[6] is None and row[5] in PROMOTABLE for row in rows), dtype=bool, count=n)
+        )
+        after = int(rows[-1][0])
+    return numpy.concatenate(ids), numpy.concatenate(scores), numpy.concatenate(promotable)
 
 
 async def _promote(
     store: MemoryStore,
     notebook: Notebook,
     agent: str,
-    ranked: list[tuple[float, Memory]],
+    promotable: Iterator[tuple[float, int]],
     policy: Policy,
     report: Report,
 ) -> None:
+    """Promote the warmest memories that may be (never promoted, the owner's or the agent's own)."""
     text: str | None = None
-    for score, memory in ranked:
+    for score, memory_id in promotable:
         if len(report.promoted) >= policy.promote_max or score < policy.promote_threshold:
             return
-        if memory.promoted_at is not None or memory.provenance not in PROMOTABLE:
+        memory = await store.get(memory_id)
+        if memory is None:
             continue
         if text is None:
             text = await notebook.read(agent)

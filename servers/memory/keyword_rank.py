@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from servers.memory.keyword import KeywordQuery, Term
 from servers.memory.terms import document_tokens
-from shared.db import Database
+from shared.db import Reads
 
 K1 = 1.2
 B = 0.75
@@ -133,7 +133,7 @@ class Totals:
         return self.words / self.rows if self.rows and self.words else 1.0
 
 
-async def totals(db: Database) -> Totals:
+async def totals(db: Reads) -> Totals:
     """Read from FTS5's ``averages`` record (id 1 of its data table: varints, the row count then one
     total per column; the SQLite file format keeps it stable). ``count(*)`` would read every row."""
     row = await db.fetchone("SELECT block FROM memories_fts_data WHERE id = 1")
@@ -142,17 +142,31 @@ async def totals(db: Database) -> Totals:
 
 
 async def ranked(
-    db: Database, agent: str, query: KeywordQuery, k: int, *, cap: int = RANK_CAP, allow_fts5: bool = True
+    db: Reads,
+    agent: str,
+    query: KeywordQuery,
+    k: int,
+    *,
+    cap: int = RANK_CAP,
+    allow_fts5: bool = True,
+    least: float | None = None,
 ) -> Ranked:
     """The agent's ``k`` best memories for ``query`` by BM25, best first (the module docstring);
-    ``allow_fts5=False`` always ranks here."""
+    ``allow_fts5=False`` always ranks here.
+
+    ``least``: only hits scoring at least this share of the query's total weight matter (hybrid
+    recall's strong hits); a candidate that cannot reach it whatever its text is not read
+    (``reachable``), and fewer than ``k`` hits may come back.
+    """
     indexed = await totals(db)
     weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
     cap = max(cap, k)
     if query.window is None and allow_fts5 and fts5_is_cheaper(query, cap):
         return Ranked(await _fts5_bm25(db, agent, query, k), None)
     if query.window is None:
-        candidates = await _rare_first(db, query, weights)
+        candidates, partial = await _rare_first(db, query, weights)
+        if least is not None:
+            candidates = reachable(candidates, partial, query, weights, least)
         scored = await _score(db, agent, candidates, weights, indexed, cap)
         return Ranked(scored.hits[:k], scored.whole if scored.read_all else None)
     holding_all = await _newest(db, query.match_all, query.window)
@@ -177,7 +191,7 @@ def fts5_is_cheaper(query: KeywordQuery, cap: int) -> bool:
     return WALK_US * walked + FTS5_ROW_US * candidates <= READ_US * min(candidates, cap)
 
 
-async def _fts5_bm25(db: Database, agent: str, query: KeywordQuery, k: int) -> list[Hit]:
+async def _fts5_bm25(db: Reads, agent: str, query: KeywordQuery, k: int) -> list[Hit]:
     rows = await db.fetchall(
         # CROSS JOIN keeps the full-text index the outer loop: see MemoryStore.holders.
         "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
@@ -188,9 +202,38 @@ async def _fts5_bm25(db: Database, agent: str, query: KeywordQuery, k: int) -> l
     return [(int(row[0]), float(row[1])) for row in rows]
 
 
-async def _rare_first(db: Database, query: KeywordQuery, weights: Sequence[tuple[Term, float]]) -> list[int]:
+def reachable(
+    candidates: list[int],
+    partial: dict[int, float],
+    query: KeywordQuery,
+    weights: Sequence[tuple[Term, float]],
+    least: float,
+) -> list[int]:
+    """The first of ``candidates`` (by partial score, best first) that may score ``least`` of the
+    total weight.
+
+    A term adds at most ``(K1 + 1)`` times its weight to a text's BM25 score, however often the
+    text holds it and however short the text is. A candidate holds exactly the candidate terms its
+    partial score counts, and may hold every ranking term: so ``(K1 + 1) x (partial + the ranking
+    terms' weights)`` bounds its score, and one whose bound is below the floor is left out without
+    reading its text. Exact: no hit that reaches the floor is lost. A memory holding every term has
+    the highest partial score and is never left out.
+    """
+    total = sum(weight for _, weight in weights)
+    candidate_terms = {w.term for w in query.terms}
+    ranking = sum(weight for term, weight in weights if term not in candidate_terms)
+    floor = least * total / (K1 + 1) - ranking
+    kept = len(candidates)
+    while kept and partial[candidates[kept - 1]] < floor:
+        kept -= 1
+    return candidates[:kept]
+
+
+async def _rare_first(
+    db: Reads, query: KeywordQuery, weights: Sequence[tuple[Term, float]]
+) -> tuple[list[int], dict[int, float]]:
     """Ids holding a candidate term, by partial score (the weights of those they hold), newest first
-    among equals."""
+    among equals; and each one's partial score."""
     weight = dict(weights)
     each = "SELECT * FROM (SELECT ? AS term, rowid FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
     rows = await db.fetchall(
@@ -200,10 +243,10 @@ async def _rare_first(db: Database, query: KeywordQuery, weights: Sequence[tuple
     partial: dict[int, float] = {}
     for n, memory_id in rows:
         partial[memory_id] = partial.get(memory_id, 0.0) + weight[query.terms[n].term]
-    return sorted(partial, key=lambda memory_id: (-partial[memory_id], -memory_id))
+    return sorted(partial, key=lambda memory_id: (-partial[memory_id], -memory_id)), partial
 
 
-async def _newest(db: Database, match: str, window: int) -> list[int]:
+async def _newest(db: Reads, match: str, window: int) -> list[int]:
     rows = await db.fetchall(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
         (match, window),
@@ -221,7 +264,7 @@ class _Scored:
 
 
 async def _score(
-    db: Database,
+    db: Reads,
     agent: str,
     candidates: Sequence[int],
     weights: Sequence[tuple[Term, float]],

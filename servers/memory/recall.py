@@ -31,6 +31,7 @@ import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 
@@ -117,13 +118,15 @@ class Recaller:
         whole: list[int] | None = None
         searched: _VectorSide | None = None
 
-        async def keyword_side() -> None:
+        async def keyword_side(least: float | None = None) -> None:
             nonlocal keywords, hits, whole
             keywords = await keyword_query(
                 query, self._store.term_documents, probe=self._keyword_probe, cap=self._keyword_cap
             )
             if keywords is not None:
-                found = await self._store.keyword(agent, keywords, max(limit * 3, MIN_CANDIDATES))
+                found = await self._store.keyword(
+                    agent, keywords, max(limit * 3, MIN_CANDIDATES), least=least
+                )
                 hits, whole = found.hits, found.whole
 
         if mode == "keyword":
@@ -131,7 +134,10 @@ class Recaller:
         elif mode == "vector":
             searched = await self._vector_side(agent, query, mode, limit)
         else:
-            searched = await self._both(agent, query, limit, keyword_side)
+            # Fused, only strong keyword hits count: candidates that cannot be one are not read.
+            searched = await self._both(agent, query, limit, partial(keyword_side, STRONG_SHARE))
+            if searched.vector is None:
+                await keyword_side()  # degraded to keyword recall: every hit counts again
         used: RecallMode = mode if searched is None or searched.vector is not None else "keyword"
         vector = None if searched is None else searched.vector
         neighbours = [] if searched is None else searched.neighbours

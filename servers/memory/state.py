@@ -26,7 +26,7 @@ from servers.memory.sessions import SESSION_MIGRATIONS, SessionStore
 from servers.memory.settings import MemorySettings
 from servers.memory.store import MEMORY_MIGRATIONS, MemoryStore
 from servers.memory.vectors import VECTOR_MIGRATIONS, VectorIndex
-from shared.db import Database, DatabaseError, Migration
+from shared.db import Database, DatabaseError, Migration, Reader
 
 logger = logging.getLogger("nexo.memory")
 
@@ -51,6 +51,17 @@ async def open_database(settings: MemorySettings) -> AsyncIterator[Database]:
         except DatabaseError as exc:
             raise MemoryUnavailable(str(exc)) from exc
         yield db
+
+
+@asynccontextmanager
+async def _reader(db: Database) -> AsyncIterator[Reader]:
+    """The read-only connection recall's keyword side reads through (``MemoryStore.reads``)."""
+    async with AsyncExitStack() as stack:
+        try:
+            reader = await stack.enter_async_context(db.reader())
+        except DatabaseError as exc:
+            raise MemoryUnavailable(str(exc)) from exc
+        yield reader
 
 
 def preflight(settings: MemorySettings) -> None:
@@ -89,11 +100,11 @@ async def open_service(
     guard = make_guard(settings)
     owned = embedder is None
     active = build_embedder(settings.embedding) if embedder is None else embedder
-    async with open_database(settings) as db:
+    async with open_database(settings) as db, _reader(db) as reader:
         try:
             if owned:
                 await active.start()
-            service = await _service(settings, db, active, guard, clock)
+            service = await _service(settings, db, reader, active, guard, clock)
         except (MemoryUnavailable, EmbeddingError) as exc:
             # Raised from a lifespan it surfaces as a transport traceback; this line says it plainly.
             logger.error("the memory server cannot start: %s", exc)
@@ -145,10 +156,15 @@ async def _unload_when_idle(release: Callable[[float], Awaitable[bool]], idle_s:
 
 
 async def _service(
-    settings: MemorySettings, db: Database, embedder: Embedder, guard: SecretGuard, clock: Callable[[], float]
+    settings: MemorySettings,
+    db: Database,
+    reader: Reader,
+    embedder: Embedder,
+    guard: SecretGuard,
+    clock: Callable[[], float],
 ) -> MemoryService:
     index = VectorIndex(db, embedder.dim)
-    store = MemoryStore(db, index, clock=clock)
+    store = MemoryStore(db, index, reader=reader, clock=clock)
     model = await check_model(
         store, embedder.model_id, embedder.dim, allow_mismatch=settings.allow_model_mismatch
     )

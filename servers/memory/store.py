@@ -20,7 +20,7 @@ from servers.memory.memory_rows import COLUMNS, INSERT, ids_of, insert_row, rows
 from servers.memory.models import Counts, Memory, NewMemory, Stored, Vector, content_hash
 from servers.memory.terms import TERM_MIGRATIONS, count_documents, documents
 from servers.memory.vectors import VectorIndex
-from shared.db import Database, Migration, Transaction
+from shared.db import Database, Migration, Reads, Transaction
 
 MEMORY_MIGRATIONS: tuple[Migration, ...] = (
     Migration.sql(
@@ -73,8 +73,18 @@ def _placeholders(n: int) -> str:
 class MemoryStore:
     """Memories of every agent in one database; each method is scoped to the agent it is given."""
 
-    def __init__(self, db: Database, index: VectorIndex, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        db: Database,
+        index: VectorIndex,
+        *,
+        reader: Reads | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.db = db
+        self.reads: Reads = db if reader is None else reader
+        """Where the keyword side of recall reads: a connection of its own (``Database.reader()``), so a
+        hybrid recall's keyword reads overlap the vector side's on ``db``; ``db`` itself when none."""
         self.index = index
         self._clock = clock
         self.access = AccessLog(db, clock)
@@ -216,10 +226,10 @@ class MemoryStore:
         return None if row is None else Memory.from_row(row)
 
     async def by_ids(self, agent: str, memory_ids: Sequence[int]) -> dict[int, Memory]:
-        """The agent's memories among ``memory_ids`` (other agents' are left out)."""
+        """The agent's memories among ``memory_ids`` (other agents' are left out), read on ``reads``."""
         if not memory_ids:
             return {}
-        rows = await self.db.fetchall(
+        rows = await self.reads.fetchall(
             # By primary key, the agent checked on each row (`+agent`): through the agent index
             # instead, SQLite walked all of the agent's entries (150 ms at a million memories).
             f"SELECT {COLUMNS} FROM memories WHERE +agent = ? AND id IN ({_placeholders(len(memory_ids))})",
@@ -253,23 +263,28 @@ class MemoryStore:
         row = await self.db.fetchone(f"SELECT COUNT(*) FROM memories {where}", params)
         return int(row[0]) if row is not None else 0
 
-    async def active(self, agent: str) -> list[Memory]:
-        """Every memory of the agent that is not archived (consolidation scores them all)."""
+    async def active_scores(self, agent: str, after_id: int, limit: int) -> list[tuple[Any, ...]]:
+        """What consolidation scores, for up to ``limit`` of the agent's memories that are not
+        archived, in id order after ``after_id``: (id, importance, created_at, last_accessed_at,
+        access_count, provenance, promoted_at). Never the text: a pass over a million memories
+        holds these figures, not the memories."""
         await self.flush_access()
-        rows = await self.db.fetchall(
-            f"SELECT {COLUMNS} FROM memories WHERE agent = ? AND archived = 0 ORDER BY id", (agent,)
+        return await self.db.fetchall(
+            "SELECT id, importance, created_at, last_accessed_at, access_count, provenance, promoted_at "
+            "FROM memories WHERE agent = ? AND archived = 0 AND id > ? ORDER BY id LIMIT ?",
+            (agent, after_id, limit),
         )
-        return [Memory.from_row(row) for row in rows]
 
-    async def keyword(self, agent: str, query: KeywordQuery, k: int) -> Ranked:
+    async def keyword(self, agent: str, query: KeywordQuery, k: int, *, least: float | None = None) -> Ranked:
         """(id, BM25 score) of the agent's ``k`` best memories for ``query``, best first
         (``servers.memory.keyword_rank``). Scores are positive: higher is better. Archived memories
-        are searched like the others."""
-        return await ranked(self.db, agent, query, k)
+        are searched like the others. ``least``: only hits scoring at least this share of the
+        query's total weight are wanted (``keyword_rank.reachable``)."""
+        return await ranked(self.reads, agent, query, k, least=least)
 
     async def holders(self, agent: str, match: str, k: int) -> list[int]:
         """Up to ``k`` of the agent's memories matching ``match``, unranked (no BM25 is computed)."""
-        rows = await self.db.fetchall(
+        rows = await self.reads.fetchall(
             # CROSS JOIN keeps the full-text index the outer loop: without it SQLite 3.40 walks
             # every memory of the agent and evaluates the MATCH once per memory (seconds at 1M).
             "SELECT m.id FROM memories_fts CROSS JOIN memories AS m ON m.id = memories_fts.rowid "
@@ -280,13 +295,13 @@ class MemoryStore:
 
     async def indexed(self) -> int:
         """The number of memories in the full-text index, over every agent (BM25's N)."""
-        return (await totals(self.db)).rows
+        return (await totals(self.reads)).rows
 
     async def term_documents(self, terms: Sequence[Term], at_most: int) -> list[int]:
         """How many memories (of every agent) hold each term: a word's count read from the side table
         (``servers.memory.terms``), a phrase's or a prefix's counted up to ``at_most``."""
         words = [term.words[0] for term in terms if len(term.words) == 1 and not term.prefix]
-        counted = await documents(self.db, words)
+        counted = await documents(self.reads, words)
         walked = [term for term in terms if len(term.words) > 1 or term.prefix]
         probed = dict(zip(walked, await self.held_by([term.fts for term in walked], at_most), strict=True))
         return [probed[term] if term in probed else counted.get(term.words[0], 0) for term in terms]
@@ -299,7 +314,7 @@ class MemoryStore:
         if not matches:
             return []
         count = "(SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?))"
-        row = await self.db.fetchone(
+        row = await self.reads.fetchone(
             "SELECT " + ", ".join([count] * len(matches)),
             [value for match in matches for value in (match, at_most)],
         )

@@ -27,7 +27,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from shared.db import Database, Migration, Transaction
+from shared.db import Migration, Reads, Transaction
 
 _WORD = re.compile(r"[^\W_]+")
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
@@ -95,7 +95,7 @@ async def count_documents(
         )
 
 
-async def documents(db: Database, words: Sequence[str]) -> dict[str, int]:
+async def documents(db: Reads, words: Sequence[str]) -> dict[str, int]:
     """How many memories (of every agent) hold each of ``words``; a word none holds is left out."""
     if not words:
         return {}

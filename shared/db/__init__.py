@@ -18,6 +18,7 @@ from shared.db._database import Database, Params, Synchronous, Transaction
 from shared.db._drivers import VEC_DRIVERS, sqlite_driver_for_vec
 from shared.db._errors import DatabaseError
 from shared.db._migrations import Migration, split_statements
+from shared.db._reader import Reader, Reads
 from shared.db._storage import (
     RECOVERED_FREE_BYTES,
     StorageCondition,
@@ -35,6 +36,8 @@ __all__ = [
     "DatabaseError",
     "Migration",
     "Params",
+    "Reader",
+    "Reads",
     "StorageCondition",
     "StorageFull",
     "StorageReport",

@@ -17,6 +17,7 @@ import anyio
 from shared.db._drivers import as_stdlib_error, connect_with_vec
 from shared.db._errors import DatabaseError, problem
 from shared.db._migrations import Migration, migrate
+from shared.db._reader import ReadConnector, Reader
 from shared.db._storage import StorageCondition, StorageFull, is_storage_full
 from shared.private import make_private_dirs
 
@@ -219,11 +220,14 @@ class Transaction:
 class Database:
     """One server's SQLite file. Obtain it with `async with Database.open(path, migrations) as db`."""
 
-    __slots__ = ("_current", "_lock", "_statements", "driver", "path", "vec_version")
+    __slots__ = ("_busy_timeout_ms", "_current", "_lock", "_statements", "driver", "path", "vec_version")
 
-    def __init__(self, *, path: Path, driver: str, statements: _Statements) -> None:
+    def __init__(
+        self, *, path: Path, driver: str, statements: _Statements, busy_timeout_ms: int = 5000
+    ) -> None:
         self.path = path
         self.driver = driver
+        self._busy_timeout_ms = busy_timeout_ms
         self.vec_version: str | None = None
         self._statements = statements
         self._lock = anyio.Lock()
@@ -253,11 +257,28 @@ class Database:
                 raise connector.failure
             foreign_error = () if connector.error_class is sqlite3.Error else (connector.error_class,)
             statements = _Statements(conn, foreign_error, StorageCondition(db_path))
-            db = cls(path=db_path, driver=connector.driver, statements=statements)
+            db = cls(
+                path=db_path, driver=connector.driver, statements=statements, busy_timeout_ms=busy_timeout_ms
+            )
             if load_vec:
                 row = await db.fetchone("SELECT vec_version()")
                 db.vec_version = None if row is None else str(row[0])
             yield db
+        finally:
+            with anyio.CancelScope(shield=True):
+                await conn.close()
+
+    @asynccontextmanager
+    async def reader(self) -> AsyncIterator[Reader]:
+        """A read-only connection of its own to this file, whose reads overlap this one's (`_reader`)."""
+        connector = ReadConnector(self.path, self.driver, self._busy_timeout_ms)
+        conn = aiosqlite.Connection(connector, iter_chunk_size=64)
+        await conn
+        try:
+            if connector.failure is not None:
+                raise connector.failure
+            foreign_error = () if connector.error_class is sqlite3.Error else (connector.error_class,)
+            yield Reader(self.path, _Statements(conn, foreign_error, StorageCondition(self.path)))
         finally:
             with anyio.CancelScope(shield=True):
                 await conn.close()

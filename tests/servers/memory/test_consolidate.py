@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
+import numpy as np
 import pytest
 from mcp import Client
 
+from servers.memory import consolidate as consolidation
 from servers.memory.consolidate import Policy, entry_text, warmth
 from servers.memory.embeddings import Embedder
-from servers.memory.models import Memory
+from servers.memory.models import Memory, NewMemory
 from servers.memory.settings import MemorySettings
+from servers.memory.state import MIGRATIONS
+from servers.memory.store import MemoryStore
+from servers.memory.vectors import VectorIndex
+from shared.db import Database
 from shared.protocol.memory import (
     ConsolidateParams,
     ConsolidateRequest,
@@ -226,3 +233,71 @@ async def test_the_same_clock_reading_gives_the_same_pass(tmp_path: Any, embedde
             reports.append((await consolidate(client)).model_dump(exclude={"meta"}))
     assert reports[0] == reports[1]
     assert reports[0]["archived"] == [1, 2, 3]
+
+
+async def test_a_pass_read_in_pages_archives_and_promotes_as_ranking_every_memory_at_once(
+    tmp_path: Any,
+) -> None:
+    """Scoring reads the figures a page at a time, never the memories: the same pass as sorting them all."""
+    rng = random.Random(3)
+    async with Database.open(tmp_path / "memory.db", MIGRATIONS, load_vec=True) as db:
+        store = MemoryStore(db, VectorIndex(db, 4), clock=Clock())
+        provenances: list[Provenance] = ["owner", "agent", "paired_contact", "tool"]
+        stored = await store.add_many(
+            [
+                (
+                    NewMemory(
+                        "nexo",
+                        f"memory number {n}",
+                        (),
+                        "fact",
+                        rng.choice(provenances),
+                        round(rng.uniform(0.1, 1.0), 2),
+                        created_at=START - rng.uniform(0, 90) * DAY,
+                        last_accessed_at=START - rng.uniform(0, 30) * DAY,
+                        access_count=rng.randrange(6),
+                    ),
+                    np.ones(4, dtype=np.float32),
+                )
+                for n in range(300)
+            ]
+        )
+        await store.add_many(
+            [
+                (
+                    NewMemory("bob", "another agent's memory", (), "fact", "owner", 1.0),
+                    np.ones(4, dtype=np.float32),
+                )
+            ]
+        )
+        already = [item.memory.id for item in stored[:40]]
+        for memory_id in already[::4]:
+            await store.mark_promoted(memory_id)
+        await store.set_archived(already[1::4], True)
+        everything = [m for m in await store.page(agent="nexo", limit=1_000) if not m.archived]
+        policy = Policy(working_set_max=100, promote_max=4, promote_threshold=0.3)
+        ranked = sorted(everything, key=lambda m: (-warmth(m, START, policy), -m.id))
+        expected_promoted = [
+            m.id
+            for m in ranked
+            if m.promoted_at is None
+            and m.provenance in ("owner", "agent")
+            and warmth(m, START, policy) >= 0.3
+        ][:4]
+        expected_archived = sorted(m.id for m in ranked[100:])
+
+        class Notes:
+            text = ""
+
+            async def read(self, agent: str) -> str:
+                return self.text
+
+            async def append(self, agent: str, section: str, entry: str, *, reason: str) -> str:
+                self.text += "\n" + entry
+                return self.text
+
+        report = await consolidation.consolidate(store, Notes(), "nexo", policy=policy, now=START, page=7)
+        assert report.scored == len(everything) == 290
+        assert report.promoted == expected_promoted
+        assert report.archived == expected_archived
+        assert await store.count(agent="bob") == 1

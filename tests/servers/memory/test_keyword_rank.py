@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from servers.memory.keyword import KeywordQuery, Term, Weighted, keyword_query
-from servers.memory.keyword_rank import COUNT_ONCE_FROM, K1, RANK_CAP, Scorer, fts5_is_cheaper, ranked
+from servers.memory.keyword_rank import COUNT_ONCE_FROM, K1, RANK_CAP, Scorer, fts5_is_cheaper, idf, ranked
 from servers.memory.memory_rows import INSERT, insert_row
 from servers.memory.models import NewMemory, content_hash
+from servers.memory.recall import STRONG_SHARE
 from servers.memory.state import MIGRATIONS
 from servers.memory.store import MemoryStore
 from servers.memory.terms import TERM_MIGRATIONS, tokens
@@ -280,3 +281,36 @@ def test_the_scorer_counts_words_phrases_and_prefixes_as_the_definition_does() -
 def test_ascii_and_other_text_split_into_the_words_the_index_holds() -> None:
     assert tokens("Ana's SN-4411-B, e_mail v2.3") == ["ana", "s", "sn", "4411", "b", "e", "mail", "v2", "3"]
     assert tokens("Café ÉCOLE naïve_x") == ["cafe", "ecole", "naive", "x"]
+
+
+async def test_ranking_for_strong_hits_only_reads_fewer_texts_and_loses_none_of_them(
+    store: MemoryStore,
+) -> None:
+    """``least``: the hits scoring that share of the total weight are exactly those of a full ranking."""
+    rng = np.random.default_rng(5)
+    vocabulary = [f"w{n}" for n in range(80)]
+    # Zipf-like: a few words in many texts, most in a few.
+    odds = 1 / np.arange(1, len(vocabulary) + 1)
+    texts = [
+        " ".join(rng.choice(vocabulary, size=int(rng.integers(3, 14)), p=odds / odds.sum()))
+        for _ in range(400)
+    ]
+    await remember(store, *dict.fromkeys(texts))
+    indexed_rows = await store.indexed()
+    pruned_some = 0
+    for _ in range(60):
+        question = " ".join(rng.choice(vocabulary, size=int(rng.integers(2, 10))))
+        query = await keyword_query(question, store.term_documents, probe=40)
+        assert query is not None
+        if query.window is not None:
+            continue
+        total = query.weight(lambda matching: idf(indexed_rows, matching))
+        full = await ranked(store.db, "nexo", query, 1_000, allow_fts5=False)
+        strong = await ranked(store.db, "nexo", query, 1_000, allow_fts5=False, least=STRONG_SHARE)
+        assert [hit for hit in strong.hits if hit[1] >= STRONG_SHARE * total] == [
+            hit for hit in full.hits if hit[1] >= STRONG_SHARE * total
+        ], question
+        if strong.whole is not None and full.whole is not None:
+            assert strong.whole == full.whole
+        pruned_some += len(strong.hits) < len(full.hits)
+    assert pruned_some >= 10

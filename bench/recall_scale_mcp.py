@@ -1,0 +1,206 @@
+"""bench.recall_scale's questions as ``memory_recall`` tool calls: the real memory server over stdio.
+
+The store is a copy of the cached one (the server writes to it: recalled memories' access times,
+consolidation), next to it on the same filesystem, removed at the end. The server is
+``python -m bench.recall_scale_server``: ``servers.memory`` with the benchmark's hashed-word
+embedder (the store's vectors were made so). The client is the official MCP SDK's, on stdio, one
+call at a time, ``limit=10``, each mode in turn after a few warm-up calls.
+
+Per mode: wall time of the call from the client (p50, p95, p99) beside the same questions asked in
+process (the transport's and the tool layer's share is the difference), how often the target comes
+first and within the ten, and the server's CPU time per question (user + system of the whole
+process, from /proc, averaged over the mode's questions). Then the server's PSS after the
+questions, one consolidation pass sent as the control-plane request the orchestrator sends, every
+mode again, and the PSS after that.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp import Client
+
+from bench.memory_server import memory_server, pss_mb
+from bench.stats import Result, percentile
+from bench.support import progress
+from servers.memory.settings import MemorySettings
+from shared.protocol.memory import (
+    ConsolidateParams,
+    ConsolidateRequest,
+    ConsolidateResult,
+    RecallMode,
+    tool_meta,
+)
+
+SERVER_MODULE = "bench.recall_scale_server"
+WARM_UP = 10
+TARGET_PSS_MB = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    text: str
+    target: int
+
+
+@dataclass
+class ModeFigures:
+    wall_ms: list[float] = field(default_factory=list)
+    found: list[bool] = field(default_factory=list)
+    first: list[bool] = field(default_factory=list)
+    cpu_ms_per_question: float | None = None
+
+
+def server_cpu_s(pid: int | None) -> float | None:
+    """User plus system CPU time of process ``pid`` so far (/proc/<pid>/stat), None where unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _recall(client: Client, agent: str, text: str, mode: RecallMode, limit: int) -> list[int]:
+    result = await client.call_tool(
+        "memory_recall", {"query": text, "mode": mode, "limit": limit}, meta=tool_meta(agent, "owner")
+    )
+    if result.is_error:
+        raise RuntimeError(f"memory_recall failed in mode {mode}: {result.content}")
+    content: dict[str, Any] = result.structured_content or {}
+    return [int(memory["id"]) for memory in content.get("memories", [])]
+
+
+async def _ask(
+    client: Client, pid: int | None, agent: str, asked: Sequence[Asked], mode: RecallMode, limit: int
+) -> ModeFigures:
+    for question in asked[:WARM_UP]:
+        await _recall(client, agent, question.text, mode, limit)
+    figures = ModeFigures()
+    cpu_before = server_cpu_s(pid)
+    for question in asked:
+        started = time.perf_counter()
+        ids = await _recall(client, agent, question.text, mode, limit)
+        figures.wall_ms.append((time.perf_counter() - started) * 1000)
+        figures.found.append(question.target in ids)
+        figures.first.append(ids[:1] == [question.target])
+    cpu_after = server_cpu_s(pid)
+    if cpu_before is not None and cpu_after is not None:
+        figures.cpu_ms_per_question = (cpu_after - cpu_before) * 1000 / len(asked)
+    return figures
+
+
+def _share(values: Sequence[bool]) -> list[float]:
+    return [sum(values) / len(values)] if values else []
+
+
+def _rows(
+    figures: dict[RecallMode, ModeFigures],
+    in_process: dict[RecallMode, list[float]],
+    label: str,
+    limit: int,
+    when: str,
+) -> list[Result]:
+    rows: list[Result] = []
+    for mode, measured in figures.items():
+        p95 = percentile(measured.wall_ms, 0.95)
+        rows.append(
+            Result(
+                f"memory_recall {mode} over MCP stdio{when}, {label} (p95 {p95:.1f} ms)",
+                "ms",
+                "the same questions in process",
+                measured.wall_ms,
+                in_process.get(mode, []),
+            )
+        )
+        rows.append(
+            Result(
+                f"memory_recall {mode} over MCP{when}, target first / in top {limit}, {label}",
+                "",
+                f"target in top {limit}",
+                _share(measured.first),
+                _share(measured.found),
+            )
+        )
+        cpu = measured.cpu_ms_per_question
+        rows.append(
+            Result(
+                f"memory_recall {mode} over MCP{when}, server CPU per question, {label}",
+                "ms",
+                "-",
+                [] if cpu is None else [cpu],
+            )
+        )
+        if cpu is None:
+            rows[-1].errors.append("not measured (the server's /proc entry was not found)")
+    return rows
+
+
+def _copy(database: Path, copy: Path) -> None:
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    progress(f"recall scale over MCP: copying the {database.stat().st_size / 1e9:.1f} GB store")
+    shutil.copyfile(database, copy)
+
+
+async def over_mcp(
+    database: Path,
+    agent: str,
+    asked: Sequence[Asked],
+    modes: Sequence[RecallMode],
+    in_process: dict[RecallMode, list[float]],
+    label: str,
+    limit: int,
+) -> list[Result]:
+    """The rows of the module docstring, for the store at ``database``."""
+    rows: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="nexo-bench-recall-mcp-", dir=database.parent) as state:
+        copy = MemorySettings(state_dir=Path(state)).database
+        await anyio.to_thread.run_sync(_copy, database, copy)
+        async with memory_server(Path(state), module=SERVER_MODULE) as (client, pid):
+            started = time.perf_counter()
+            await _recall(client, agent, asked[0].text, "vector", limit)
+            progress(
+                f"recall scale over MCP: first recall (loads the codes) {time.perf_counter() - started:.1f} s"
+            )
+            idle = pss_mb(pid)
+            figures = {mode: await _ask(client, pid, agent, asked, mode, limit) for mode in modes}
+            rows += _rows(figures, in_process, label, limit, "")
+            after_questions = pss_mb(pid)
+            started = time.perf_counter()
+            report = await client.session.send_request(
+                ConsolidateRequest(params=ConsolidateParams(agent=agent)), ConsolidateResult
+            )
+            progress(
+                f"recall scale over MCP: consolidation archived {len(report.archived):,} "
+                f"in {time.perf_counter() - started:.1f} s"
+            )
+            figures = {mode: await _ask(client, pid, agent, asked, mode, limit) for mode in modes}
+            rows += _rows(figures, in_process, label, limit, " after consolidation")
+            after_consolidation = pss_mb(pid)
+    for name, pss in (
+        ("the questions", after_questions),
+        ("consolidation and the questions again", after_consolidation),
+    ):
+        rows.append(
+            Result(
+                f"memory server PSS after {name}, {label}",
+                "MB",
+                "the same server after its first recall",
+                [] if pss is None else [pss],
+                [] if idle is None else [idle],
+                TARGET_PSS_MB,
+            )
+        )
+        if pss is None:
+            rows[-1].errors.append("not measured (the server's /proc entry was not found)")
+    return rows
