@@ -32,14 +32,16 @@ def wants_template(servers: Servers, fork_server: bool) -> bool:
     return fork_server and forkable >= MIN_SHARERS
 
 
-def early_fork_server(servers: Servers, *, base_env: Mapping[str, str], enabled: bool) -> ForkServer | None:
+def early_fork_server(
+    servers: Servers, *, base_env: Mapping[str, str], enabled: bool, shared: Sequence[str] = ()
+) -> ForkServer | None:
     """The fork server a mesh of ``servers`` would make, its template forked from this process now
-    (before the event loop starts: ``orchestrator/mesh/template.py``); None when it would make none.
-    Give it to the :class:`Mesh` as its ``fork_server``."""
+    (before the event loop starts: ``orchestrator/mesh/template.py``), once ``shared`` is imported
+    here; None when it would make none. Give it to the :class:`Mesh` as its ``fork_server``."""
     if not wants_template(servers, enabled):
         return None
     made = ForkServer(template_environment(base_env))
-    made.fork_template()
+    made.fork_template(shared)
     return made
 
 
