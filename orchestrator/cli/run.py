@@ -82,9 +82,8 @@ def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[
     base_env = child_env(config)
     # Before the lock is taken, logging is configured and the event loop and its threads exist:
     # the template shares this process's imports and starts from the interpreter's default logging.
-    # The daemon imports nearly all the template preloads anyway: importing it all here first costs
-    # its start ~0.03 s (rich) and spares the pages the template would copy importing it after the
-    # fork (~3 MB of the mesh's PSS).
+    # The daemon imports nearly all the template preloads anyway: imported here first, its pages
+    # are shared with the template; what only servers use (rich, ~0.03 s) is not worth a second list.
     fork_server = early_fork_server(
         config.servers, base_env=base_env, enabled=config.fork_server, shared=PRELOAD
     )

@@ -88,12 +88,12 @@ class Mesh:
         self._tg: TaskGroup | None = None
         self._stack = AsyncExitStack()
 
-    def fork_template(self) -> None:
-        """Fork the fork server's template from this process now (``orchestrator/mesh/template.py``):
-        call it before the event loop starts. Without it, or where it cannot fork, the template is
-        spawned when the first built-in server starts."""
+    def fork_template(self, shared: Sequence[str] = ()) -> None:
+        """Fork the fork server's template from this process now (``orchestrator/mesh/template.py``),
+        once ``shared`` is imported here: call it before the event loop starts. Without it, or where
+        it cannot fork, the template is spawned when the first built-in server starts."""
         if self.fork_server is not None:
-            self.fork_server.fork_template()
+            self.fork_server.fork_template(shared)
 
     def prestart(self) -> int:
         """After :meth:`fork_template`, before the event loop: start the built-in servers now

@@ -15,11 +15,15 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.mesh.harness import REPO
+from orchestrator.cli.agent import SERVERS_ONLY
+from shared.forkserver import PRELOAD
+from tests.fakes.llm import FakeLLM, Reply
+from tests.mesh.harness import REPO, python_server, write_config
 
 GATE = """import os
 with open(os.environ["NEXO_TEST_PRELOAD_GATE"]) as gate:
@@ -208,3 +212,42 @@ def test_a_forked_template_that_cannot_preload_says_why_and_what_was_asked_of_it
         "fork server: preloading failed (ModuleNotFoundError: No module named 'no_such_module_to_preload'); "
         "built-in servers are started as their own commands from now on"
     ) in ran.stderr
+
+
+GOAL_PROBE = r"""
+import json, sys
+
+from orchestrator.cli.main import main
+from shared.forkserver import PRELOAD
+
+code = main(["agent", "run", "hi", "--yes", "--config", sys.argv[1]])
+print(json.dumps({"code": code, "imported": [name for name in PRELOAD if name in sys.modules]}))
+"""
+
+
+@pytest.mark.scenario
+def test_agent_run_imports_all_it_preloads_before_the_fork_and_none_of_what_it_leaves_to_the_template(
+    tmp_path: Path,
+) -> None:
+    # One server makes no template, so nothing is imported ahead: what is imported by the end of
+    # the goal is what a foreground goal needs. What it preloads before the fork is what it would
+    # import anyway; what it leaves to the template it would never import, so never holds twice.
+    with FakeLLM(default=Reply("ok")) as fake:
+        config = write_config(
+            tmp_path / "agents.yaml",
+            state_dir=tmp_path / "state",
+            llm_base_url=fake.openai_base_url,
+            servers={"time": python_server("servers.time")},
+            agent={"channels": []},
+        )
+        ran = subprocess.run(
+            [sys.executable, "-c", GOAL_PROBE, str(config)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=60,
+            check=False,
+        )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout.splitlines()[-1])
+    assert seen == {"code": 0, "imported": [name for name in PRELOAD if name not in SERVERS_ONLY]}
