@@ -182,7 +182,8 @@ class ForkServer:
             answer: object = "the template went away first"
             if self._replies is not None and self._unusable is None:
                 try:
-                    with anyio.fail_after(timeout):
+                    # Shielded: an answer left unread would be taken as the answer to a later request.
+                    with anyio.CancelScope(shield=True), anyio.fail_after(timeout):
                         answer = await self._replies.receive()
                 except (TimeoutError, anyio.EndOfStream) as exc:
                     self._give_up(
