@@ -1,18 +1,21 @@
 """The fork server: one template process that imports what every built-in server needs, then forks them.
 
 Eight interpreters that each import mcp, pydantic, anyio and starlette hold eight private copies of
-the same modules. The orchestrator makes this template once. Where it can, it imports the common
-modules itself and forks the template from its own process (:func:`serve_forked`), before its event
+the same modules. The orchestrator makes this template once. Where it can, it forks the template
+from its own process (:func:`serve_forked`), once it has imported the MCP SDK and before its event
 loop or any thread exists, so the orchestrator, the template and every server share one copy of
-those pages. Otherwise it starts the template as its own command (``python -m shared.forkserver
-FD``), which imports them again. Either way the template freezes the modules out of the garbage
-collector's reach (so no collection writes to their pages) and then forks one child per built-in
-server on request. A child shares the template's pages copy-on-write and pays only for what its own
-server adds.
+those pages; the template then imports the rest (``PRELOAD``) on its own core while the orchestrator
+goes on with its own. Otherwise it starts the template as its own command (``python -m
+shared.forkserver FD``), which imports them again. Either way the template freezes the modules out
+of the garbage collector's reach (so no collection writes to their pages) and then forks one child
+per built-in server on request. A child shares the template's pages copy-on-write and pays only for
+what its own server adds.
 
 The wire, over the ``SOCK_SEQPACKET`` socket whose descriptor is the first argument:
 
-- template -> orchestrator, once: ``{"ready": PID}`` (or ``{"failed": REASON}`` and exit 1);
+- template -> orchestrator, once: ``{"ready": PID}`` (or ``{"failed": REASON}`` and exit 1); a
+  forked template says ready as soon as it has dropped what it inherited, then preloads, and says
+  ``{"failed": REASON}`` (and exits 1) if that fails; requests sent meanwhile wait in the socket;
 - orchestrator -> template: ``{"module", "args", "env", "cwd", "title"}`` with three descriptors
   (the child's stdin, stdout, stderr) attached;
 - template -> orchestrator: ``{"forked": PID}`` with a pidfd of the child attached, so signals reach
@@ -151,21 +154,33 @@ def serve_forked(control_fd: int) -> NoReturn:
     The child holds a copy of everything the orchestrator had open (the state directory's lock,
     the control socket, log files, a terminal): it keeps only stderr and ``control_fd``, and
     becomes what ``python -m shared.forkserver`` would have been: its own session, stdin and stdout
-    on ``/dev/null``, the interpreter's default signal handling and its own command line. Nothing of
-    the orchestrator's call stack runs again here: every path ends in ``os._exit``.
+    on ``/dev/null``, the interpreter's default signal handling and its own command line; then it
+    preloads. Nothing of the orchestrator's call stack runs again here: every path ends in
+    ``os._exit``.
     """
     code = 1
     try:
         control = _detach_template(control_fd)
         try:
             _send(control, {"ready": os.getpid()})
-            code = serve(control)
+            code = _preload_then_serve(control)
         except (BrokenPipeError, ConnectionResetError):
             code = 0
     except BaseException:  # noqa: BLE001 -- reported as the interpreter would, and never returned to the orchestrator
         sys.excepthook(*sys.exc_info())
     finally:
         os._exit(code)
+
+
+def _preload_then_serve(control: socket.socket) -> int:
+    """Import what the servers share here, on the template's own core, while the orchestrator goes
+    on importing the rest of itself; fork requests sent meanwhile wait in the socket."""
+    try:
+        preload()
+    except (ImportError, RuntimeError) as exc:
+        _send(control, {"failed": f"preloading failed ({type(exc).__name__}: {exc})"})
+        return 1
+    return serve(control)
 
 
 def _detach_template(control_fd: int) -> socket.socket:

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from orchestrator.loop.tools import Decision
     from orchestrator.mesh import CatalogTool, Mesh
 
+SERVERS_ONLY = ("rich.console", "rich.logging", "shared.protocol.control", "shared.protocol.memory")
+"""What of ``shared.forkserver.PRELOAD`` a foreground goal never imports: the template imports it
+after the fork, on its own core; this process imports the rest before, as it needs it anyway."""
+
 
 class TerminalApprover:
     """Answers the policy's "ask" on this terminal (or denies when nobody can answer)."""
@@ -83,8 +87,10 @@ def foreground_mesh(args: argparse.Namespace) -> tuple[Any, Any, Mesh]:
     config = load_config(args.config)
     agent = config.agent(args.agent)
     servers = foreground_servers(config, agent)
+    from shared.forkserver import PRELOAD
+
     mesh = Mesh(servers, config.supervision, base_env=child_env(config), fork_server=config.fork_server)
-    mesh.fork_template()
+    mesh.fork_template(shared=[name for name in PRELOAD if name not in SERVERS_ONLY])
     # They start on the other core while this process imports the model's client and the loop.
     mesh.prestart()
     return config, agent, mesh

@@ -76,12 +76,17 @@ def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[
     from orchestrator.child_env import child_env
     from orchestrator.lock import AlreadyRunning, InstanceLock
     from orchestrator.mesh.mesh import early_fork_server, prestart
+    from shared.forkserver import PRELOAD
 
     label = config_label(args.config)
     base_env = child_env(config)
     # Before the lock is taken, logging is configured and the event loop and its threads exist:
     # the template shares this process's imports and starts from the interpreter's default logging.
-    fork_server = early_fork_server(config.servers, base_env=base_env, enabled=config.fork_server)
+    # The daemon imports nearly all the template preloads anyway: imported here first, its pages
+    # are shared with the template; what only servers use (rich, ~0.03 s) is not worth a second list.
+    fork_server = early_fork_server(
+        config.servers, base_env=base_env, enabled=config.fork_server, shared=PRELOAD
+    )
     try:
         with InstanceLock(config.state_path, config=label) as lock:
             if fork_server is not None:

@@ -21,7 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -33,7 +33,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from orchestrator.mesh.config import StdioServerConfig
 from orchestrator.mesh.forked_process import ForkedProcess
-from orchestrator.mesh.template import EarlyChild, ForkedTemplate, Preforked, fork_children, fork_template
+from orchestrator.mesh.template import EarlyChild, ForkedTemplate, Preforked, ask_for_children, fork_template
 
 logger = logging.getLogger("nexo.mesh")
 
@@ -75,6 +75,15 @@ class ForkRequest:
         }
 
 
+@dataclass(slots=True)
+class _Early:
+    """A server asked for before the event loop; ``process`` once the template's answer is read."""
+
+    request: ForkRequest
+    child: EarlyChild
+    process: ForkedProcess | None = None
+
+
 class ForkServer:
     """One template process per mesh, started at the first fork request."""
 
@@ -91,10 +100,10 @@ class ForkServer:
         self._replies: MemoryObjectReceiveStream[dict[str, Any] | ForkedProcess] | None = None
         self._children: dict[int, ForkedProcess] = {}
         self._unusable: str | None = None
-        self._early: list[tuple[ForkRequest, EarlyChild]] = []
-        self._early_exits: dict[int, int] = {}
-        self._early_errors: list[str] = []
-        self._adoptable: dict[int, ForkedProcess] = {}
+        self._early: list[_Early] = []
+        """Asked for before the event loop and not adopted yet."""
+        self._unanswered: list[_Early] = []
+        """Of those, the ones whose answer is still in the socket, ahead of any later request's."""
 
     @property
     def pid(self) -> int | None:
@@ -102,14 +111,14 @@ class ForkServer:
             return self._preforked.process.pid
         return self._process.pid if self._process is not None else None
 
-    def fork_template(self) -> bool:
+    def fork_template(self, shared: Sequence[str] = ()) -> bool:
         """Fork the template from this process now, before the event loop starts; whether it was.
 
         When it cannot be (the reason is logged), the template is spawned at the first fork request.
         """
         if self._preforked is not None or self._process is not None:
             return True
-        made = fork_template()
+        made = fork_template(shared)
         if isinstance(made, str):
             self._not_forked = made  # logged when the template is spawned: logging is not set up yet
             return False
@@ -118,29 +127,29 @@ class ForkServer:
         return True
 
     def prestart(self, requests: list[ForkRequest], stderr: int) -> int:
-        """Have the forked template start these servers now, before the event loop starts, so they
-        start while this process goes on with its own; each is adopted by the first :meth:`adopt`
-        of an equal request. How many were started (none without a forked template)."""
+        """Ask the forked template for these servers now, before the event loop starts, without
+        waiting: it starts them once it has preloaded, while this process goes on with its own; each
+        is adopted by the first :meth:`adopt` of an equal request. How many were asked for (none
+        without a forked template)."""
         if self._preforked is None:
             return 0
         wanted = [r for r in requests if _interpreter_settings(r.env).items() <= self._interpreter.items()]
         try:
-            early = fork_children(self._preforked, [r.message() for r in wanted], stderr)
-        except (OSError, ValueError) as exc:
-            self._not_forked = f"it did not answer before the event loop ({type(exc).__name__}: {exc})"
+            asked = ask_for_children(self._preforked, [r.message() for r in wanted], stderr)
+        except OSError as exc:
+            self._not_forked = f"it could not be asked before the event loop ({type(exc).__name__}: {exc})"
             self._abandon_preforked()
             return 0
-        self._early = [(r, c) for r, c in zip(wanted, early.started, strict=True) if c is not None]
-        self._early_exits = early.exited
-        self._early_errors = early.errors
+        self._early = [_Early(request, child) for request, child in zip(wanted, asked, strict=True)]
+        self._unanswered = list(self._early)
         return len(self._early)
 
     def close(self) -> None:
         """Before any event loop ran (say, the state directory turned out to be in use): end the
         forked template and whatever it started early."""
-        for _, child in self._early:
-            child.close()
-        self._early = []
+        for early in self._early:
+            early.child.close()
+        self._early = self._unanswered = []
         self._abandon_preforked()
 
     def _abandon_preforked(self) -> None:
@@ -151,18 +160,47 @@ class ForkServer:
             self._preforked = None
 
     async def adopt(self, request: ForkRequest) -> tuple[ForkedProcess, int, int] | None:
-        """The server :meth:`prestart` started for an equal request, with our ends of its stdin
+        """The server :meth:`prestart` asked for with an equal request, with our ends of its stdin
         and stdout; None when there is none (any later start of the same server forks anew)."""
         if not self._early:
             return None
         async with self._lock:
             if self._control is None and self._unusable is None:
                 await self._start()
-            for index, (made_for, child) in enumerate(self._early):
-                if made_for == request:
+            await self._read_early_answers(READY_TIMEOUT_S)
+            for index, early in enumerate(self._early):
+                if early.request == request and early.process is not None:
                     del self._early[index]
-                    return self._adoptable.pop(child.pid), child.stdin, child.stdout
+                    return early.process, early.child.stdin, early.child.stdout
         return None
+
+    async def _read_early_answers(self, timeout: float) -> None:
+        """The template's answers to what :meth:`prestart` asked, in the order asked: they come
+        before any later request's. It answers once it has preloaded, so this may wait for that."""
+        pending, self._unanswered = self._unanswered, []
+        for early in pending:
+            answer: object = "the template went away first"
+            if self._replies is not None and self._unusable is None:
+                try:
+                    # Shielded: an answer left unread would be taken as the answer to a later request.
+                    with anyio.CancelScope(shield=True), anyio.fail_after(timeout):
+                        answer = await self._replies.receive()
+                except (TimeoutError, anyio.EndOfStream) as exc:
+                    self._give_up(
+                        f"it did not answer the requests made before the event loop ({type(exc).__name__})"
+                    )
+            if isinstance(answer, ForkedProcess):
+                early.process = answer
+                continue
+            if self._unusable is None:
+                logger.warning("fork server: could not fork %s early: %s", early.request.module, answer)
+            early.child.close()
+            self._early.remove(early)
+        if pending:
+            started = [early.request.module for early in self._early if early.process is not None]
+            logger.info(
+                "fork server: started as asked before the event loop: %s", ", ".join(started) or "none"
+            )
 
     async def __aenter__(self) -> ForkServer:
         self._tg = anyio.create_task_group()
@@ -187,7 +225,8 @@ class ForkServer:
         async with self._lock:
             if self._control is None and self._unusable is None:
                 await self._start()
-            if self._control is None or self._replies is None:
+            await self._read_early_answers(READY_TIMEOUT_S)
+            if self._control is None or self._replies is None or self._unusable is not None:
                 return None
             try:
                 # Shielded: a reply left unread would be taken as the answer to the next request.
@@ -209,7 +248,6 @@ class ForkServer:
             replies = self._listen(ours)
             self._control, self._replies = ours, replies
             logger.info("fork server %s ready (forked)", self._process.pid, extra={"server": "fork-server"})
-            self._take_early()
             return
         if self._not_forked is not None:
             logger.info("fork server: started as its own command: %s", self._not_forked)
@@ -218,20 +256,6 @@ class ForkServer:
             return
         self._process, ours = spawned
         await self._handshake(ours)
-
-    def _take_early(self) -> None:
-        """Watch the children :meth:`prestart` made as any other (their exits come on the socket)."""
-        for error in self._early_errors:
-            logger.warning("fork server: could not fork a server early: %s", error)
-        for _, early in self._early:
-            child = ForkedProcess(early.pid, early.pidfd)
-            self._children[child.pid] = self._adoptable[child.pid] = child
-            if child.pid in self._early_exits:
-                child.returncode = self._early_exits.pop(child.pid)
-                child.reported.set()
-        if self._early:
-            names = ", ".join(request.module for request, _ in self._early)
-            logger.info("fork server: started before the event loop: %s", names)
 
     async def _spawn(self) -> tuple[Process, socket.socket] | None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -305,7 +329,9 @@ class ForkServer:
                     await self._reap_template()
                 return
             message = json.loads(data)
-            if "exited" in message:
+            if "failed" in message and self._control is not None:
+                self._give_up(str(message["failed"]))  # a forked template could not preload; it exits
+            elif "exited" in message:
                 child = self._children.pop(message["exited"], None)
                 if child is not None:
                     child.returncode = message["returncode"]
@@ -337,13 +363,17 @@ class ForkServer:
     async def _end_unadopted(self) -> None:
         """End the servers started early that no connection adopted, as a connection ends its
         server: end of input first, SIGKILL to its process group if it is still there after that."""
+        if self._unanswered and self._control is None and self._unusable is None:
+            await self._start()  # no connection asked: the answers are still to be read
+        await self._read_early_answers(EXIT_WAIT_S)
         early, self._early = self._early, []
-        for _, child in early:
-            os.close(child.stdin)
-            os.close(child.stdout)
-        for _, child in early:
-            self._children.pop(child.pid, None)
-            process = self._adoptable.pop(child.pid, None) or ForkedProcess(child.pid, child.pidfd)
+        for each in early:
+            each.child.close()
+        for each in early:
+            process = each.process
+            if process is None:
+                continue
+            self._children.pop(process.pid, None)
             if not await process.wait(EXIT_WAIT_S):
                 process.kill_group(signal.SIGKILL)
                 await process.wait(EXIT_WAIT_S)

@@ -34,14 +34,16 @@ def wants_template(servers: Servers, fork_server: bool) -> bool:
     return fork_server and forkable >= MIN_SHARERS
 
 
-def early_fork_server(servers: Servers, *, base_env: Mapping[str, str], enabled: bool) -> ForkServer | None:
+def early_fork_server(
+    servers: Servers, *, base_env: Mapping[str, str], enabled: bool, shared: Sequence[str] = ()
+) -> ForkServer | None:
     """The fork server a mesh of ``servers`` would make, its template forked from this process now
-    (before the event loop starts: ``orchestrator/mesh/template.py``); None when it would make none.
-    Give it to the :class:`Mesh` as its ``fork_server``."""
+    (before the event loop starts: ``orchestrator/mesh/template.py``), once ``shared`` is imported
+    here; None when it would make none. Give it to the :class:`Mesh` as its ``fork_server``."""
     if not wants_template(servers, enabled):
         return None
     made = ForkServer(template_environment(base_env))
-    made.fork_template()
+    made.fork_template(shared)
     return made
 
 
@@ -88,12 +90,12 @@ class Mesh:
         self._tg: TaskGroup | None = None
         self._stack = AsyncExitStack()
 
-    def fork_template(self) -> None:
-        """Fork the fork server's template from this process now (``orchestrator/mesh/template.py``):
-        call it before the event loop starts. Without it, or where it cannot fork, the template is
-        spawned when the first built-in server starts."""
+    def fork_template(self, shared: Sequence[str] = ()) -> None:
+        """Fork the fork server's template from this process now (``orchestrator/mesh/template.py``),
+        once ``shared`` is imported here: call it before the event loop starts. Without it, or where
+        it cannot fork, the template is spawned when the first built-in server starts."""
         if self.fork_server is not None:
-            self.fork_server.fork_template()
+            self.fork_server.fork_template(shared)
 
     def prestart(self) -> int:
         """After :meth:`fork_template`, before the event loop: start the built-in servers now

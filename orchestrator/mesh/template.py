@@ -1,27 +1,33 @@
 """The fork server's template, forked from this very process before its event loop starts.
 
 The orchestrator imports most of what the built-in servers need anyway (mcp, pydantic, anyio). A
-template forked from it, after it has imported the rest (``shared.forkserver.PRELOAD``), shares all
-of those pages with it, where a spawned template (``python -m shared.forkserver``) imports and holds
-its own copy. A fork copies only the calling thread and leaves an event loop's state half-shared, so
-this is done only where neither exists: ``nexo run`` and ``nexo agent run`` call it after reading
-their config and before ``anyio.run`` (and before logging is configured, so the template's logging is
-the interpreter's default, as a spawned one's is). Anywhere else :func:`fork_template` declines, with
-the reason, and the template is spawned at the first fork request as before.
+template forked from it shares those pages with it, where a spawned template (``python -m
+shared.forkserver``) imports and holds its own copy. The template imports the rest
+(``shared.forkserver.PRELOAD``) itself, after the fork, on the other core, while this process
+imports the rest of itself. A fork copies only the calling thread and leaves an event loop's state
+half-shared, so this is done only where neither exists: ``nexo run`` and ``nexo agent run`` call it
+after reading their config and before ``anyio.run`` (and before logging is configured, so the
+template's logging is the interpreter's default, as a spawned one's is). Anywhere else
+:func:`fork_template` declines, with the reason, and the template is spawned at the first fork
+request as before.
 
-Still before the event loop, :func:`fork_children` asks the forked template for the built-in
-servers at once, blocking, so they start while this process imports and builds the rest of itself.
+Still before the event loop, :func:`ask_for_children` asks the forked template for the built-in
+servers at once without waiting for its answers, so they start as soon as it has preloaded, while
+this process goes on; the answers are read in the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import importlib
 import json
 import os
 import signal
 import socket
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,15 +112,23 @@ def unsafe_to_fork() -> str | None:
     return None
 
 
-def fork_template() -> Preforked | str:
-    """A template forked from this process (see the module's docstring), or why not."""
+def fork_template(shared: Sequence[str] = ()) -> Preforked | str:
+    """A template forked from this process (see the module's docstring), or why not.
+
+    ``shared``: modules of ``shared.forkserver.PRELOAD`` this process imports anyway, imported here
+    before the fork so that their pages are shared with the template, not held twice.
+    """
+    try:
+        for name in shared:
+            importlib.import_module(name)
+    except ImportError as exc:
+        return f"preloading failed ({type(exc).__name__}: {exc})"
     why = unsafe_to_fork()
     if why is not None:
         return why
-    try:
-        forkserver.preload()
-    except (ImportError, RuntimeError) as exc:
-        return f"preloading failed ({type(exc).__name__}: {exc})"
+    # Freezing moves what is imported so far out of this process's collections too, which would
+    # otherwise write to every object's header and so copy the pages it shares with the template.
+    gc.freeze()
     interpreter = {key: value for key, value in os.environ.items() if key.startswith("PYTHON")}
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     for stream in (sys.stdout, sys.stderr):
@@ -147,10 +161,9 @@ def fork_template() -> Preforked | str:
 
 @dataclass(frozen=True, slots=True)
 class EarlyChild:
-    """A server forked by the template before the event loop started, waiting to be adopted."""
+    """Our ends of the pipes of a server asked for before the event loop started; the template's
+    answer (its pid and pidfd) is read in the event loop, when a connection adopts it."""
 
-    pid: int
-    pidfd: int
     stdin: int
     """Our end of the child's stdin."""
     stdout: int
@@ -158,66 +171,42 @@ class EarlyChild:
 
     def close(self) -> None:
         """Let it go unadopted: its stdin closes, so it ends as a server does at end of input."""
-        for fd in (self.stdin, self.stdout, self.pidfd):
+        for fd in (self.stdin, self.stdout):
             os.close(fd)
 
 
-@dataclass(slots=True)
-class EarlyChildren:
-    started: list[EarlyChild | None]
-    """One per request, in order; None where the template answered with an error."""
-    exited: dict[int, int]
-    """Exit codes the template reported meanwhile, by process id."""
-    errors: list[str]
+def ask_for_children(
+    preforked: Preforked, requests: list[dict[str, object]], stderr: int
+) -> list[EarlyChild]:
+    """Ask the template for one child per request, without waiting for it: only before the event
+    loop starts. The template answers each in order (``forked`` or ``error``) once it has preloaded;
+    the answers wait in the socket until the event loop reads them.
 
-
-def fork_children(preforked: Preforked, requests: list[dict[str, object]], stderr: int) -> EarlyChildren:
-    """Ask the template for one child per request now, blocking: only before the event loop starts.
-
-    Each child gets a pipe for stdin and one for stdout (our ends are in the answer) and ``stderr``.
-    Raises OSError (or ValueError for an answer that is not JSON) when the template does not answer;
-    the caller then stops using the template, and closing the socket ends the children made so far.
+    Each child gets a pipe for stdin and one for stdout (our ends are returned) and ``stderr``.
+    Raises OSError when a request cannot be sent; the caller then stops using the template, and
+    closing the socket ends whatever it started.
     """
     control = preforked.control
-    found = EarlyChildren([], {}, [])
+    asked: list[EarlyChild] = []
     control.settimeout(READY_TIMEOUT_S)
     try:
         for request in requests:
-            found.started.append(_fork_one(control, request, stderr, found))
+            asked.append(_ask_one(control, request, stderr))
     except BaseException:
-        for child in found.started:
-            if child is not None:
-                child.close()
+        for child in asked:
+            child.close()
         raise
     finally:
         control.setblocking(False)
-    return found
+    return asked
 
 
-def _fork_one(
-    control: socket.socket, request: dict[str, object], stderr: int, found: EarlyChildren
-) -> EarlyChild | None:
+def _ask_one(control: socket.socket, request: dict[str, object], stderr: int) -> EarlyChild:
     stdin_read, stdin_write = os.pipe()
     stdout_read, stdout_write = os.pipe()
     try:
+        # The message in flight holds the child's ends: ours can close at once.
         socket.send_fds(control, [json.dumps(request).encode()], [stdin_read, stdout_write, stderr])
-        while True:
-            data, fds, _flags, _address = socket.recv_fds(control, MAX_MESSAGE, 1)
-            if not data:
-                raise ConnectionResetError("the template exited")
-            reply = json.loads(data)
-            if "forked" in reply and fds:
-                os.set_inheritable(fds[0], False)
-                return EarlyChild(reply["forked"], fds[0], stdin_write, stdout_read)
-            for fd in fds:
-                os.close(fd)
-            if "exited" in reply:
-                found.exited[reply["exited"]] = reply["returncode"]
-                continue
-            found.errors.append(str(reply.get("error", reply)))
-            os.close(stdin_write)
-            os.close(stdout_read)
-            return None
     except BaseException:
         os.close(stdin_write)
         os.close(stdout_read)
@@ -225,3 +214,4 @@ def _fork_one(
     finally:
         os.close(stdin_read)
         os.close(stdout_write)
+    return EarlyChild(stdin_write, stdout_read)

@@ -1,25 +1,38 @@
-"""Built-in servers started by the template before the event loop, then adopted by their connections.
+"""Built-in servers asked of the template before the event loop, then adopted by their connections.
 
-One probe process plays ``nexo run``: it forks the template, takes the instance lock, asks the
-template for the time and audit servers before its event loop exists, then runs a mesh of the time
-server alone over that fork server. The time server's connection must adopt the process started
-early (not fork a second one); the audit server, which no connection adopts, must end with the mesh.
-Preloading, on the way to those servers, freezes what is imported without a full collection.
+One probe process plays ``nexo run``: it forks the template, whose preloading is held at a gate
+(a module that reads a FIFO) so that it cannot answer yet, takes the instance lock and asks it for the
+time and audit servers before its event loop exists. Asking must not wait for the template: no
+server exists until the probe opens the gate. Then it runs a mesh of the time server alone over
+that fork server. The time server's connection must adopt the process started for it (not fork a
+second one); the audit server, which no connection adopts, must end with the mesh. Preloading
+freezes what is imported without a full collection.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.mesh.harness import REPO
+from orchestrator.cli.agent import SERVERS_ONLY
+from shared.forkserver import PRELOAD
+from tests.fakes.llm import FakeLLM, Reply
+from tests.mesh.harness import REPO, python_server, write_config
+
+GATE = """import os
+with open(os.environ["NEXO_TEST_PRELOAD_GATE"]) as gate:
+    gate.read()
+"""
+"""A module the template imports last when it preloads: it waits until the probe opens the gate."""
 
 PROBE = r"""
-import json, sys
+import json, os, sys
 from pathlib import Path
 
 import anyio
@@ -27,9 +40,12 @@ import anyio
 from orchestrator.lock import InstanceLock
 from orchestrator.mesh import Mesh, StdioServerConfig
 from orchestrator.mesh.mesh import early_fork_server, prestart
+from shared import forkserver
 from tests.mesh.harness import child_pids
 
-state = Path(sys.argv[1])
+state, gate_dir = Path(sys.argv[1]), sys.argv[2]
+sys.path.insert(0, gate_dir)
+forkserver.PRELOAD = (*forkserver.PRELOAD, "preload_gate")
 servers = {
     name: StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", f"servers.{name}"])
     for name in ("time", "audit")
@@ -58,8 +74,10 @@ def running(pid: int) -> bool:
 
 
 with InstanceLock(state, config="probe"):
-    started = prestart(fork_server, servers, base_env=env)
-    before_loop = children()
+    asked = prestart(fork_server, servers, base_env=env)
+    while_preloading = children()
+    with open(os.environ["NEXO_TEST_PRELOAD_GATE"], "w"):
+        pass  # the template finishes preloading, then starts what was asked
 
     async def main() -> dict[str, object]:
         async with Mesh({"time": servers["time"]}, base_env=env, fork_server=fork_server) as mesh:
@@ -69,19 +87,23 @@ with InstanceLock(state, config="probe"):
         return {"missing": missing, "answered": not called.is_error, "in_loop": in_loop}
 
     seen = anyio.run(main)
-after = [pid for pid in before_loop if running(pid)]
-print(json.dumps({"started": started, "before_loop": before_loop, **seen, "running_after": after}))
+after = [pid for pid in seen["in_loop"]["all"] if running(pid)]
+print(json.dumps({"asked": asked, "while_preloading": while_preloading, **seen, "running_after": after}))
 """
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    state = tmp_path_factory.mktemp("fork-early") / "state"
+    work = tmp_path_factory.mktemp("fork-early")
+    (work / "preload_gate.py").write_text(GATE)
+    gate = work / "gate"
+    os.mkfifo(gate)
     ran = subprocess.run(
-        [sys.executable, "-c", PROBE, str(state)],
+        [sys.executable, "-c", PROBE, str(work / "state"), str(work)],
         capture_output=True,
         text=True,
         cwd=REPO,
+        env={**os.environ, "NEXO_TEST_PRELOAD_GATE": str(gate)},
         timeout=60,
         check=False,
     )
@@ -91,9 +113,10 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.scenario
-def test_servers_asked_for_before_the_event_loop_are_running_before_it(probe: dict[str, Any]) -> None:
-    assert probe["started"] == 2
-    assert len(probe["before_loop"]) == 2
+def test_asking_for_servers_before_the_event_loop_does_not_wait_for_the_template_to_preload(
+    probe: dict[str, Any],
+) -> None:
+    assert (probe["asked"], probe["while_preloading"]) == (2, [])
 
 
 @pytest.mark.scenario
@@ -101,9 +124,9 @@ def test_the_connection_adopts_the_server_started_early_instead_of_forking_anoth
     probe: dict[str, Any],
 ) -> None:
     assert (probe["missing"], probe["answered"]) == ([], True)
-    assert probe["in_loop"]["all"] == probe["before_loop"]
+    assert len(probe["in_loop"]["all"]) == 2
     assert len(probe["in_loop"]["time"]) == 1
-    assert set(probe["in_loop"]["time"]) <= set(probe["before_loop"])
+    assert set(probe["in_loop"]["time"]) <= set(probe["in_loop"]["all"])
 
 
 @pytest.mark.scenario
@@ -137,3 +160,94 @@ def test_preloading_freezes_what_is_imported_without_walking_it_in_a_full_collec
     seen = json.loads(ran.stdout)
     assert seen["full_collections"] == 0
     assert seen["frozen"] > 0
+
+
+FAILING_PRELOAD_PROBE = r"""
+import json, logging, sys
+
+import anyio
+
+from orchestrator.mesh import StdioServerConfig
+from orchestrator.mesh.mesh import early_fork_server, prestart
+from orchestrator.mesh.transport import early_requests
+from shared import forkserver
+
+forkserver.PRELOAD = (*forkserver.PRELOAD, "no_such_module_to_preload")
+servers = {
+    name: StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", "servers.time"])
+    for name in ("time", "clock")  # a template is made for two built-in servers or more
+}
+fork_server = early_fork_server(servers, base_env={}, enabled=True)
+assert fork_server is not None
+asked = prestart(fork_server, servers, base_env={})
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+
+
+async def main() -> dict[str, object]:
+    request = early_requests(servers, {})[0]
+    async with fork_server:
+        adopted = await fork_server.adopt(request)
+        forked = await fork_server.fork(request, (0, 1, 2))
+    return {"asked": asked, "adopted": adopted is not None, "forked": forked is not None}
+
+
+print(json.dumps(anyio.run(main)))
+"""
+
+
+@pytest.mark.scenario
+def test_a_forked_template_that_cannot_preload_says_why_and_what_was_asked_of_it_is_spawned_instead() -> None:
+    ran = subprocess.run(
+        [sys.executable, "-c", FAILING_PRELOAD_PROBE],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    # Neither adopted nor forked: the connection spawns the server as its own command.
+    assert json.loads(ran.stdout) == {"asked": 2, "adopted": False, "forked": False}
+    assert (
+        "fork server: preloading failed (ModuleNotFoundError: No module named 'no_such_module_to_preload'); "
+        "built-in servers are started as their own commands from now on"
+    ) in ran.stderr
+
+
+GOAL_PROBE = r"""
+import json, sys
+
+from orchestrator.cli.main import main
+from shared.forkserver import PRELOAD
+
+code = main(["agent", "run", "hi", "--yes", "--config", sys.argv[1]])
+print(json.dumps({"code": code, "imported": [name for name in PRELOAD if name in sys.modules]}))
+"""
+
+
+@pytest.mark.scenario
+def test_agent_run_imports_all_it_preloads_before_the_fork_and_none_of_what_it_leaves_to_the_template(
+    tmp_path: Path,
+) -> None:
+    # One server makes no template, so nothing is imported ahead: what is imported by the end of
+    # the goal is what a foreground goal needs. What it preloads before the fork is what it would
+    # import anyway; what it leaves to the template it would never import, so never holds twice.
+    with FakeLLM(default=Reply("ok")) as fake:
+        config = write_config(
+            tmp_path / "agents.yaml",
+            state_dir=tmp_path / "state",
+            llm_base_url=fake.openai_base_url,
+            servers={"time": python_server("servers.time")},
+            agent={"channels": []},
+        )
+        ran = subprocess.run(
+            [sys.executable, "-c", GOAL_PROBE, str(config)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=60,
+            check=False,
+        )
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout.splitlines()[-1])
+    assert seen == {"code": 0, "imported": [name for name in PRELOAD if name not in SERVERS_ONLY]}
