@@ -16,7 +16,7 @@ from bench.hashed_vectors import HashedEmbedder, HashedModel
 from servers.memory.server import build_server
 from servers.memory.service import MemoryService
 from servers.memory.settings import MemorySettings
-from shared.hosting import server_main
+from shared.hosting.main import server_main
 
 
 def main() -> int:
