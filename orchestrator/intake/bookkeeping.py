@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
+from anyio.abc import TaskStatus
 
 from orchestrator.goals import LedgerObserver, TrackedGoal
 from orchestrator.loop import GoalResult, Outcome
@@ -25,9 +26,18 @@ RECORD_TIMEOUT_S = 15.0
 """Bound on the transcript write, and on one ack attempt, once a reply went out."""
 
 
-async def finish_goal(intake: Intake, goal: TrackedGoal, result: GoalResult | None) -> None:
-    """The goal's end in the registry, bounded and shielded: a cancelled goal ends as cancelled."""
+async def finish_goal(
+    intake: Intake,
+    goal: TrackedGoal,
+    result: GoalResult | None,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """The goal's end in the registry, bounded and shielded: a cancelled goal ends as cancelled.
+    Started with ``TaskGroup.start``, it reports started once shielded, before any work."""
     with anyio.CancelScope(shield=True), anyio.move_on_after(FINISH_TIMEOUT_S):
+        task_status.started()
+        await anyio.lowlevel.cancel_shielded_checkpoint()  # the starter (the reply) goes first
         if result is not None:
             await intake.goals.finish(goal, result)
         else:
