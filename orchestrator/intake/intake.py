@@ -475,20 +475,17 @@ class Intake:
         session: _Session,
         bookkeeping: ReplyBookkeeping,
     ) -> None:
-        try:
-            async with anyio.create_task_group() as tg:
-                # The finish waits for nothing the reply needs: it goes beside it, shielded from the
-                # moment it starts, while the reply takes this task's turn first.
-                await tg.start(finish_goal, self, goal, result)
-                key = f"reply:{bookkeeping.connection.name}:{bookkeeping.event.dedupe_key}"
-                await self._send(sender, params, bookkeeping.answer, key)
-                # The reply is out. No checkpoint from here on, so a shutdown cannot land before its
-                # bookkeeping is queued: the next message of the session sees this exchange at once,
-                # and the transcript write and the ack follow in order, never lost (followups.py).
-                self._replied(session, bookkeeping, params.meta.get("chat_id") or "-")
-        except ExceptionGroup as group:
-            # Only the send raises (the finish logs its failures): its own error, not a group.
-            raise group.exceptions[0] from None
+        assert self._tg is not None
+        # The goal's end in the registry waits for nothing the reply needs, and nothing waits for it:
+        # it runs beside the reply in the intake's task group, shielded from the moment it starts,
+        # while the reply takes this task's turn first.
+        await self._tg.start(finish_goal, self, goal, result)
+        key = f"reply:{bookkeeping.connection.name}:{bookkeeping.event.dedupe_key}"
+        await self._send(sender, params, bookkeeping.answer, key)
+        # The reply is out. No checkpoint from here on, so a shutdown cannot land before its
+        # bookkeeping is queued: the next message of the session sees this exchange at once, and the
+        # transcript write and the ack follow in order, never lost (followups.py).
+        self._replied(session, bookkeeping, params.meta.get("chat_id") or "-")
 
     def _replied(self, session: _Session, bookkeeping: ReplyBookkeeping, chat_id: str) -> None:
         source, text = bookkeeping.source, bookkeeping.answer

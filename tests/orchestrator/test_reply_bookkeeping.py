@@ -1,5 +1,5 @@
 """The bookkeeping of a reply (the goal's end in the registry, the transcript write, the ack) is off
-the path of the session's next message, and keeps its order and its promises."""
+the path of the reply and of the session's next message, and keeps its order and its promises."""
 
 from __future__ import annotations
 
@@ -57,10 +57,14 @@ async def test_the_next_message_is_answered_while_the_last_ones_bookkeeping_wait
                 stored.append(answer)
                 await original_store(key, user, answer, turn_id=turn_id)
 
+            both_finished = anyio.Event()
+
             async def slow_finish(goal: TrackedGoal, result: GoalResult | None, **kwargs: Any) -> None:
                 await goals_released.wait()
                 finished.append(goal.id)
                 await original_finish(goal, result, **kwargs)
+                if len(finished) == 2:
+                    both_finished.set()
 
             async def send_and_tell(*args: Any, **kwargs: Any) -> None:
                 await original_send(*args, **kwargs)
@@ -92,7 +96,8 @@ async def test_the_next_message_is_answered_while_the_last_ones_bookkeeping_wait
             assert stored == ["first answer", "second answer"]
             assert _unacked(tmp_path) == []
             assert intake.handled == 2
-            assert len(finished) == 2
+            with anyio.fail_after(WAIT_S):
+                await both_finished.wait()
 
     # The second turn saw the first exchange although its transcript write had not happened yet.
     contents = [
