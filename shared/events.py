@@ -96,10 +96,16 @@ class EventLog:
         *,
         max_pending: int = DEFAULT_MAX_PENDING,
         clock: Callable[[], float] = time.time,
+        durable_delivery_count: bool = True,
     ) -> None:
+        """``durable_delivery_count=False`` does not wait for the disk when a pull counts a delivery:
+        for logs whose consumer never reads ``deliveries`` (chat messages, deduped by their reply's
+        outbox key), it takes a disk wait off every message's way to the orchestrator. Keep it for
+        a consumer that tells a redelivery by the count (cron fires)."""
         self._db = db
         self._max_pending = max_pending
         self._clock = clock
+        self._durable_delivery_count = durable_delivery_count
         self._changed = anyio.Event()
 
     @property
@@ -233,15 +239,20 @@ class EventLog:
         await self._db.execute(
             f"UPDATE events SET deliveries = deliveries + 1 WHERE seq IN ({','.join('?' * len(events))})",
             [e.seq for e in events],
+            durable=self._durable_delivery_count,
         )
         return events
 
     async def ack(self, seqs: Sequence[int]) -> int:
+        """Mark events handled. Not waited to disk: a killed process keeps it, and should a power cut
+        undo it, the events are handed out again and the consumer's own dedupe (the outbox key of
+        a reply) keeps them from taking effect twice."""
         if not seqs:
             return 0
         return await self._db.execute(
             f"UPDATE events SET acked_at = ? WHERE acked_at IS NULL AND seq IN ({','.join('?' * len(seqs))})",
             [self._clock(), *seqs],
+            durable=False,
         )
 
     async def purge_acked(self, older_than_s: float) -> int:

@@ -24,4 +24,6 @@ class ConsoleStore:
 @asynccontextmanager
 async def open_store(path: Path, *, max_pending: int) -> AsyncIterator[ConsoleStore]:
     async with Database.open(path, MIGRATIONS, synchronous="FULL") as db:
-        yield ConsoleStore(db=db, events=EventLog(db, max_pending=max_pending), outbox=Outbox(db))
+        # Chat messages are deduped by their reply's outbox key, never by their delivery count.
+        events = EventLog(db, max_pending=max_pending, durable_delivery_count=False)
+        yield ConsoleStore(db=db, events=events, outbox=Outbox(db))

@@ -16,9 +16,11 @@ from orchestrator.config.nexo import NexoConfig, workspace_root
 from orchestrator.goals import AuditSink, GoalTracker, LedgerObserver, TrackedGoal
 from orchestrator.intake.admission import Admissions, principal_of
 from orchestrator.intake.away import AwayDigest
+from orchestrator.intake.bookkeeping import ReplyBookkeeping, finish_goal
 from orchestrator.intake.channel_notes import with_channel_notes
 from orchestrator.intake.chats import scope_of, sender_of
 from orchestrator.intake.claude_approvals import ClaudeApprovals
+from orchestrator.intake.followups import FollowUps
 from orchestrator.intake.gate import GateResult
 from orchestrator.intake.notices import PUSHED, Notices
 from orchestrator.intake.outbound import ReplySender, reply_sender, send_patiently
@@ -29,7 +31,6 @@ from orchestrator.intake.seen import SeenPushes
 from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import Provider
 from orchestrator.loop import GoalResult, Outcome, ToolRunner, run_goal
-from orchestrator.loop.extract import remember_from_turn
 from orchestrator.mesh import Catalog, Mesh, ServerConnection, describe_error
 from orchestrator.metrics import Metrics
 from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate, decider, origin_line
@@ -49,9 +50,6 @@ logger = logging.getLogger("nexo.intake")
 SESSION_QUEUE = 100
 RETRY_INITIAL_S = 1.0
 RETRY_MAX_S = 60.0
-FINISH_TIMEOUT_S = 2.0
-# Bound on the transcript write, and on one ack attempt, once a reply went out.
-RECORD_TIMEOUT_S = 15.0
 
 
 Inbound = tuple[str, Event, Standing]
@@ -67,6 +65,7 @@ class LeftForRestart(Exception):
 class _Session:
     key: str
     inbox: MemoryObjectSendStream[Inbound]
+    follow_ups: FollowUps
     provider_notice_sent: bool = False
 
 
@@ -339,10 +338,11 @@ class Intake:
         session = self._sessions.get(key)
         if session is None:
             send, receive = anyio.create_memory_object_stream[Inbound](SESSION_QUEUE)
-            session = _Session(key=key, inbox=send)
+            session = _Session(key=key, inbox=send, follow_ups=FollowUps(key))
             self._sessions[key] = session
             assert self._tg is not None
             self._tg.start_soon(self._worker, session, receive, name=f"session:{key}")
+            self._tg.start_soon(session.follow_ups.run, name=f"session-after-reply:{key}")
         return session
 
     async def _ack(self, connection: ServerConnection, event: Event) -> None:
@@ -353,28 +353,32 @@ class Intake:
     async def _worker(self, session: _Session, inbox: anyio.abc.ObjectReceiveStream[Inbound]) -> None:
         async with inbox:
             async for server, event, role in inbox:
+                handed_over = False
                 try:
                     if self.draining and event.seq != PUSHED:
                         continue  # not started: unacknowledged, it is answered after the restart
-                    await self._handle(session, self.mesh[server], event, role)
+                    handed_over = await self._handle(session, self.mesh[server], event, role)
                 finally:
-                    self._end((server, event.dedupe_key))
+                    if not handed_over:
+                        self._end((server, event.dedupe_key))
 
     async def _handle(
         self, session: _Session, connection: ServerConnection, event: Event, role: Standing
-    ) -> None:
-        """Answer, retrying a failure with backoff; one that keeps failing becomes a dead letter."""
+    ) -> bool:
+        """Answer, retrying a failure with backoff; one that keeps failing becomes a dead letter.
+        True when the reply went out and its bookkeeping, now the session's follow-ups', ends the
+        message's time in flight."""
         options = self.config.channel(connection.name)
         delay = options.retry_backoff_s
         for attempt in range(1, options.max_attempts + 1):
             try:
                 await self._answer(session, connection, event, role)
-                return
+                return True
             except LeftForRestart as stopped:
                 logger.info(
                     "message %s:%d is left for the next start: %s", connection.name, event.seq, stopped
                 )
-                return
+                return False
             except Exception as exc:  # noqa: BLE001 -- any failure of one message must not stop its channel
                 error = describe_error(exc)
                 logger.warning(
@@ -393,11 +397,12 @@ class Intake:
                     connection.name,
                     event.seq,
                 )
-                return
+                return False
             if attempt < options.max_attempts:
                 await anyio.sleep(delay)
                 delay *= 2
         await self.notices.dead_letter(connection, event, error, options.max_attempts)
+        return False
 
     async def _answer(
         self, session: _Session, connection: ServerConnection, event: Event, role: Standing
@@ -419,26 +424,23 @@ class Intake:
                 await self._send(
                     sender, params, digest, f"digest:{connection.name}:{event.dedupe_key}", notice=True
                 )
-        self.traffic(source, "in", chat_id, "received", params.meta.get("message_id"), len(params.content))
         goal = await self.goals.start(
             agent=self.agent.id,
             kind="interactive",
             origin=Origin(source=source, session_key=session.key, chat_id=params.meta.get("chat_id")),
             prompt=params.content,
         )
+        # After the registry's answer, so the marker's ledger write goes out beside the model call
+        # instead of queueing in front of the registry write the turn waits for.
+        self.traffic(source, "in", chat_id, "received", params.meta.get("message_id"), len(params.content))
         result: GoalResult | None = None
         try:
             with goal.scope:
                 await self.goals.wait_admitted(goal)
                 result = await self._run(session, sender, params, prompt, event, goal, source, role)
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(FINISH_TIMEOUT_S):
-                if result is not None:
-                    await self.goals.finish(goal, result)
-                else:
-                    await self.goals.finish(
-                        goal, None, status="cancelled", outcome=goal.cancel_reason or "shutdown"
-                    )
+        except BaseException:
+            await finish_goal(self, goal, None)
+            raise
         if result is None:
             # Cancelled by the operator (a shutdown propagates instead and leaves the message queued).
             text = f"[cancelled] {goal.cancel_reason or 'cancelled'} (goal {goal.id})"
@@ -447,39 +449,61 @@ class Intake:
         text = self.secret_guard.reply(
             text, server=connection.name, chat_id=params.meta.get("chat_id"), to_owner=role == "owner"
         )
-        await self._send(sender, params, text, f"reply:{connection.name}:{event.dedupe_key}")
+        # The goal's work is done (a shutdown's drain no longer waits for it): its end in the registry
+        # and the reply go out together, neither waiting for the other.
+        self.goals.forget(goal.id)
+        bookkeeping = ReplyBookkeeping(
+            self,
+            connection,
+            event,
+            session.key,
+            prompt,
+            params.content,
+            text,
+            goal,
+            result,
+            source,
+            done=lambda: self._end((connection.name, event.dedupe_key)),
+        )
+        await self._finish_and_send(goal, result, sender, params, session, bookkeeping)
+
+    async def _finish_and_send(
+        self,
+        goal: TrackedGoal,
+        result: GoalResult | None,
+        sender: ReplySender,
+        params: ChannelParams,
+        session: _Session,
+        bookkeeping: ReplyBookkeeping,
+    ) -> None:
+        assert self._tg is not None
+        # The goal's end in the registry waits for nothing the reply needs, and nothing waits for it:
+        # it runs beside the reply in the intake's task group, shielded from the moment it starts,
+        # while the reply takes this task's turn first.
+        await self._tg.start(finish_goal, self, goal, result)
+        key = f"reply:{bookkeeping.connection.name}:{bookkeeping.event.dedupe_key}"
+        await self._send(sender, params, bookkeeping.answer, key)
+        # The reply is out. No checkpoint from here on, so a shutdown cannot land before its
+        # bookkeeping is queued: the next message of the session sees this exchange at once, and the
+        # transcript write and the ack follow in order, never lost (followups.py).
+        self._replied(session, bookkeeping, params.meta.get("chat_id") or "-")
+
+    def _replied(self, session: _Session, bookkeeping: ReplyBookkeeping, chat_id: str) -> None:
+        source, text = bookkeeping.source, bookkeeping.answer
         logger.info(
             "answered %s on %s (%d characters)",
-            goal.id,
+            bookkeeping.goal.id,
             source,
             len(text),
-            extra={"agent": self.agent.id, "goal": goal.id, "server": connection.name},
+            extra={
+                "agent": self.agent.id,
+                "goal": bookkeeping.goal.id,
+                "server": bookkeeping.connection.name,
+            },
         )
         self.traffic(source, "out", chat_id, REPLIED, None, len(text))
-        # The reply is out: a shutdown now must neither lose the transcript nor answer the message
-        # again after a restart, so the transcript write and one ack attempt finish (bounded) first.
-        acked = False
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(RECORD_TIMEOUT_S):
-                turn_id = f"{connection.name}:{event.dedupe_key}"
-                await self.sessions.record(session.key, prompt, text, turn_id=turn_id)
-            with anyio.move_on_after(RECORD_TIMEOUT_S):
-                acked = await self.pumps.try_ack(connection, event)
-        if not acked:
-            await self._ack(connection, event)
-        self.handled += 1
-        if result is not None and self.agent.memory.extract and result.outcome is Outcome.DONE:
-            # Best effort after the ack: a shutdown here costs one extraction, never a second answer.
-            await remember_from_turn(
-                self.mesh.get(self.agent.memory.server),
-                self.agent,
-                self.provider,
-                params.content,
-                text,
-                result,
-                observer=LedgerObserver(self.sink, self.goals, goal, source, self.metrics),
-                metrics=self.metrics,
-            )
+        self.sessions.remember(session.key, bookkeeping.prompt, text)
+        session.follow_ups.add(bookkeeping)
 
     async def _run(
         self,

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import anyio
+
 from orchestrator.goals.sink import AuditSink
 from orchestrator.llm import AssistantMessage, Message, UserMessage
 from orchestrator.mesh import ServerConnection
@@ -52,6 +54,9 @@ class _Conversation:
     history: list[Message] = field(default_factory=list)
     session_id: int | None = None
     loaded: bool = False
+    loading: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held while the durable transcript is read: the next message's history and the previous
+    exchange's write may both ask for it, and the past must be added once."""
 
 
 class SessionHistory:
@@ -85,6 +90,11 @@ class SessionHistory:
         return list(conversation.history)
 
     async def _load(self, key: str, conversation: _Conversation) -> None:
+        async with conversation.loading:
+            if not conversation.loaded:
+                await self._read_durable(key, conversation)
+
+    async def _read_durable(self, key: str, conversation: _Conversation) -> None:
         assert self.memory is not None
         try:
             resolved = await self.memory.request(
@@ -111,11 +121,22 @@ class SessionHistory:
 
     async def record(self, key: str, user: str, answer: str, *, turn_id: str) -> None:
         """Add one exchange; ``turn_id`` makes a retried write after a crash land once."""
+        self.remember(key, user, answer)
+        await self.store(key, user, answer, turn_id=turn_id)
+
+    def remember(self, key: str, user: str, answer: str) -> None:
+        """Add one exchange to this process's history at once: the session's next message sees it
+        even while its durable write (``store``) is still under way."""
         conversation = self._get(key)
         conversation.history.extend([UserMessage(user), AssistantMessage(answer)])
         del conversation.history[: max(0, len(conversation.history) - self.limit)]
+
+    async def store(self, key: str, user: str, answer: str, *, turn_id: str) -> None:
+        """Write one exchange, already remembered, to the durable transcript; ``turn_id`` makes a
+        retried write after a crash land once."""
         if self.memory is None:
             return
+        conversation = self._get(key)
         if not conversation.loaded:
             # The memory server was unreachable when this chat began: try again, so the exchange
             # is stored once it is back instead of living only in this process.

@@ -103,7 +103,13 @@ class Channel:
         self.name = definition.name
         self.settings = definition.settings
         self.db = db
-        self.events = EventLog(db, max_pending=definition.settings.max_pending, clock=definition.clock)
+        # Chat messages are deduped by their reply's outbox key, never by their delivery count.
+        self.events = EventLog(
+            db,
+            max_pending=definition.settings.max_pending,
+            clock=definition.clock,
+            durable_delivery_count=False,
+        )
         self.outbox = Outbox(db, clock=definition.clock)
         self.inflight = InFlight(Path(f"{definition.settings.database(definition.name)}.sending"))
         self.delivery = Delivery(definition.platform, db, self.outbox, definition.clock, self.inflight)

@@ -131,16 +131,25 @@ class Outbox:
         return Begun(_entry(created), created=True)
 
     async def _set(
-        self, entry_id: int, status: OutboxStatus, provider_id: str | None, error: str | None
+        self,
+        entry_id: int,
+        status: OutboxStatus,
+        provider_id: str | None,
+        error: str | None,
+        *,
+        durable: bool = True,
     ) -> None:
         await self._db.execute(
             "UPDATE outbox SET status = ?, provider_id = coalesce(?, provider_id), error = ?, updated_at = ? "
             "WHERE id = ?",
             (status, provider_id, error, self._clock(), entry_id),
+            durable=durable,
         )
 
     async def mark_sent(self, entry_id: int, provider_id: str) -> None:
-        await self._set(entry_id, "sent", provider_id, None)
+        # Not waited to disk: should a power cut undo it, the entry is back to `sending`, which a
+        # restart makes `uncertain` (reported, never sent again), so nothing is shown twice.
+        await self._set(entry_id, "sent", provider_id, None, durable=False)
 
     async def mark_sending(self, entry_id: int) -> None:
         """Just before handing a queued entry to the platform: a crash now makes it uncertain."""

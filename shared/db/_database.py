@@ -220,14 +220,30 @@ class Transaction:
 class Database:
     """One server's SQLite file. Obtain it with `async with Database.open(path, migrations) as db`."""
 
-    __slots__ = ("_busy_timeout_ms", "_current", "_lock", "_statements", "driver", "path", "vec_version")
+    __slots__ = (
+        "_busy_timeout_ms",
+        "_current",
+        "_lock",
+        "_statements",
+        "driver",
+        "path",
+        "synchronous",
+        "vec_version",
+    )
 
     def __init__(
-        self, *, path: Path, driver: str, statements: _Statements, busy_timeout_ms: int = 5000
+        self,
+        *,
+        path: Path,
+        driver: str,
+        statements: _Statements,
+        busy_timeout_ms: int = 5000,
+        synchronous: Synchronous = "FULL",
     ) -> None:
         self.path = path
         self.driver = driver
         self._busy_timeout_ms = busy_timeout_ms
+        self.synchronous = synchronous
         self.vec_version: str | None = None
         self._statements = statements
         self._lock = anyio.Lock()
@@ -258,7 +274,11 @@ class Database:
             foreign_error = () if connector.error_class is sqlite3.Error else (connector.error_class,)
             statements = _Statements(conn, foreign_error, StorageCondition(db_path))
             db = cls(
-                path=db_path, driver=connector.driver, statements=statements, busy_timeout_ms=busy_timeout_ms
+                path=db_path,
+                driver=connector.driver,
+                statements=statements,
+                busy_timeout_ms=busy_timeout_ms,
+                synchronous=synchronous,
             )
             if load_vec:
                 row = await db.fetchone("SELECT vec_version()")
@@ -297,11 +317,32 @@ class Database:
             async with self._lock:
                 yield
 
-    async def execute(self, sql: str, params: Params = ()) -> int:
-        """Run one statement; returns the row count. Commits at once unless inside `transaction()`."""
+    async def execute(self, sql: str, params: Params = (), *, durable: bool = True) -> int:
+        """Run one statement; returns the row count. Commits at once unless inside `transaction()`.
+
+        ``durable=False`` commits without waiting for the disk (``synchronous=NORMAL`` for this one
+        statement): the change survives the process being killed and reaches the disk with the next
+        durable commit or checkpoint, but a power cut before then can undo it. Only for bookkeeping
+        whose loss the owner's recovery already handles (an acknowledgement, a delivery count).
+        Inside `transaction()` the transaction's own commit decides.
+        """
+        current = self._current.get()
+        if not durable and self.synchronous in ("FULL", "EXTRA") and (current is None or not current.is_open):
+            return await self._execute_without_sync(sql, params)
         async with self._slot():
             count = await self._statements.execute(sql, params)
         self._stored_outside_transaction()
+        return count
+
+    async def _execute_without_sync(self, sql: str, params: Params) -> int:
+        async with self._lock:
+            await self._statements.execute("PRAGMA synchronous = NORMAL", ())
+            try:
+                count = await self._statements.execute(sql, params)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._statements.execute(f"PRAGMA synchronous = {self.synchronous}", ())
+        self._statements.storage.stored()
         return count
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:

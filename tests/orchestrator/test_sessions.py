@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import anyio
 import pytest
 
 from orchestrator.intake.sessions import SessionHistory
@@ -74,3 +75,40 @@ async def test_an_exchange_stays_in_process_while_the_memory_server_is_down() ->
     assert memory.appended == []
     history = await sessions.history("console|chat_id=op")
     assert [type(m) for m in history] == [UserMessage, AssistantMessage]
+
+
+class SlowMemory(FlakyMemory):
+    """Up, but each request waits until ``go`` is set (the memory server busy with its disk)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = True
+        self.go = anyio.Event()
+        self.resolves = 0
+
+    async def request(self, request: Any, result_type: type[Any], *, timeout: float) -> Any:
+        if isinstance(request, SessionResolveRequest):
+            self.resolves += 1
+        await self.go.wait()
+        return await super().request(request, result_type, timeout=timeout)
+
+
+async def test_a_remembered_exchange_is_in_the_history_before_its_write_lands() -> None:
+    memory = SlowMemory()
+    sessions = SessionHistory("nexo", 10, cast(ServerConnection, memory))
+    key = "console|chat_id=op"
+    async with anyio.create_task_group() as tg:
+        sessions.remember(key, "new question", "new answer")
+        # The write and the next message's history both need the durable past: it is read once.
+        tg.start_soon(lambda: sessions.store(key, "new question", "new answer", turn_id="console:m1"))
+        history: list[list[str | None]] = []
+
+        async def next_message() -> None:
+            history.append([_text(m) for m in await sessions.history(key)])
+
+        tg.start_soon(next_message)
+        await anyio.wait_all_tasks_blocked()
+        memory.go.set()
+    assert memory.resolves == 1
+    assert history == [["earlier question", "earlier answer", "new question", "new answer"]]
+    assert memory.appended == [(7, ["new question", "new answer"])]
