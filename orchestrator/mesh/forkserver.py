@@ -23,7 +23,6 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -31,13 +30,12 @@ import anyio
 from anyio.abc import Process, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from orchestrator.mesh.config import StdioServerConfig
+from orchestrator.mesh.fork_request import ForkRequest, interpreter_settings
 from orchestrator.mesh.forked_process import ForkedProcess
 from orchestrator.mesh.template import EarlyChild, ForkedTemplate, Preforked, ask_for_children, fork_template
 
 logger = logging.getLogger("nexo.mesh")
 
-BUILT_IN_PACKAGES = ("servers", "channel_servers")
 TITLE_ROOM = 400
 """Spaces in the template's command line, overwritten by each child with its own command line."""
 READY_TIMEOUT_S = 60.0
@@ -45,34 +43,6 @@ READY_TIMEOUT_S = 60.0
 REPLY_TIMEOUT_S = 10.0
 EXIT_WAIT_S = 2.0
 MAX_MESSAGE = 1 << 16
-
-
-def built_in_module(config: StdioServerConfig) -> str | None:
-    """The module of ``python -m servers.X`` run by this interpreter; None for any other command."""
-    # absolute(), not resolve(): a virtualenv's python is a symlink to an interpreter without its packages.
-    if Path(config.command).absolute() != Path(sys.executable).absolute():
-        return None
-    if len(config.args) < 2 or config.args[0] != "-m":
-        return None
-    module = config.args[1]
-    return module if module.partition(".")[0] in BUILT_IN_PACKAGES else None
-
-
-@dataclass(frozen=True, slots=True)
-class ForkRequest:
-    module: str
-    args: list[str]
-    env: dict[str, str]
-    cwd: str
-
-    def message(self) -> dict[str, Any]:
-        return {
-            "module": self.module,
-            "args": self.args,
-            "env": self.env,
-            "cwd": self.cwd,
-            "title": [sys.executable, "-m", self.module, *self.args],
-        }
 
 
 @dataclass(slots=True)
@@ -89,7 +59,7 @@ class ForkServer:
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self._env = dict(env)
-        self._interpreter = _interpreter_settings(env)
+        self._interpreter = interpreter_settings(env)
         """The ``PYTHON*`` variables the template's interpreter runs with."""
         self._lock = anyio.Lock()
         self._tg: TaskGroup | None = None
@@ -133,7 +103,7 @@ class ForkServer:
         without a forked template)."""
         if self._preforked is None:
             return 0
-        wanted = [r for r in requests if _interpreter_settings(r.env).items() <= self._interpreter.items()]
+        wanted = [r for r in requests if interpreter_settings(r.env).items() <= self._interpreter.items()]
         try:
             asked = ask_for_children(self._preforked, [r.message() for r in wanted], stderr)
         except OSError as exc:
@@ -218,7 +188,7 @@ class ForkServer:
 
     async def fork(self, request: ForkRequest, fds: tuple[int, int, int]) -> ForkedProcess | None:
         """A child running ``request`` on ``fds`` (stdin, stdout, stderr), or None: spawn it instead."""
-        if not _interpreter_settings(request.env).items() <= self._interpreter.items():
+        if not interpreter_settings(request.env).items() <= self._interpreter.items():
             # PYTHON* variables act when an interpreter starts; a fork would silently ignore them.
             logger.info("fork server: %s sets PYTHON* variables of its own; spawning it", request.module)
             return None
@@ -401,10 +371,6 @@ class ForkServer:
         process.kill()
         with anyio.move_on_after(EXIT_WAIT_S):
             await process.wait()
-
-
-def _interpreter_settings(env: Mapping[str, str]) -> dict[str, str]:
-    return {key: value for key, value in env.items() if key.startswith("PYTHON")}
 
 
 async def _send(control: socket.socket, message: dict[str, Any], fds: list[int]) -> None:

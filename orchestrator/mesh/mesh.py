@@ -14,7 +14,8 @@ from pydantic import BaseModel
 from orchestrator.mesh.catalog import Catalog
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig, SupervisionConfig
 from orchestrator.mesh.connection import ServerConnection
-from orchestrator.mesh.forkserver import ForkServer, built_in_module
+from orchestrator.mesh.fork_request import built_in_module
+from orchestrator.mesh.forkserver import ForkServer
 from orchestrator.mesh.pushed import NotificationHandler
 from orchestrator.mesh.status import ServerSnapshot
 from orchestrator.mesh.transport import early_requests, template_environment

@@ -17,8 +17,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig
+from orchestrator.mesh.fork_request import ForkRequest, built_in_module
 from orchestrator.mesh.forked import forked_stdio
-from orchestrator.mesh.forkserver import ForkRequest, ForkServer, built_in_module
+from orchestrator.mesh.forkserver import ForkServer
 from orchestrator.mesh.http_reuse import ConnectionKeepingTransport
 from orchestrator.mesh.stderr_tail import StderrTail, teed_stderr
 

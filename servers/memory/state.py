@@ -19,12 +19,13 @@ import anyio
 from servers.memory.embeddings import Embedder, EmbeddingError, build_embedder
 from servers.memory.errors import MemoryUnavailable, ModelMismatch
 from servers.memory.guard import SecretGuard
+from servers.memory.memory_schema import MEMORY_MIGRATIONS
 from servers.memory.notebook import Notebooks
 from servers.memory.reindex import check_model, recorded_model
 from servers.memory.service import MemoryService
 from servers.memory.sessions import SESSION_MIGRATIONS, SessionStore
 from servers.memory.settings import MemorySettings
-from servers.memory.store import MEMORY_MIGRATIONS, MemoryStore
+from servers.memory.store import MemoryStore
 from servers.memory.vectors import VECTOR_MIGRATIONS, VectorIndex
 from shared.db import Database, DatabaseError, Migration, Reader
 

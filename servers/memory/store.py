@@ -1,9 +1,10 @@
 """Long-term memories in SQLite: rows, their FTS5 entries and their vectors, always written together.
 
-The full-text index is an external-content FTS5 table kept in step by triggers, and the vector index
-is written by the same transaction as the row, so a memory, its FTS entry and its vector commit or
-roll back as one. Every query names one agent: no call reads across agents by accident.
-No MCP imports: the tools and the control plane live in ``server.py`` and ``admin.py``.
+The full-text index is an external-content FTS5 table kept in step by triggers
+(``servers.memory.memory_schema``), and the vector index is written by the same transaction as the
+row, so a memory, its FTS entry and its vector commit or roll back as one. Every query names one
+agent: no call reads across agents by accident. No MCP imports: the tools and the control plane
+live in ``server.py`` and ``admin.py``.
 """
 
 from __future__ import annotations
@@ -18,52 +19,9 @@ from servers.memory.keyword import KeywordQuery, Term
 from servers.memory.keyword_rank import Ranked, ranked, totals
 from servers.memory.memory_rows import COLUMNS, INSERT, ids_of, insert_row, rows_by_id
 from servers.memory.models import Counts, Memory, NewMemory, Stored, Vector, content_hash
-from servers.memory.terms import TERM_MIGRATIONS, count_documents, documents
+from servers.memory.terms import count_documents, documents
 from servers.memory.vectors import VectorIndex
-from shared.db import Database, Migration, Reads, Transaction
-
-MEMORY_MIGRATIONS: tuple[Migration, ...] = (
-    Migration.sql(
-        "memory_0001_memories",
-        """
-        CREATE TABLE memory_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-        CREATE TABLE memories (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            agent TEXT NOT NULL,
-            content TEXT NOT NULL,
-            content_sha256 TEXT NOT NULL,
-            tags TEXT NOT NULL DEFAULT '[]',
-            kind TEXT NOT NULL,
-            provenance TEXT NOT NULL,
-            importance REAL NOT NULL CHECK (importance BETWEEN 0 AND 1),
-            created_at REAL NOT NULL,
-            last_accessed_at REAL NOT NULL,
-            access_count INTEGER NOT NULL DEFAULT 0,
-            archived INTEGER NOT NULL DEFAULT 0,
-            promoted_at REAL,
-            UNIQUE (agent, content_sha256)
-        );
-        CREATE INDEX memories_by_agent ON memories (agent, archived, id);
-        CREATE VIRTUAL TABLE memories_fts USING fts5 (
-            content, tags, content = 'memories', content_rowid = 'id',
-            tokenize = 'unicode61 remove_diacritics 2'
-        );
-        CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
-            INSERT INTO memories_fts (rowid, content, tags) VALUES (new.id, new.content, new.tags);
-        END;
-        CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, content, tags)
-                VALUES ('delete', old.id, old.content, old.tags);
-        END;
-        CREATE TRIGGER memories_fts_update AFTER UPDATE OF content, tags ON memories BEGIN
-            INSERT INTO memories_fts (memories_fts, rowid, content, tags)
-                VALUES ('delete', old.id, old.content, old.tags);
-            INSERT INTO memories_fts (rowid, content, tags) VALUES (new.id, new.content, new.tags);
-        END;
-        """,
-    ),
-    *TERM_MIGRATIONS,
-)
+from shared.db import Database, Reads, Transaction
 
 
 def _placeholders(n: int) -> str:

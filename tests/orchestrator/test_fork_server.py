@@ -18,8 +18,9 @@ import pytest
 from orchestrator.config.nexo import NexoConfig
 from orchestrator.daemon import Orchestrator
 from orchestrator.mesh import Mesh, StdioServerConfig
+from orchestrator.mesh.fork_request import ForkRequest, built_in_module
 from orchestrator.mesh.forked_process import ForkedProcess
-from orchestrator.mesh.forkserver import ForkRequest, ForkServer, built_in_module
+from orchestrator.mesh.forkserver import ForkServer
 from orchestrator.mesh.transport import template_environment
 from shared.forkchild import exit_code
 from tests.mesh.harness import child_pids

@@ -36,7 +36,8 @@ from pathlib import Path
 import anyio
 
 from orchestrator.lock import AlreadyRunning, InstanceLock
-from orchestrator.mesh.forkserver import ForkRequest, ForkServer
+from orchestrator.mesh.fork_request import ForkRequest
+from orchestrator.mesh.forkserver import ForkServer
 
 state, work = Path(sys.argv[1]), sys.argv[2]
 lock = InstanceLock(state, config="probe").__enter__()
