@@ -14,7 +14,8 @@ A write refused because the disk is full raises `StorageFull` (naming the file) 
 `Database.storage` until a later write succeeds; see `_storage`.
 """
 
-from shared.db._database import Database, Params, Synchronous, Transaction
+from shared.db._connect import Synchronous
+from shared.db._database import Database, Params, Transaction
 from shared.db._drivers import VEC_DRIVERS, sqlite_driver_for_vec
 from shared.db._errors import DatabaseError
 from shared.db._migrations import Migration, split_statements

@@ -35,7 +35,7 @@ class _Sends(Protocol):
 
 @dataclass(slots=True)
 class ReadConnector:
-    """Builds the read-only connection on its aiosqlite worker thread (see `_Connector`)."""
+    """Builds the read-only connection on its aiosqlite worker thread (see `shared.db._connect.Connector`)."""
 
     path: Path
     driver: str
