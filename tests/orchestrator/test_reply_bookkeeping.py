@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.config import load
+from orchestrator.config.loading import load
 from orchestrator.daemon import Orchestrator
 from orchestrator.goals import TrackedGoal
 from orchestrator.loop import GoalResult
