@@ -19,9 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from bench.mesh_run import MeshNotReady, workdir
+from bench.mesh_run import MeshNotReady, default_servers, workdir
 from bench.stats import Result
 from bench.support import process_tree, progress
 from tests.fakes.llm import CallTool, FakeLLM, Reply
@@ -34,7 +32,6 @@ TARGET_SERVER_USS_MB = 25.0
 SAMPLE_INTERVAL_S = 0.05
 READY_TIMEOUT_S = 120.0
 """Generous: this row measures memory, and a busy machine can take long to start eight processes."""
-DEFAULTS = Path(__file__).resolve().parents[1] / "orchestrator" / "defaults.yaml"
 ORCHESTRATOR = "orchestrator"
 TEMPLATE = "fork server"
 RECALL = CallTool("memory__memory_recall", {"query": "when is Ana's birthday"})
@@ -64,12 +61,6 @@ def footprint(pid: int) -> Footprint | None:
         pss=kb.get("Pss", 0) / 1024,
         uss=(kb.get("Private_Clean", 0) + kb.get("Private_Dirty", 0)) / 1024,
     )
-
-
-def default_servers() -> dict[str, str]:
-    """Server name -> module of the built-in defaults, read from the file ``nexo run`` uses."""
-    servers = yaml.safe_load(DEFAULTS.read_text())["servers"]
-    return {name: entry["args"][-1] for name, entry in servers.items()}
 
 
 def _label(pid: int, root: int, modules: dict[str, str]) -> str:

@@ -1,4 +1,4 @@
-"""Start the default mesh (console, time, audit and memory servers; scripted model) as a real ``nexo run``."""
+"""Start the default mesh (every server of ``orchestrator/defaults.yaml``) as a real ``nexo run``."""
 
 from __future__ import annotations
 
@@ -9,16 +9,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from tests.fakes.llm import FakeLLM, Reply
 from tests.mesh.harness import Orchestrator, python_server, running, write_config
 
-DEFAULT_SERVERS = {
-    "console": "channel_servers.console",
-    "time": "servers.time",
-    "audit": "servers.audit",
-    "memory": "servers.memory",
-}
-"""The servers of the built-in defaults (orchestrator/defaults.yaml)."""
+DEFAULTS = Path(__file__).resolve().parents[1] / "orchestrator" / "defaults.yaml"
+"""The built-in configuration ``nexo run`` uses when no --config is given."""
+
+
+def default_servers() -> dict[str, str]:
+    """Server name -> module of the built-in defaults, read from the file ``nexo run`` uses."""
+    servers = yaml.safe_load(DEFAULTS.read_text())["servers"]
+    return {name: entry["args"][-1] for name, entry in servers.items()}
+
 
 READY_TIMEOUT_S = 20.0
 """How long to wait for the ready line before calling the start failed (4x the cold-start target)."""
@@ -77,7 +81,7 @@ def default_mesh(
 def mesh_config(fake: FakeLLM, workdir: Path, label: str, also: Mapping[str, str] | None = None) -> Path:
     """The default mesh's config on a fresh state dir, with the scripted model; ``also`` adds servers
     (name -> module)."""
-    servers = {**DEFAULT_SERVERS, **(also or {})}
+    servers = {**default_servers(), **(also or {})}
     return write_config(
         workdir / f"{label}.yaml",
         state_dir=workdir / f"state-{label}",

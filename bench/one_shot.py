@@ -32,8 +32,6 @@ AGENT_RUN_ALONE_S = 2.0
 AGENT_RUN_ALONE_CPU_S = 2.5
 RESTART_TO_REPLY_S = 1.5
 COMMAND_TIMEOUT_S = 120.0
-ALSO = {"pairing": "servers.pairing"}
-"""Added to the default mesh for ``nexo pair seed`` (the built-in defaults have it too)."""
 REPLY = "ok"
 """What the scripted model answers every request with."""
 
@@ -262,7 +260,7 @@ def measure(quick: bool) -> list[Result]:
     _baselines(rows, n, env)
     with scripted_model() as fake, workdir() as tmp:
         try:
-            with default_mesh(fake, tmp, "one-shot", ALSO) as started:
+            with default_mesh(fake, tmp, "one-shot") as started:
                 _against_running_mesh(rows, started.config, n, env)
         except MeshNotReady as exc:
             for row in (
@@ -276,7 +274,7 @@ def measure(quick: bool) -> list[Result]:
                 rows.seed_daemon_cpu,
             ):
                 row.errors.append(str(exc))
-        config = mesh_config(fake, tmp, "one-shot", ALSO)
+        config = mesh_config(fake, tmp, "one-shot")
         progress(f"one-shot: {runs} x nexo agent run with no daemon")
         for _ in range(runs):
             ran = run_child(_agent_run(config), env)

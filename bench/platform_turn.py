@@ -1,10 +1,11 @@
 """Turn overhead through a chat platform's channel server, side by side with the console in one run.
 
-One ``nexo run`` holds the default mesh (console, time, audit, memory) plus the platform's channel
-server, whose API is a local stand-in (``tests/fakes``). A platform turn is timed from handing the
-channel the platform's message (a signed webhook) to the stand-in receiving the reply; a console
-turn from the ``say`` frame to the ``reply`` frame. The scripted model answers at once and both kinds
-of turn wait on it once, so the ratio of the medians is the platform's own overhead.
+One ``nexo run`` holds the default mesh (every server of orchestrator/defaults.yaml) plus the
+platform's channel server, whose API is a local stand-in (``tests/fakes``). A platform turn is timed
+from handing the channel the platform's message (a signed webhook) to the stand-in receiving the
+reply; a console turn from the ``say`` frame to the ``reply`` frame. The scripted model answers at
+once and both kinds of turn wait on it once, so the ratio of the medians is the platform's own
+overhead.
 
 A platform plugs in as a :class:`Platform`: its server entry, its channel options, and how to time
 one turn against its stand-in (see :func:`whatsapp` and :func:`telegram`). Each platform gets a
@@ -24,7 +25,7 @@ from typing import Any
 import anyio
 import httpx2
 
-from bench.mesh_run import DEFAULT_SERVERS, READY_TIMEOUT_S, MeshNotReady, scripted_model, workdir
+from bench.mesh_run import READY_TIMEOUT_S, MeshNotReady, default_servers, scripted_model, workdir
 from bench.stats import Result
 from bench.support import describe, progress
 from bench.turn_overhead import Console
@@ -130,7 +131,7 @@ async def _run(
     factory: PlatformFactory, model: FakeLLM, tmp: Path, n: int
 ) -> tuple[list[float], list[float]]:
     async with httpx2.AsyncClient() as http, factory(http) as platform:
-        servers = {name: python_server(module) for name, module in DEFAULT_SERVERS.items()}
+        servers = {name: python_server(module) for name, module in default_servers().items()}
         state = tmp / f"state-{platform.name}"
         config = write_config(
             tmp / f"{platform.name}.yaml",

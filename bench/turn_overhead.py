@@ -1,5 +1,5 @@
 """Turn overhead as a person feels it: from a message entering the console channel server to the reply
-leaving it, through the real default mesh (``nexo run``: console, time, audit and memory servers),
+leaving it, through the real default mesh (``nexo run`` with every server of orchestrator/defaults.yaml),
 minus the model's time.
 
 The bench is the console's client: it writes a ``say`` frame to the console server's Unix socket and
