@@ -4,13 +4,19 @@ With ``synchronous=FULL`` every commit waits for the disk. Appending one entry p
 makes each caller pay that wait in turn; here callers queue their entries and one writer commits
 whatever queued while the previous commit was on disk, in one transaction. Each caller still
 returns only after its own entries are committed.
+
+The goal registry's writes join the same batches (``run_in_batch``): a goal's creation and its
+ledger entry share a disk wait with the appends and goal changes queued beside them. Each such
+write runs under a savepoint, so one refused (an unknown goal, a transition not allowed) is undone
+alone and the rest of its batch still commits.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import anyio
 from anyio.abc import TaskStatus
@@ -18,16 +24,21 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from servers.audit.drafts import checked_draft
 from servers.audit.errors import WriterStopped
-from servers.audit.store import Checked, Ledger
+from servers.audit.store import ChainWriter, Checked, Ledger
 from shared.db import StorageFull
 from shared.protocol.audit.entries import Appended, EntryDraft
 
 logger = logging.getLogger("nexo.audit.writer")
+T = TypeVar("T")
+
+
+Step = Callable[[ChainWriter], Awaitable[None]]
 
 
 @dataclass(eq=False)
 class _Pending:
     items: list[Checked]
+    step: Step | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     result: list[Appended] | None = None
     error: BaseException | None = None
@@ -51,7 +62,21 @@ class GroupCommitter:
 
     async def append(self, drafts: Sequence[EntryDraft]) -> list[Appended]:
         """Validate, then wait until the entries are committed; InvalidEntry before anything is queued."""
-        pending = _Pending([checked_draft(draft) for draft in drafts])
+        pending = await self._submit(_Pending([checked_draft(draft) for draft in drafts]))
+        assert pending.result is not None
+        return pending.result
+
+    async def run_in_batch(self, work: Callable[[ChainWriter], Awaitable[T]]) -> T:
+        """Run ``work`` in the next batch's transaction; return its answer once that is committed."""
+        answers: list[T] = []
+
+        async def step(writer: ChainWriter) -> None:
+            answers.append(await work(writer))
+
+        await self._submit(_Pending([], step))
+        return answers[0]
+
+    async def _submit(self, pending: _Pending) -> _Pending:
         if self._send is None:
             raise WriterStopped("the audit writer is not running (is the server shutting down?)")
         try:
@@ -61,8 +86,7 @@ class GroupCommitter:
         await pending.done.wait()
         if pending.error is not None:
             raise pending.error
-        assert pending.result is not None
-        return pending.result
+        return pending
 
     async def _next(self, receive: MemoryObjectReceiveStream[_Pending], deadline: float) -> _Pending | None:
         try:
@@ -78,20 +102,28 @@ class GroupCommitter:
 
     async def _gather(self, receive: MemoryObjectReceiveStream[_Pending], first: _Pending) -> list[_Pending]:
         """``first`` plus whatever else is queued (or arrives within the window), up to the batch size."""
-        batch, count = [first], len(first.items)
+        batch, count = [first], _weight(first)
         deadline = anyio.current_time() + self.window_s
         while count < self.max_batch:
             pending = await self._next(receive, deadline)
             if pending is None:
                 break
             batch.append(pending)
-            count += len(pending.items)
+            count += _weight(pending)
         return batch
 
     async def _commit(self, batch: list[_Pending]) -> None:
+        results: list[list[Appended]] = []
+        refusals: list[BaseException | None] = []
         try:
             async with self.ledger.writing() as writer:
-                results = await writer.add([item for pending in batch for item in pending.items])
+                for pending in batch:
+                    if pending.step is None:
+                        results.append(await writer.add(pending.items))
+                        refusals.append(None)
+                    else:
+                        results.append([])
+                        refusals.append(await _isolated(writer, pending.step))
         except Exception as exc:  # noqa: BLE001 -- handed to every waiting caller, who raises it
             if not isinstance(exc, StorageFull):  # logged once per condition by the storage layer
                 logger.warning("audit commit of %d appends failed: %r", len(batch), exc)
@@ -99,11 +131,9 @@ class GroupCommitter:
                 pending.finish(error=exc)
             return
         self.batches += 1
-        self.entries += len(results)
-        start = 0
-        for pending in batch:
-            pending.finish(result=results[start : start + len(pending.items)])
-            start += len(pending.items)
+        self.entries += sum(len(appended) for appended in results)
+        for pending, appended, refusal in zip(batch, results, refusals, strict=True):
+            pending.finish(result=appended, error=refusal)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The writer task. When it stops, callers still waiting get WriterStopped, never silence."""
@@ -125,6 +155,25 @@ class GroupCommitter:
                 if not pending.done.is_set():
                     pending.finish(error=stopped)
             receive.close()
+
+
+def _weight(pending: _Pending) -> int:
+    return len(pending.items) if pending.step is None else 1
+
+
+async def _isolated(writer: ChainWriter, step: Step) -> BaseException | None:
+    """Run ``step`` under a savepoint: what it raises undoes its own writes only, and is returned."""
+    head = writer.head
+    await writer.tx.execute("SAVEPOINT batched_write")
+    try:
+        await step(writer)
+    except Exception as exc:  # noqa: BLE001 -- handed to the caller, who raises it
+        await writer.tx.execute("ROLLBACK TO batched_write")
+        await writer.tx.execute("RELEASE batched_write")
+        writer.head = head
+        return exc
+    await writer.tx.execute("RELEASE batched_write")
+    return None
 
 
 def _drain(receive: MemoryObjectReceiveStream[_Pending]) -> list[_Pending]:

@@ -13,7 +13,7 @@ from typing import Any
 from servers.audit.drafts import AGENT_RE, GOAL_ID_RE, GoalBody, internal_draft
 from servers.audit.errors import GoalNotFound, InvalidRequest, TransitionRefused
 from servers.audit.redaction import redact_text
-from servers.audit.store import ChainWriter, Ledger
+from servers.audit.store import ChainWriter, Ledger, Writes
 from shared.db import Transaction
 from shared.protocol.audit.goals import Budget, Goal, Origin
 from shared.protocol.audit.terms import TERMINAL_STATUSES, GoalKind, GoalStatus
@@ -75,10 +75,19 @@ def _check_source(source: str, what: str = "source") -> None:
 
 
 class GoalRegistry:
-    def __init__(self, ledger: Ledger, *, max_running: int, new_id: Callable[[], str] = new_goal_id) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        max_running: int,
+        new_id: Callable[[], str] = new_goal_id,
+        writes: Writes | None = None,
+    ) -> None:
+        """``writes`` runs each creation and change: the group-commit writer's batches when given."""
         self.ledger = ledger
         self.max_running = max_running
         self._new_id = new_id
+        self._writes: Writes = writes or ledger.write_alone
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -137,32 +146,46 @@ class GoalRegistry:
             raise InvalidRequest(f"agent {agent!r} is not an agent id (lower-case letters, digits, _ -)")
         _check_source(source)
         _check_source(origin.source, "origin.source")
-        async with self.ledger.writing() as writer:
-            existing = await self._get(writer.tx, goal_id)
-            if existing is not None:
-                return existing, False
-            now = self.ledger.now()
-            status: GoalStatus = "running" if await self._running(writer.tx) < self.max_running else "queued"
-            await writer.tx.execute(
-                "INSERT INTO goals(id, agent, kind, status, origin, prompt, phase, created_at, started_at, "
-                "budget, queue_pos) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    goal_id,
-                    agent,
-                    kind,
-                    status,
-                    origin.model_dump_json(),
-                    stored_prompt(prompt),
-                    capped(phase, PHASE_MAX),
-                    now,
-                    now if status == "running" else None,
-                    Budget().model_dump_json(),
-                    await self._next_queue_pos(writer.tx) if status == "queued" else None,
-                ),
-            )
-            goal = await self._require(writer.tx, goal_id)
-            await self._record(writer, goal, None, "created", source)
-            return goal, True
+        return await self._writes(
+            lambda writer: self._create(writer, goal_id, agent, kind, origin, prompt, phase, source)
+        )
+
+    async def _create(
+        self,
+        writer: ChainWriter,
+        goal_id: str,
+        agent: str,
+        kind: GoalKind,
+        origin: Origin,
+        prompt: str,
+        phase: str,
+        source: str,
+    ) -> tuple[Goal, bool]:
+        existing = await self._get(writer.tx, goal_id)
+        if existing is not None:
+            return existing, False
+        now = self.ledger.now()
+        status: GoalStatus = "running" if await self._running(writer.tx) < self.max_running else "queued"
+        await writer.tx.execute(
+            "INSERT INTO goals(id, agent, kind, status, origin, prompt, phase, created_at, started_at, "
+            "budget, queue_pos) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                goal_id,
+                agent,
+                kind,
+                status,
+                origin.model_dump_json(),
+                stored_prompt(prompt),
+                capped(phase, PHASE_MAX),
+                now,
+                now if status == "running" else None,
+                Budget().model_dump_json(),
+                await self._next_queue_pos(writer.tx) if status == "queued" else None,
+            ),
+        )
+        goal = await self._require(writer.tx, goal_id)
+        await self._record(writer, goal, None, "created", source)
+        return goal, True
 
     async def update(
         self,
@@ -183,37 +206,47 @@ class GoalRegistry:
         Asking for the status the goal already has changes nothing, so retries are harmless.
         """
         _check_source(source)
-        async with self.ledger.writing() as writer:
+        fields = {
+            "phase": None if phase is None else capped(redact_text(phase), PHASE_MAX),
+            "last_decision": None if last_decision is None else capped(redact_text(last_decision), TEXT_MAX),
+            "last_event": None if last_event is None else capped(redact_text(last_event), TEXT_MAX),
+            "budget": None if budget is None else budget.model_dump_json(),
+            "outcome": None if outcome is None else capped(redact_text(outcome), OUTCOME_MAX),
+        }
+        changed = {column: value for column, value in fields.items() if value is not None}
+        return await self._writes(
+            lambda writer: self._update(writer, goal_id, changed, status, reason, source)
+        )
+
+    async def _update(
+        self,
+        writer: ChainWriter,
+        goal_id: str,
+        changed: dict[str, str],
+        status: GoalStatus | None,
+        reason: str,
+        source: str,
+    ) -> tuple[Goal, list[Goal]]:
+        goal = await self._require(writer.tx, goal_id)
+        if changed:
+            assignments = ", ".join(f"{column} = ?" for column in changed)
+            await writer.tx.execute(
+                f"UPDATE goals SET {assignments} WHERE id = ?", [*changed.values(), goal_id]
+            )
             goal = await self._require(writer.tx, goal_id)
-            fields = {
-                "phase": None if phase is None else capped(redact_text(phase), PHASE_MAX),
-                "last_decision": None
-                if last_decision is None
-                else capped(redact_text(last_decision), TEXT_MAX),
-                "last_event": None if last_event is None else capped(redact_text(last_event), TEXT_MAX),
-                "budget": None if budget is None else budget.model_dump_json(),
-                "outcome": None if outcome is None else capped(redact_text(outcome), OUTCOME_MAX),
-            }
-            changed = {column: value for column, value in fields.items() if value is not None}
-            if changed:
-                assignments = ", ".join(f"{column} = ?" for column in changed)
-                await writer.tx.execute(
-                    f"UPDATE goals SET {assignments} WHERE id = ?", [*changed.values(), goal_id]
-                )
-                goal = await self._require(writer.tx, goal_id)
-            if status is None or status == goal.status:
-                return goal, []
-            if status not in TRANSITIONS[goal.status]:
-                allowed = ", ".join(sorted(TRANSITIONS[goal.status])) or "none: it is final"
-                raise TransitionRefused(
-                    f"goal {goal_id!r} is {goal.status}; it cannot become {status!r} (allowed: {allowed})"
-                )
-            target: GoalStatus = status
-            if target == "running" and await self._running(writer.tx) >= self.max_running:
-                target = "queued"
-            if target != goal.status:
-                goal = await self._change(writer, goal, target, reason, source)
-            return goal, await self._promote(writer)
+        if status is None or status == goal.status:
+            return goal, []
+        if status not in TRANSITIONS[goal.status]:
+            allowed = ", ".join(sorted(TRANSITIONS[goal.status])) or "none: it is final"
+            raise TransitionRefused(
+                f"goal {goal_id!r} is {goal.status}; it cannot become {status!r} (allowed: {allowed})"
+            )
+        target: GoalStatus = status
+        if target == "running" and await self._running(writer.tx) >= self.max_running:
+            target = "queued"
+        if target != goal.status:
+            goal = await self._change(writer, goal, target, reason, source)
+        return goal, await self._promote(writer)
 
     async def boot(self, resumable_kinds: Collection[str]) -> tuple[list[Goal], list[Goal], list[Goal]]:
         """Mark live goals of kinds this orchestrator cannot resume as lost_on_restart.

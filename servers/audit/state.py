@@ -46,7 +46,9 @@ async def open_state(settings: AuditSettings, *, clock: Clock = utc_now) -> Asyn
         try:
             yield AuditState(
                 ledger=ledger,
-                goals=GoalRegistry(ledger, max_running=settings.max_concurrent_goals),
+                goals=GoalRegistry(
+                    ledger, max_running=settings.max_concurrent_goals, writes=committer.run_in_batch
+                ),
                 committer=committer,
                 retention=retention,
             )

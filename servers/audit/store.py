@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
@@ -27,6 +27,7 @@ from shared.protocol.audit.entries import Appended, Entry, EntryDraft, Head, Ver
 
 Clock = Callable[[], datetime]
 Checked = tuple[EntryDraft, Body]
+T = TypeVar("T")
 """A draft with the body its kind's model validated."""
 
 COLUMNS = "seq, at, kind, source, agent, goal_id, subject, body, prev_hash, hash"
@@ -136,6 +137,12 @@ class ChainWriter:
         return results
 
 
+class Writes(Protocol):
+    """Runs a piece of work inside a write transaction positioned at the ledger's head."""
+
+    async def __call__(self, work: Callable[[ChainWriter], Awaitable[T]]) -> T: ...
+
+
 class Ledger:
     def __init__(self, db: Database, *, clock: Clock = utc_now) -> None:
         self.db = db
@@ -151,6 +158,11 @@ class Ledger:
             row = await tx.fetchone("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1")
             head = Head(seq=0, hash=GENESIS) if row is None else Head(seq=row[0], hash=row[1])
             yield ChainWriter(tx, head, self.now)
+
+    async def write_alone(self, work: Callable[[ChainWriter], Awaitable[T]]) -> T:
+        """Run ``work`` in a write transaction of its own (the group-commit writer batches instead)."""
+        async with self.writing() as writer:
+            return await work(writer)
 
     async def append(self, drafts: Sequence[EntryDraft]) -> list[Appended]:
         """Validate and append in one transaction of its own (the group-commit writer batches instead)."""
