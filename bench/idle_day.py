@@ -33,7 +33,7 @@ from bench.mesh_run import workdir
 from bench.stats import Result
 from bench.support import describe, progress
 from orchestrator.config.loading import load
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from orchestrator.proactive.runtime import Autonomy
 from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
 from shared.protocol.audit.terms import MAX_TAIL

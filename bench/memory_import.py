@@ -28,7 +28,8 @@ from bench.support import describe, progress
 from orchestrator.cli.memory import IMPORT_BATCH
 from servers.memory.batching import batches
 from servers.memory.embedding_local import LocalEmbedder
-from shared.protocol.memory import ImportParams, ImportRecord, ImportRequest, ImportResult
+from shared.protocol.memory.admin import ImportParams, ImportRequest, ImportResult
+from shared.protocol.memory.records import ImportRecord
 
 DEFAULT_RECORDS = 2_000
 QUICK_RECORDS = 500

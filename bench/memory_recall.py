@@ -45,7 +45,8 @@ from servers.memory.embedding_local import LocalEmbedder
 from servers.memory.models import NewMemory
 from servers.memory.settings import MemorySettings
 from servers.memory.state import MIGRATIONS, open_service
-from shared.protocol.memory import ConsolidateParams, ConsolidateRequest, ConsolidateResult, tool_meta
+from shared.protocol.memory.memory_md import ConsolidateParams, ConsolidateRequest, ConsolidateResult
+from shared.protocol.memory.meta import tool_meta
 
 DEFAULT_SIZE = 100_000
 QUICK_SIZE = 10_000

@@ -40,7 +40,7 @@ from servers.memory.state import MIGRATIONS
 from servers.memory.store import MemoryStore
 from servers.memory.vectors import VectorIndex
 from shared.db import Database
-from shared.protocol.memory import RecallMode
+from shared.protocol.memory_terms import RecallMode
 
 DATA = Path(__file__).parent / "recall_data"
 QuerySet = Literal["tuning", "heldout"]

@@ -72,7 +72,7 @@ from servers.memory.store import MemoryStore
 from servers.memory.terms import count_documents
 from servers.memory.vectors import VectorIndex
 from shared.db import Database
-from shared.protocol.memory import RecallMode
+from shared.protocol.memory_terms import RecallMode
 
 AGENT = "bench"
 K = 10

@@ -33,13 +33,9 @@ from bench.memory_server import memory_server, pss_mb
 from bench.stats import Result, percentile
 from bench.support import progress
 from servers.memory.settings import MemorySettings
-from shared.protocol.memory import (
-    ConsolidateParams,
-    ConsolidateRequest,
-    ConsolidateResult,
-    RecallMode,
-    tool_meta,
-)
+from shared.protocol.memory.memory_md import ConsolidateParams, ConsolidateRequest, ConsolidateResult
+from shared.protocol.memory.meta import tool_meta
+from shared.protocol.memory_terms import RecallMode
 
 SERVER_MODULE = "bench.recall_scale_server"
 WARM_UP = 10

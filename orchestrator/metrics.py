@@ -185,7 +185,7 @@ async def memory_server_metrics(connections: Mapping[str, ServerConnection], tim
     from mcp import MCPError
 
     from orchestrator.mesh import ServerUnavailable
-    from shared.protocol.memory import MetricsParams, MetricsRequest, MetricsResult
+    from shared.protocol.memory.admin import MetricsParams, MetricsRequest, MetricsResult
 
     parts: list[str] = []
     for name, connection in connections.items():

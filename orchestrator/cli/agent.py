@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     from orchestrator.loop.tools import Decision
     from orchestrator.mesh import CatalogTool, Mesh
 
-SERVERS_ONLY = ("rich.console", "rich.logging", "shared.protocol.control", "shared.protocol.memory")
+SERVERS_ONLY = (
+    "rich.console",
+    "rich.logging",
+    "shared.protocol.control",
+    "shared.protocol.memory.admin",
+    "shared.protocol.memory.methods",
+    "shared.protocol.memory.sessions",
+)
 """What of ``shared.forkserver.PRELOAD`` a foreground goal never imports: the template imports it
 after the fork, on its own core; this process imports the rest before, as it needs it anyway."""
 

@@ -21,7 +21,9 @@ import mcp_types as types
 from orchestrator.cli.common import EXIT_OK, EXIT_WARN, fail, load_config, print_json, setup_logging
 from orchestrator.cli.progress import ProgressBar
 from orchestrator.cli.wording import for_person
-from shared.protocol import memory as wire
+from shared.protocol import memory_terms as terms
+from shared.protocol.memory import admin, memory_md
+from shared.protocol.memory.records import ImportRecord, MemoryRecord
 
 R = TypeVar("R", bound=types.Result)
 
@@ -54,14 +56,14 @@ def command_memory(args: argparse.Namespace) -> int:
 
 def _check_arguments(args: argparse.Namespace) -> None:
     limit = getattr(args, "limit", None)
-    highest = {"search": wire.MAX_SEARCH_LIMIT, "history": wire.MAX_HISTORY}.get(args.memory_command)
+    highest = {"search": terms.MAX_SEARCH_LIMIT, "history": terms.MAX_HISTORY}.get(args.memory_command)
     if limit is not None and highest is not None and not 1 <= limit <= highest:
         raise CommandFailed(f"--limit {limit} is out of range; use 1 to {highest}")
     if limit is not None and args.memory_command == "list" and limit < 0:
         raise CommandFailed(f"--limit {limit} is out of range; use 0 (all) or more")
     batch = getattr(args, "batch_size", 1)
-    if not 1 <= batch <= wire.MAX_REINDEX_BATCH:
-        raise CommandFailed(f"--batch-size {batch} is out of range; use 1 to {wire.MAX_REINDEX_BATCH}")
+    if not 1 <= batch <= terms.MAX_REINDEX_BATCH:
+        raise CommandFailed(f"--batch-size {batch} is out of range; use 1 to {terms.MAX_REINDEX_BATCH}")
 
 
 async def _dispatch(args: argparse.Namespace, config: Any) -> int:
@@ -151,7 +153,7 @@ def _when(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
 
 
-def _line(record: wire.MemoryRecord) -> str:
+def _line(record: MemoryRecord) -> str:
     text = " ".join(record.content.split())
     if len(text) > PREVIEW_CHARS:
         text = text[: PREVIEW_CHARS - 1] + "…"
@@ -171,13 +173,13 @@ def _default_agent(args: argparse.Namespace, config: Any) -> str:
 
 
 async def _search(server: _Server, args: argparse.Namespace, config: Any) -> int:
-    params = wire.SearchParams(
+    params = admin.SearchParams(
         query=args.query,
         agent=_default_agent(args, config),
         mode=args.mode,
         limit=args.limit,
     )
-    result = await server.call(wire.SearchRequest(params=params), wire.SearchResult)
+    result = await server.call(admin.SearchRequest(params=params), admin.SearchResult)
     if args.json:
         print_json({"mode": result.mode, "memories": [m.model_dump(mode="json") for m in result.memories]})
         return EXIT_OK
@@ -191,11 +193,11 @@ async def _search(server: _Server, args: argparse.Namespace, config: Any) -> int
 
 
 async def _list(server: _Server, args: argparse.Namespace, config: Any) -> int:
-    records: list[wire.MemoryRecord] = []
+    records: list[MemoryRecord] = []
     wanted = args.limit or None
-    params = wire.ListParams(agent=args.agent, kind=args.kind, limit=min(PAGE, wanted or PAGE))
+    params = admin.ListParams(agent=args.agent, kind=args.kind, limit=min(PAGE, wanted or PAGE))
     while True:
-        page = await server.call(wire.ListRequest(params=params), wire.ListResult)
+        page = await server.call(admin.ListRequest(params=params), admin.ListResult)
         records.extend(page.memories)
         if not args.json:
             print("\n".join(_line(record) for record in page.memories), end="\n" if page.memories else "")
@@ -216,7 +218,7 @@ async def _list(server: _Server, args: argparse.Namespace, config: Any) -> int:
 
 
 async def _forget(server: _Server, args: argparse.Namespace, config: Any) -> int:
-    result = await server.call(wire.ForgetRequest(params=wire.ForgetParams(id=args.id)), wire.ForgetResult)
+    result = await server.call(admin.ForgetRequest(params=admin.ForgetParams(id=args.id)), admin.ForgetResult)
     if args.json:
         print_json(result.forgotten.model_dump(mode="json"))
     else:
@@ -225,12 +227,12 @@ async def _forget(server: _Server, args: argparse.Namespace, config: Any) -> int
 
 
 async def _export_pages(
-    server: _Server, params: wire.ExportParams, write: Callable[[str], Awaitable[object]], bar: bool
+    server: _Server, params: admin.ExportParams, write: Callable[[str], Awaitable[object]], bar: bool
 ) -> int:
     written = 0
     progress: ProgressBar | None = None
     while True:
-        page = await server.call(wire.ExportRequest(params=params), wire.ExportResult)
+        page = await server.call(admin.ExportRequest(params=params), admin.ExportResult)
         await write("".join(record.model_dump_json() + "\n" for record in page.records))
         written += len(page.records)
         if bar:
@@ -245,7 +247,7 @@ async def _export_pages(
 
 
 async def _export(server: _Server, args: argparse.Namespace, config: Any) -> int:
-    params = wire.ExportParams(agent=args.agent, limit=PAGE)
+    params = admin.ExportParams(agent=args.agent, limit=PAGE)
     if args.output is None:
 
         async def to_stdout(text: str) -> None:
@@ -259,7 +261,7 @@ async def _export(server: _Server, args: argparse.Namespace, config: Any) -> int
     return EXIT_OK
 
 
-def _read_records(path: Path) -> Iterator[tuple[int, wire.ImportRecord | str]]:
+def _read_records(path: Path) -> Iterator[tuple[int, ImportRecord | str]]:
     """(line number, record or why the line is not one) for every non-blank line."""
     from pydantic import ValidationError
 
@@ -268,12 +270,12 @@ def _read_records(path: Path) -> Iterator[tuple[int, wire.ImportRecord | str]]:
             if not line.strip():
                 continue
             try:
-                yield number, wire.ImportRecord.model_validate(json.loads(line))
+                yield number, ImportRecord.model_validate(json.loads(line))
             except (json.JSONDecodeError, ValidationError) as exc:
                 yield number, " ".join(str(exc).split())
 
 
-def read_import_file(path: Path) -> list[tuple[int, wire.ImportRecord | str]]:
+def read_import_file(path: Path) -> list[tuple[int, ImportRecord | str]]:
     try:
         return list(_read_records(path))
     except (OSError, UnicodeDecodeError) as exc:
@@ -281,7 +283,7 @@ def read_import_file(path: Path) -> list[tuple[int, wire.ImportRecord | str]]:
 
 
 async def _import(server: _Server, args: argparse.Namespace, config: Any) -> int:
-    entries: list[tuple[int, wire.ImportRecord | str]] = args.entries
+    entries: list[tuple[int, ImportRecord | str]] = args.entries
     problems = [f"line {n}: {entry}" for n, entry in entries if isinstance(entry, str)]
     records = [(n, entry) for n, entry in entries if not isinstance(entry, str)]
     bar = ProgressBar("importing", len(entries), quiet=args.json)
@@ -290,7 +292,7 @@ async def _import(server: _Server, args: argparse.Namespace, config: Any) -> int
     for start in range(0, len(records), IMPORT_BATCH):
         batch = records[start : start + IMPORT_BATCH]
         result = await server.call(
-            wire.ImportRequest(params=wire.ImportParams(records=[r for _, r in batch])), wire.ImportResult
+            admin.ImportRequest(params=admin.ImportParams(records=[r for _, r in batch])), admin.ImportResult
         )
         imported += result.imported
         refreshed += result.refreshed
@@ -312,7 +314,7 @@ async def _reindex(server: _Server, args: argparse.Namespace, config: Any) -> in
     bar: ProgressBar | None = None
     while True:
         step = await server.call(
-            wire.ReindexRequest(params=wire.ReindexParams(batch_size=args.batch_size)), wire.ReindexResult
+            admin.ReindexRequest(params=admin.ReindexParams(batch_size=args.batch_size)), admin.ReindexResult
         )
         bar = bar or ProgressBar("reindexing", step.total, unit="memories", quiet=args.json)
         bar.update(step.done)
@@ -328,7 +330,8 @@ async def _reindex(server: _Server, args: argparse.Namespace, config: Any) -> in
 async def _history(server: _Server, args: argparse.Namespace, config: Any) -> int:
     agent = _default_agent(args, config)
     result = await server.call(
-        wire.HistoryRequest(params=wire.HistoryParams(agent=agent, limit=args.limit)), wire.HistoryResult
+        memory_md.HistoryRequest(params=memory_md.HistoryParams(agent=agent, limit=args.limit)),
+        memory_md.HistoryResult,
     )
     if args.json:
         print_json({"agent": agent, **result.model_dump(mode="json", exclude={"meta"})})
@@ -343,7 +346,8 @@ async def _history(server: _Server, args: argparse.Namespace, config: Any) -> in
 async def _rollback(server: _Server, args: argparse.Namespace, config: Any) -> int:
     agent = _default_agent(args, config)
     result = await server.call(
-        wire.RollbackRequest(params=wire.RollbackParams(agent=agent, rev=args.rev)), wire.RollbackResult
+        memory_md.RollbackRequest(params=memory_md.RollbackParams(agent=agent, rev=args.rev)),
+        memory_md.RollbackResult,
     )
     if args.json:
         print_json({"agent": agent, "restored_from": args.rev, "rev": result.rev, "content": result.content})
@@ -356,9 +360,9 @@ async def _rollback(server: _Server, args: argparse.Namespace, config: Any) -> i
 async def _stats(server: _Server, args: argparse.Namespace, config: Any) -> int:
     from orchestrator.cli.memory_figures import figures
 
-    result = await server.call(wire.StatsRequest(params=wire.StatsParams()), wire.StatsResult)
+    result = await server.call(admin.StatsRequest(params=admin.StatsParams()), admin.StatsResult)
     measured = figures(
-        (await server.call(wire.MetricsRequest(params=wire.MetricsParams()), wire.MetricsResult)).text
+        (await server.call(admin.MetricsRequest(params=admin.MetricsParams()), admin.MetricsResult)).text
     )
     if args.json:
         print_json({**result.model_dump(mode="json", exclude={"meta"}), "metrics": measured.as_json()})

@@ -109,7 +109,7 @@ def _serve(
     fork_server: ForkServer | None,
     lock: InstanceLock,
 ) -> int:
-    from orchestrator.daemon import Orchestrator
+    from orchestrator.daemon.orchestrator import Orchestrator
 
     orchestrator = Orchestrator(
         config, config_label=config_label(args.config), fork_server=fork_server, locked=lock

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from orchestrator.llm import LLMError, Provider, Usage, UserMessage
 from orchestrator.loop.tools import ToolObserver, render_result
 from orchestrator.mesh.catalog import SEPARATOR
-from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY
+from shared.protocol.memory.meta import AGENT_META_KEY, PROVENANCE_META_KEY
 
 if TYPE_CHECKING:
     from orchestrator.config.agents import AgentConfig, Budgets

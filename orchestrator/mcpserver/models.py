@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 from shared.protocol.audit.entries import Entry, VerifyReport
 from shared.protocol.audit.goals import Goal
 from shared.protocol.cron import Entry as CronEntry
-from shared.protocol.memory import HistoryRevision, MemoryRecord
+from shared.protocol.memory.memory_md import HistoryRevision
+from shared.protocol.memory.records import MemoryRecord
 from shared.protocol.pairing import PairedRecord, PendingRequest
 
 Tier = Literal["read", "act", "admin"]

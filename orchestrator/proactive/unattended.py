@@ -34,7 +34,7 @@ from orchestrator.tools.local import GoalContext, LocalTool, LocalToolError, Loc
 from shared.protocol.audit.bodies import SpendReservedBody
 from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.audit.goals import Origin
-from shared.protocol.memory import PROVENANCE_META_KEY
+from shared.protocol.memory.meta import PROVENANCE_META_KEY
 
 if TYPE_CHECKING:
     from orchestrator.intake import Intake

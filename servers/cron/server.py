@@ -42,7 +42,7 @@ from shared.protocol.cron import (
     Entry,
 )
 from shared.protocol.events import EventsExtension, experimental_events_capability
-from shared.protocol.memory import AGENT_META_KEY, AGENT_PATTERN
+from shared.protocol.memory.meta import AGENT_META_KEY, AGENT_PATTERN
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
 from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer

@@ -21,7 +21,35 @@ from servers.memory.errors import MemoryRefused
 from servers.memory.service import MemoryService
 from servers.memory.sessions import UnknownSession
 from servers.memory.settings import MemorySettings
-from shared.protocol.memory import (
+from shared.protocol.memory.admin import (
+    EmbedderInfo,
+    ExportParams,
+    ExportResult,
+    ForgetParams,
+    ForgetResult,
+    ImportParams,
+    ImportResult,
+    ListParams,
+    ListResult,
+    MetricsParams,
+    MetricsResult,
+    ReindexParams,
+    ReindexResult,
+    SearchParams,
+    SearchResult,
+    StatsParams,
+    StatsResult,
+)
+from shared.protocol.memory.memory_md import (
+    ConsolidateParams,
+    ConsolidateResult,
+    HistoryParams,
+    HistoryResult,
+    HistoryRevision,
+    RollbackParams,
+    RollbackResult,
+)
+from shared.protocol.memory.methods import (
     CONSOLIDATE_METHOD,
     EXPORT_METHOD,
     FORGET_METHOD,
@@ -39,28 +67,8 @@ from shared.protocol.memory import (
     SESSION_HISTORY_METHOD,
     SESSION_RESOLVE_METHOD,
     STATS_METHOD,
-    ConsolidateParams,
-    ConsolidateResult,
-    EmbedderInfo,
-    ExportParams,
-    ExportResult,
-    ForgetParams,
-    ForgetResult,
-    HistoryParams,
-    HistoryResult,
-    HistoryRevision,
-    ImportParams,
-    ImportResult,
-    ListParams,
-    ListResult,
-    MetricsParams,
-    MetricsResult,
-    ReindexParams,
-    ReindexResult,
-    RollbackParams,
-    RollbackResult,
-    SearchParams,
-    SearchResult,
+)
+from shared.protocol.memory.sessions import (
     SessionAppendParams,
     SessionAppendResult,
     SessionGcParams,
@@ -69,8 +77,6 @@ from shared.protocol.memory import (
     SessionHistoryResult,
     SessionResolveParams,
     SessionResolveResult,
-    StatsParams,
-    StatsResult,
 )
 
 P = TypeVar("P", bound=types.RequestParams)

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from shared.protocol.memory import Kind, MemoryRecord, Provenance
+from shared.protocol.memory.meta import Provenance
+from shared.protocol.memory.records import MemoryRecord
+from shared.protocol.memory_terms import Kind
 
 if TYPE_CHECKING:
     import numpy as np

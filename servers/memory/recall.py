@@ -41,7 +41,7 @@ from servers.memory.keyword import CANDIDATE_CAP, PROBE, KeywordQuery, keyword_q
 from servers.memory.keyword_rank import idf
 from servers.memory.models import Memory, Vector
 from servers.memory.store import MemoryStore
-from shared.protocol.memory import RecallMode
+from shared.protocol.memory_terms import RecallMode
 
 logger = logging.getLogger("nexo.memory.recall")
 

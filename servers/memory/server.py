@@ -32,17 +32,15 @@ from servers.memory.settings import MemorySettings
 from servers.memory.state import open_service, preflight
 from shared.hosting.capabilities import advertise_experimental
 from shared.hosting.main import server_main
-from shared.protocol.memory import (
+from shared.protocol.memory.meta import (
     AGENT_META_KEY,
     AGENT_PATTERN,
-    KINDS,
-    MAX_SEARCH_LIMIT,
     PROVENANCE_META_KEY,
     PROVENANCES,
     QUOTED_PROVENANCES,
-    RECALL_MODES,
     Provenance,
 )
+from shared.protocol.memory_terms import KINDS, MAX_SEARCH_LIMIT, RECALL_MODES
 from shared.protocol.policy import READ_ONLY_HINTS, classification_meta, tool_hints
 from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer

@@ -28,18 +28,12 @@ from servers.memory.reindex import ModelState, Reindexer
 from servers.memory.sessions import Appended, SessionStore, UnknownSession
 from servers.memory.settings import MemorySettings
 from servers.memory.store import MemoryStore
-from shared.protocol.memory import (
-    KINDS,
-    MAX_SEARCH_LIMIT,
-    RECALL_MODES,
-    ImportProblem,
-    ImportRecord,
-    Kind,
-    Promotion,
-    Provenance,
-    RecallMode,
-    TranscriptEntry,
-)
+from shared.protocol.memory.admin import ImportProblem
+from shared.protocol.memory.memory_md import Promotion
+from shared.protocol.memory.meta import Provenance
+from shared.protocol.memory.records import ImportRecord
+from shared.protocol.memory.sessions import TranscriptEntry
+from shared.protocol.memory_terms import KINDS, MAX_SEARCH_LIMIT, RECALL_MODES, Kind, RecallMode
 
 logger = logging.getLogger("nexo.memory")
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from shared.db import Database, Migration
-from shared.protocol.memory import ROLES, Role, StoredEntry, TranscriptEntry
+from shared.protocol.memory.sessions import ROLES, Role, StoredEntry, TranscriptEntry
 
 SESSION_MIGRATIONS: tuple[Migration, ...] = (
     Migration.sql(

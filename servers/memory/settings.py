@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from servers.memory.consolidate import Policy
 from servers.memory.embeddings import EmbeddingSettings
-from shared.protocol.memory import AGENT_PATTERN
+from shared.protocol.memory.meta import AGENT_PATTERN
 
 DEFAULT_STATE_DIR = Path("~/.local/state/nexo")
 DAY_S = 86_400.0

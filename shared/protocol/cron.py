@@ -21,7 +21,7 @@ import mcp_types as types
 from pydantic import Field
 
 from shared.protocol.deferred import WireModel, WireParams, WireRequest, WireResult
-from shared.protocol.memory import AGENT_META_KEY, AGENT_PATTERN
+from shared.protocol.memory.meta import AGENT_META_KEY, AGENT_PATTERN
 
 CRON_EXTENSION = "nexo/cron"
 BINDING_META_KEY = "nexo/binding"

@@ -13,7 +13,7 @@ import anyio
 
 from orchestrator.config.loading import load
 from orchestrator.control import ask
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from orchestrator.sockets import control_path
 from tests.mesh.harness import python_server, write_config
 from tests.mesh.inbox import inbox_server

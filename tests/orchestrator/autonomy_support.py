@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from orchestrator.config.loading import load
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from orchestrator.proactive.runtime import Autonomy
 from tests.mesh.harness import python_server, write_config
 from tests.mesh.inbox import inbox_server

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 
 
 @asynccontextmanager

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from orchestrator.intake import Intake
 from orchestrator.proactive.runtime import Autonomy
 from orchestrator.tools.local import GoalContext, LocalTool

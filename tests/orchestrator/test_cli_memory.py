@@ -27,7 +27,7 @@ from orchestrator.cli.progress import ProgressBar
 from servers.memory.reindex import recorded_model
 from servers.memory.settings import MemorySettings
 from servers.memory.state import open_database, open_service
-from shared.protocol.memory import tool_meta
+from shared.protocol.memory.meta import tool_meta
 from tests.http_server import http_server
 
 HTTP_TOKEN = "memory-cli-test-token"

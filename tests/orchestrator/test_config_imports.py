@@ -67,7 +67,7 @@ def test_loading_the_built_in_config_imports_none_of_the_machinery() -> None:
 
 IMPORT_THE_DAEMON = """
 import json, sys
-import orchestrator.daemon
+import orchestrator.daemon.orchestrator
 print(json.dumps(sorted(sys.modules)))
 """
 

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from orchestrator.config.loading import load
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from tests.mesh.harness import write_config
 
 pytestmark = pytest.mark.anyio

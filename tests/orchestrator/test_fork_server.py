@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from orchestrator.config.nexo import NexoConfig
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from orchestrator.mesh import Mesh, StdioServerConfig
 from orchestrator.mesh.fork_request import ForkRequest, built_in_module
 from orchestrator.mesh.forked_process import ForkedProcess

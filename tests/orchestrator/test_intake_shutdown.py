@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from orchestrator.config.loading import load
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from tests.fakes.llm import FakeLLM
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import python_server, write_config

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.session import IncomingMessage
 
 from orchestrator.config.loading import load
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server
 from orchestrator.sockets import control_path

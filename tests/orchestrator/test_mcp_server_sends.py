@@ -17,7 +17,7 @@ from mcp import Client
 from mcp_types import CallToolResult, Implementation, TextContent
 
 from orchestrator.config.loading import load
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from orchestrator.mcpserver.backend import Backend
 from orchestrator.mcpserver.server import build_server
 from orchestrator.sockets import control_path

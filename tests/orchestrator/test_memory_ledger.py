@@ -34,7 +34,7 @@ from servers.memory.settings import MemorySettings
 from shared.protocol.audit.entries import Entry
 from shared.protocol.audit.goals import Origin
 from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
-from shared.protocol.memory import tool_meta
+from shared.protocol.memory.meta import tool_meta
 from tests.fakes.llm import FakeLLM, Reply
 from tests.orchestrator.llm.support import VirtualTime, openai
 from tests.servers.memory.conftest import Clock

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from orchestrator.config.loading import load
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from orchestrator.goals import TrackedGoal
 from orchestrator.loop import GoalResult
 from tests.fakes.llm import FakeLLM

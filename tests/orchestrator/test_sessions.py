@@ -12,7 +12,7 @@ from orchestrator.intake.sessions import SessionHistory
 from orchestrator.llm import AssistantMessage, UserMessage
 from orchestrator.mesh import ServerConnection
 from orchestrator.mesh.errors import ServerUnavailable
-from shared.protocol.memory import (
+from shared.protocol.memory.sessions import (
     SessionAppendRequest,
     SessionAppendResult,
     SessionHistoryRequest,

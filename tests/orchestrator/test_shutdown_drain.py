@@ -17,7 +17,7 @@ import anyio.to_thread
 import pytest
 
 from orchestrator.config.loading import load
-from orchestrator.daemon import Orchestrator
+from orchestrator.daemon.orchestrator import Orchestrator
 from tests.fakes.llm import FakeLLM, RecordedRequest
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import python_server, write_config

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from shared.protocol.control import method_name
 from shared.protocol.deferred import WireParams, WireRequest, WireResult
-from shared.protocol.memory import SearchParams, SearchRequest
+from shared.protocol.memory.admin import SearchParams, SearchRequest
 
 LIST_BUILT = """
 import importlib, json, pkgutil

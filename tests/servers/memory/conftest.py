@@ -19,7 +19,7 @@ from mcp import Client
 from servers.memory.embeddings import Embedder, EmbeddingError, EmbeddingSettings, build_embedder
 from servers.memory.server import build_server
 from servers.memory.settings import MemorySettings
-from shared.protocol.memory import Provenance, tool_meta
+from shared.protocol.memory.meta import Provenance, tool_meta
 
 START = 1_800_000_000.0
 DAY = 86_400.0

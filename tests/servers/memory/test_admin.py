@@ -20,24 +20,15 @@ from servers.memory.settings import MemorySettings
 from servers.memory.state import open_database, preflight
 from servers.memory.store import MemoryStore
 from servers.memory.vectors import VectorIndex
-from shared.protocol.memory import (
-    MEMORY_EXTENSION,
-    METHODS,
-    ConsolidateParams,
-    ConsolidateRequest,
-    ConsolidateResult,
+from shared.protocol.memory.admin import (
     ExportParams,
     ExportRequest,
     ExportResult,
     ForgetParams,
     ForgetRequest,
     ForgetResult,
-    HistoryParams,
-    HistoryRequest,
-    HistoryResult,
     ImportParams,
     ImportProblem,
-    ImportRecord,
     ImportRequest,
     ImportResult,
     ListParams,
@@ -46,9 +37,6 @@ from shared.protocol.memory import (
     ReindexParams,
     ReindexRequest,
     ReindexResult,
-    RollbackParams,
-    RollbackRequest,
-    RollbackResult,
     SearchParams,
     SearchRequest,
     SearchResult,
@@ -56,6 +44,19 @@ from shared.protocol.memory import (
     StatsRequest,
     StatsResult,
 )
+from shared.protocol.memory.memory_md import (
+    ConsolidateParams,
+    ConsolidateRequest,
+    ConsolidateResult,
+    HistoryParams,
+    HistoryRequest,
+    HistoryResult,
+    RollbackParams,
+    RollbackRequest,
+    RollbackResult,
+)
+from shared.protocol.memory.methods import MEMORY_EXTENSION, METHODS
+from shared.protocol.memory.records import ImportRecord
 from tests.servers.memory.conftest import Switchable, call, connect
 
 pytestmark = pytest.mark.anyio

@@ -19,15 +19,9 @@ from servers.memory.state import MIGRATIONS
 from servers.memory.store import MemoryStore
 from servers.memory.vectors import VectorIndex
 from shared.db import Database
-from shared.protocol.memory import (
-    ConsolidateParams,
-    ConsolidateRequest,
-    ConsolidateResult,
-    ListParams,
-    ListRequest,
-    ListResult,
-    Provenance,
-)
+from shared.protocol.memory.admin import ListParams, ListRequest, ListResult
+from shared.protocol.memory.memory_md import ConsolidateParams, ConsolidateRequest, ConsolidateResult
+from shared.protocol.memory.meta import Provenance
 from tests.servers.memory.conftest import DAY, START, Clock, call, connect
 
 pytestmark = pytest.mark.anyio

@@ -31,7 +31,7 @@ from mcp import Client
 
 from servers.memory.server import build_server
 from servers.memory.settings import MemorySettings
-from shared.protocol.memory import tool_meta
+from shared.protocol.memory.meta import tool_meta
 
 LAZY = {lazy!r}
 loaded = []

@@ -17,15 +17,15 @@ from orchestrator.cli.memory_figures import figures
 from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics
 from servers.memory.embeddings import Embedder
 from servers.memory.settings import MemorySettings
-from shared.protocol.memory import (
+from shared.protocol.memory.admin import (
     ImportParams,
-    ImportRecord,
     ImportRequest,
     ImportResult,
     MetricsParams,
     MetricsRequest,
     MetricsResult,
 )
+from shared.protocol.memory.records import ImportRecord
 from tests.servers.memory.conftest import call, connect
 
 pytestmark = pytest.mark.anyio

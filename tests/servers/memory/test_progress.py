@@ -7,15 +7,15 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from servers.memory.embeddings import Embedder
 from servers.memory.settings import MemorySettings
-from shared.protocol.memory import (
+from shared.protocol.memory.admin import (
     ImportParams,
-    ImportRecord,
     ImportRequest,
     ImportResult,
     ReindexParams,
     ReindexRequest,
     ReindexResult,
 )
+from shared.protocol.memory.records import ImportRecord
 from tests.servers.memory.conftest import call, connect
 from tests.servers.memory.test_admin import Renamed
 

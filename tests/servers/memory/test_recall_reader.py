@@ -20,7 +20,7 @@ from servers.memory.state import MIGRATIONS, open_service
 from servers.memory.store import MemoryStore
 from servers.memory.vectors import VectorIndex
 from shared.db import Database, Reader
-from shared.protocol.memory import ImportRecord
+from shared.protocol.memory.records import ImportRecord
 from tests.servers.memory.conftest import Clock
 
 pytestmark = pytest.mark.anyio

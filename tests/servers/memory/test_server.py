@@ -14,7 +14,8 @@ from pydantic import BaseModel
 
 from servers.memory.embeddings import Embedder
 from servers.memory.settings import MemorySettings
-from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY, ListParams, ListRequest, ListResult
+from shared.protocol.memory.admin import ListParams, ListRequest, ListResult
+from shared.protocol.memory.meta import AGENT_META_KEY, PROVENANCE_META_KEY
 from shared.protocol.policy import reads_private_data
 from tests.servers.memory.conftest import DAY, Clock, Switchable, call, connect, tool_error
 

@@ -12,7 +12,7 @@ from mcp import Client, MCPError
 
 from servers.memory.embeddings import Embedder
 from servers.memory.settings import MemorySettings
-from shared.protocol.memory import (
+from shared.protocol.memory.sessions import (
     SessionAppendParams,
     SessionAppendRequest,
     SessionAppendResult,

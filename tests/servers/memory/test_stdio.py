@@ -16,12 +16,8 @@ from servers.memory.settings import MemorySettings
 from servers.memory.state import open_database
 from servers.memory.store import MemoryStore
 from servers.memory.vectors import VectorIndex
-from shared.protocol.memory import (
-    SessionResolveParams,
-    SessionResolveRequest,
-    SessionResolveResult,
-    tool_meta,
-)
+from shared.protocol.memory.meta import tool_meta
+from shared.protocol.memory.sessions import SessionResolveParams, SessionResolveRequest, SessionResolveResult
 
 REPO = Path(__file__).resolve().parents[3]
 START_TIMEOUT_S = 60
