@@ -43,7 +43,7 @@ from shared.protocol.audit.goals import Origin
 from shared.protocol.channel import ChannelParams, PermissionVerdictParams, render_channel, session_key
 from shared.protocol.cron import BINDING_META_KEY, MODEL_META_KEY
 from shared.protocol.events import Event
-from shared.protocol.memory import AGENT_META_KEY, PROVENANCE_META_KEY, Provenance
+from shared.protocol.memory.meta import AGENT_META_KEY, PROVENANCE_META_KEY, Provenance
 
 logger = logging.getLogger("nexo.intake")
 

@@ -19,8 +19,8 @@ from orchestrator.llm import AssistantMessage, Message, UserMessage
 from orchestrator.mesh import ServerConnection
 from shared.protocol.audit.bodies import MemoryPromotionBody
 from shared.protocol.audit.entries import EntryDraft
-from shared.protocol.memory import (
-    Promotion,
+from shared.protocol.memory.memory_md import Promotion
+from shared.protocol.memory.sessions import (
     SessionAppendParams,
     SessionAppendRequest,
     SessionAppendResult,
