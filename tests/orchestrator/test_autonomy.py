@@ -136,14 +136,14 @@ async def test_user_messages_come_first_a_cycle_waits_and_yields_to_them(tmp_pat
 
             async def probe(_: GoalContext, __: Any) -> str:
                 calls.append(1)
-                intake._begin(("inbox", "user-message"))  # a user message arrives mid-cycle
+                intake.in_flight.begin(("inbox", "user-message"))  # a user message arrives mid-cycle
                 return "ok"
 
             intake.local.tools["probe"] = LocalTool(
                 "probe", "probe", {"type": "object"}, probe, read_only=True
             )
             # A user message in flight: the cycle does not start until it is answered.
-            intake._begin(("inbox", "earlier"))
+            intake.in_flight.begin(("inbox", "earlier"))
             reports: list[Any] = []
             async with anyio.create_task_group() as tg:
 
@@ -153,9 +153,9 @@ async def test_user_messages_come_first_a_cycle_waits_and_yields_to_them(tmp_pat
                 tg.start_soon(cycle)
                 await anyio.wait_all_tasks_blocked()
                 assert prompts == []  # waiting for the user's message to be handled
-                intake._end(("inbox", "earlier"))
+                intake.in_flight.end(("inbox", "earlier"))
             # Mid-cycle, the probe tool made a user message arrive: the next model call did not happen.
-            intake._end(("inbox", "user-message"))
+            intake.in_flight.end(("inbox", "user-message"))
     assert len(calls) == 1
     assert len(prompts) == 1
     assert reports[0].ended == "preempted"

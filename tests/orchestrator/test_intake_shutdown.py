@@ -71,14 +71,14 @@ async def test_a_shutdown_right_after_the_reply_keeps_the_transcript_and_the_ack
         config = _config(tmp_path, llm.openai_base_url)
         async with _orchestrator(config) as (orch, stopped):
             intake = orch.intakes[0]
-            original = intake._send
+            original = intake.send
 
             async def send_then_stop(*args: Any, **kwargs: Any) -> None:
                 await original(*args, **kwargs)
                 # The stop lands before the reply's bookkeeping has started.
                 await orch.shutdown()
 
-            intake._send = send_then_stop  # type: ignore[method-assign]
+            intake.send = send_then_stop  # type: ignore[method-assign]
             await say(tmp_path, "m1", "remind me about the dentist")
             with anyio.fail_after(30):
                 await stopped.wait()
@@ -91,13 +91,13 @@ async def test_a_shutdown_right_after_the_reply_keeps_the_transcript_and_the_ack
         # A restart: the message is not answered again, and the conversation goes on from the transcript.
         async with _orchestrator(config) as (orch, stopped):
             intake = orch.intakes[0]
-            original, answered_again = intake._send, anyio.Event()
+            original, answered_again = intake.send, anyio.Event()
 
             async def send_and_tell(*args: Any, **kwargs: Any) -> None:
                 await original(*args, **kwargs)
                 answered_again.set()
 
-            intake._send = send_and_tell  # type: ignore[method-assign]
+            intake.send = send_and_tell  # type: ignore[method-assign]
             await say(tmp_path, "m2", "and the car?")
             with anyio.fail_after(30):
                 await answered_again.wait()

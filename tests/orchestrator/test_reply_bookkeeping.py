@@ -49,7 +49,7 @@ async def test_the_next_message_is_answered_while_the_last_ones_bookkeeping_wait
             original_store, original_finish, original_send = (
                 intake.sessions.store,
                 orch.goals.finish,
-                intake._send,
+                intake.send,
             )
 
             async def slow_store(key: str, user: str, answer: str, *, turn_id: str) -> None:
@@ -72,7 +72,7 @@ async def test_the_next_message_is_answered_while_the_last_ones_bookkeeping_wait
 
             intake.sessions.store = slow_store  # type: ignore[method-assign]
             orch.goals.finish = slow_finish  # type: ignore[method-assign]
-            intake._send = send_and_tell  # type: ignore[method-assign]
+            intake.send = send_and_tell  # type: ignore[method-assign]
 
             await say(tmp_path, "m1", "first question")
             with anyio.fail_after(WAIT_S):

@@ -92,7 +92,7 @@ async def _answer_after_restart(config: Path, tmp_path: Path, replies: int) -> N
     the last). Anything left over from before the restart is answered before the new message."""
     async with _orchestrator(config) as (orch, stopped):
         intake = orch.intakes[0]
-        original, sent = intake._send, [0]
+        original, sent = intake.send, [0]
         enough = anyio.Event()
 
         async def counted(*args: Any, **kwargs: Any) -> None:
@@ -101,7 +101,7 @@ async def _answer_after_restart(config: Path, tmp_path: Path, replies: int) -> N
             if sent[0] == replies:
                 enough.set()
 
-        intake._send = counted  # type: ignore[method-assign]
+        intake.send = counted  # type: ignore[method-assign]
         await say(tmp_path, "m2", "and now?")
         with anyio.fail_after(WAIT_S):
             await enough.wait()
