@@ -92,21 +92,26 @@ print(json.dumps({"asked": asked, "while_preloading": while_preloading, **seen, 
 """
 
 
+def run_probe(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter from the project's root, as the commands start."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+        check=False,
+    )
+
+
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("fork-early")
     (work / "preload_gate.py").write_text(GATE)
     gate = work / "gate"
     os.mkfifo(gate)
-    ran = subprocess.run(
-        [sys.executable, "-c", PROBE, str(work / "state"), str(work)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "NEXO_TEST_PRELOAD_GATE": str(gate)},
-        timeout=60,
-        check=False,
-    )
+    ran = run_probe(PROBE, str(work / "state"), str(work), env={"NEXO_TEST_PRELOAD_GATE": str(gate)})
     assert ran.returncode == 0, ran.stderr
     seen: dict[str, Any] = json.loads(ran.stdout)
     return seen
@@ -148,14 +153,7 @@ print(json.dumps({"full_collections": after - full, "frozen": gc.get_freeze_coun
 
 
 def test_preloading_freezes_what_is_imported_without_walking_it_in_a_full_collection() -> None:
-    ran = subprocess.run(
-        [sys.executable, "-c", PRELOAD_PROBE],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-        check=False,
-    )
+    ran = run_probe(PRELOAD_PROBE)
     assert ran.returncode == 0, ran.stderr
     seen = json.loads(ran.stdout)
     assert seen["full_collections"] == 0
@@ -197,14 +195,7 @@ print(json.dumps(anyio.run(main)))
 
 @pytest.mark.scenario
 def test_a_forked_template_that_cannot_preload_says_why_and_what_was_asked_of_it_is_spawned_instead() -> None:
-    ran = subprocess.run(
-        [sys.executable, "-c", FAILING_PRELOAD_PROBE],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-        check=False,
-    )
+    ran = run_probe(FAILING_PRELOAD_PROBE)
     assert ran.returncode == 0, ran.stderr
     # Neither adopted nor forked: the connection spawns the server as its own command.
     assert json.loads(ran.stdout) == {"asked": 2, "adopted": False, "forked": False}
@@ -240,14 +231,7 @@ def test_agent_run_imports_all_it_preloads_before_the_fork_and_none_of_what_it_l
             servers={"time": python_server("servers.time")},
             agent={"channels": []},
         )
-        ran = subprocess.run(
-            [sys.executable, "-c", GOAL_PROBE, str(config)],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=60,
-            check=False,
-        )
+        ran = run_probe(GOAL_PROBE, str(config))
     assert ran.returncode == 0, ran.stderr
     seen = json.loads(ran.stdout.splitlines()[-1])
     assert seen == {"code": 0, "imported": [name for name in PRELOAD if name not in SERVERS_ONLY]}
