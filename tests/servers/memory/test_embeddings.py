@@ -536,7 +536,6 @@ def private_mb() -> float:
     return (kb["Private_Clean"] + kb["Private_Dirty"]) / 1024
 
 
-@pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="reads Linux's /proc")
 async def test_a_batch_of_texts_gives_its_working_memory_back() -> None:
     embedder = LocalEmbedder(threads=2)
     await embedder.embed(["warm up"])
