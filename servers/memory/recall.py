@@ -35,6 +35,7 @@ from functools import partial
 
 import anyio
 
+from servers.memory import hybrid_keyword
 from servers.memory.embeddings import EmbeddingError
 from servers.memory.errors import MemoryRefused, VectorDimensionError
 from servers.memory.keyword import CANDIDATE_CAP, PROBE, KeywordQuery, keyword_query
@@ -117,13 +118,18 @@ class Recaller:
         hits: list[tuple[int, float]] = []
         whole: list[int] | None = None
         searched: _VectorSide | None = None
+        candidates: hybrid_keyword.Candidates | None = None
 
         async def keyword_side(least: float | None = None) -> None:
-            nonlocal keywords, hits, whole
+            nonlocal keywords, hits, whole, candidates
             keywords = await keyword_query(
                 query, self._store.term_documents, probe=self._keyword_probe, cap=self._keyword_cap
             )
-            if keywords is not None:
+            if keywords is not None and least is not None and keywords.window is None:
+                # Hybrid with rare terms: the index's candidates now, their text once the vector
+                # side has said which can matter (servers.memory.hybrid_keyword).
+                candidates = await hybrid_keyword.candidates(self._store.reads, keywords, least)
+            elif keywords is not None:
                 found = await self._store.keyword(
                     agent, keywords, max(limit * 3, MIN_CANDIDATES), least=least
                 )
@@ -143,6 +149,19 @@ class Recaller:
         neighbours = [] if searched is None else searched.neighbours
         if vector is None:
             ranked = [memory_id for memory_id, _ in hits][:limit]
+        elif candidates is not None:
+            pruned = await hybrid_keyword.strong_hits(
+                self._store.reads,
+                agent,
+                candidates,
+                neighbours,
+                partial(self._store.similarities, agent, vector),
+                limit=limit,
+                least=STRONG_SHARE,
+                margin=TIE_MARGIN,
+                fuse=fuse,
+            )
+            ranked = fuse(dict(neighbours) | pruned.similarity, pruned.strong, pruned.lookup)[:limit]
         elif keywords is None or not hits:
             ranked = [memory_id for memory_id, _ in neighbours][:limit]
         else:

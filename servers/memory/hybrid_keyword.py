@@ -1,0 +1,123 @@
+"""Hybrid recall's keyword side: only the strong hits that can change the first ``limit`` results.
+
+Fused (``servers.memory.recall``), a keyword hit counts only when it is *strong*, and then only by
+``TIE_MARGIN`` added to its cosine similarity, or as the exact lookup. Ranking every candidate by
+BM25 to find the strong ones read and split the text of every holder of the question's rare words,
+about 600 texts a question at a million memories, most of them far from the question in cosine.
+So, when the question has rare terms, the keyword side here:
+
+1. takes the candidates from the full-text index alone (``keyword_rank.rare_first``) while the
+   vector side searches, and keeps those that could be strong at all (``keyword_rank.reachable``);
+2. once the vector side has answered, reads the cosine similarity of the candidates it did not
+   return (their vectors, a few KB each, instead of their text), and keeps those that could enter
+   the first ``limit``: a memory's fused score is at most its cosine plus ``TIE_MARGIN``, and the
+   ``limit``-th fused score is at least the ``limit``-th neighbour's cosine, so a candidate below
+   that cut less the margin is never among the results, strong or not;
+3. reads and scores the text of those and of the candidates the vector side returned, and fuses;
+4. the exact lookup (one memory holding every term, and strong, comes first) can only change the
+   result when the fused first memory does not hold every term: if it does, it is either that one
+   memory, first already, or one of several, and there is no lookup. Only then are the other
+   candidates holding every rare term read, until two hold every term.
+
+The same results as ranking every candidate (``tests/servers/memory/test_hybrid_keyword.py`` checks
+them against a brute-force fusion on random stores), for the text of a handful of memories.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from servers.memory.keyword import KeywordQuery, Term
+from servers.memory.keyword_rank import Scored, Totals, idf, rare_first, reachable, score_texts, totals
+from shared.db import Reads
+
+Cosines = Callable[[Sequence[int]], Awaitable[dict[int, float]]]
+"""The cosine similarity to the question of each of these ids that is the agent's memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """The memories that may be strong hits of a question with rare terms, read from the index alone."""
+
+    query: KeywordQuery
+    ids: list[int]
+    """Best partial score first (the weights of the rare terms each holds)."""
+    partial: dict[int, float]
+    weights: list[tuple[Term, float]]
+    indexed: Totals
+
+    @property
+    def total(self) -> float:
+        """The query's total term weight (a memory of average length holding each term once scores it)."""
+        return sum(weight for _, weight in self.weights)
+
+
+async def candidates(db: Reads, query: KeywordQuery, least: float) -> Candidates:
+    """Step 1 of the module docstring, for a query with rare terms (``query.window`` is None)."""
+    indexed = await totals(db)
+    weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
+    ids, partial = await rare_first(db, query, weights)
+    return Candidates(query, reachable(ids, partial, query, weights, least), partial, weights, indexed)
+
+
+@dataclass(frozen=True, slots=True)
+class StrongHits:
+    strong: set[int]
+    """The strong hits that can be among the results."""
+    similarity: dict[int, float]
+    """Their cosine similarities, for those the vector side did not return."""
+    lookup: int | None
+    """The one memory holding every term of the query, when it is a strong hit (hybrid's exact lookup)."""
+
+
+async def strong_hits(
+    db: Reads,
+    agent: str,
+    found: Candidates,
+    neighbours: Sequence[tuple[int, float]],
+    cosines: Cosines,
+    *,
+    limit: int,
+    least: float,
+    margin: float,
+    fuse: Callable[[Mapping[int, float], Collection[int]], list[int]],
+) -> StrongHits:
+    """Steps 2 to 4 of the module docstring; ``neighbours``: the vector side's, best first."""
+    returned = dict(neighbours)
+    cut = neighbours[limit - 1][1] - margin if len(neighbours) >= limit else float("-inf")
+    similarity = await cosines([i for i in found.ids if i not in returned])
+    relevant = [i for i in found.ids if i in returned or similarity.get(i, cut - 1.0) >= cut]
+    scored = await _scored(db, agent, found, relevant)
+    floor = least * found.total
+    strong = {memory_id for memory_id, score in scored.hits if score >= floor}
+    kept = {memory_id: similarity[memory_id] for memory_id in strong if memory_id in similarity}
+    holders = set(scored.whole)
+    if found.query.prefixed:
+        return StrongHits(strong, kept, None)
+    first = fuse(returned | kept, strong)[:1]
+    if first and first[0] in holders:
+        return StrongHits(strong, kept, None)  # step 4: the lookup would change nothing
+    # Holding every term, a memory holds every rare one: its partial score is their whole weight.
+    rare = {w.term for w in found.query.terms}
+    full = sum(weight for term, weight in found.weights if term in rare) * (1 - 1e-9)
+    read = set(relevant)
+    holding = [i for i in found.ids if found.partial[i] >= full and i not in read]
+    strong_holders = holders & strong
+    start, chunk = 0, _LOOKUP_FIRST
+    while start < len(holding) and len(holders) < 2:
+        more = await _scored(db, agent, found, holding[start : start + chunk])
+        holders.update(more.whole)
+        strong_holders.update(memory_id for memory_id, score in more.hits if score >= floor)
+        start, chunk = start + chunk, chunk * 2
+    lookup = next(iter(holders)) if len(holders) == 1 and holders <= strong_holders else None
+    return StrongHits(strong, kept, lookup)
+
+
+_LOOKUP_FIRST = 8
+"""Texts read by the first statement looking for the memories holding every term (step 4), twice as
+many by each next one: two holders end the search, and they are often among the first few."""
+
+
+async def _scored(db: Reads, agent: str, found: Candidates, ids: list[int]) -> Scored:
+    return await score_texts(db, agent, ids, found.weights, found.indexed, max(len(ids), 1))
