@@ -29,7 +29,16 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from servers.memory.keyword import KeywordQuery, Term
-from servers.memory.keyword_rank import Scored, Totals, idf, rare_first, reachable, score_texts, totals
+from servers.memory.keyword_rank import (
+    Scored,
+    Totals,
+    idf,
+    newest,
+    rare_first,
+    reachable,
+    score_texts,
+    totals,
+)
 from shared.db import Reads
 
 Cosines = Callable[[Sequence[int]], Awaitable[dict[int, float]]]
@@ -38,27 +47,40 @@ Cosines = Callable[[Sequence[int]], Awaitable[dict[int, float]]]
 
 @dataclass(frozen=True, slots=True)
 class Candidates:
-    """The memories that may be strong hits of a question with rare terms, read from the index alone."""
+    """The memories that may be strong hits, read from the index alone."""
 
     query: KeywordQuery
     ids: list[int]
-    """Best partial score first (the weights of the rare terms each holds)."""
+    """With rare terms, best partial score first (the weights of the rare terms each holds); with
+    common words only, the newest holding every term."""
     partial: dict[int, float]
     weights: list[tuple[Term, float]]
     indexed: Totals
+    least: float
+    """A strong hit scores at least this share of the query's total term weight."""
+    wanted: int
+    """Hits the keyword ranking would keep: with common words only, fewer of the agent's memories
+    holding every term than this bring in the newest holding any (``KeywordQuery.window``)."""
 
     @property
-    def total(self) -> float:
-        """The query's total term weight (a memory of average length holding each term once scores it)."""
-        return sum(weight for _, weight in self.weights)
+    def floor(self) -> float:
+        """What a strong hit scores at least: ``least`` of the query's total term weight (what a
+        memory of the average length holding each term once scores)."""
+        return self.least * sum(weight for _, weight in self.weights)
 
 
-async def candidates(db: Reads, query: KeywordQuery, least: float) -> Candidates:
-    """Step 1 of the module docstring, for a query with rare terms (``query.window`` is None)."""
+async def candidates(db: Reads, query: KeywordQuery, least: float, wanted: int) -> Candidates:
+    """Step 1 of the module docstring."""
     indexed = await totals(db)
     weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
+    if query.window is not None:
+        holding = await newest(db, query.match_all, query.window)
+        full = sum(weight for _, weight in weights)
+        return Candidates(query, holding, dict.fromkeys(holding, full), weights, indexed, least, wanted)
     ids, partial = await rare_first(db, query, weights)
-    return Candidates(query, reachable(ids, partial, query, weights, least), partial, weights, indexed)
+    return Candidates(
+        query, reachable(ids, partial, query, weights, least), partial, weights, indexed, least, wanted
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,20 +99,27 @@ async def strong_hits(
     found: Candidates,
     neighbours: Sequence[tuple[int, float]],
     cosines: Cosines,
+    holding_every_term: Callable[[str, int], Awaitable[list[int]]],
     *,
     limit: int,
-    least: float,
     margin: float,
     fuse: Callable[[Mapping[int, float], Collection[int]], list[int]],
 ) -> StrongHits:
-    """Steps 2 to 4 of the module docstring; ``neighbours``: the vector side's, best first."""
+    """Steps 2 to 4 of the module docstring; ``neighbours``: the vector side's, best first;
+    ``holding_every_term(match, k)``: up to ``k`` of the agent's memories matching ``match``."""
     returned = dict(neighbours)
     cut = neighbours[limit - 1][1] - margin if len(neighbours) >= limit else float("-inf")
     similarity = await cosines([i for i in found.ids if i not in returned])
-    relevant = [i for i in found.ids if i in returned or similarity.get(i, cut - 1.0) >= cut]
+    ids = found.ids
+    window = found.query.window
+    if window is not None and sum(i in returned or i in similarity for i in ids) < found.wanted:
+        listed = set(ids)
+        any_term = [i for i in await newest(db, found.query.match_any, window) if i not in listed]
+        similarity |= await cosines([i for i in any_term if i not in returned])
+        ids = [*ids, *any_term]
+    relevant = [i for i in ids if i in returned or similarity.get(i, cut - 1.0) >= cut]
     scored = await _scored(db, agent, found, relevant)
-    floor = least * found.total
-    strong = {memory_id for memory_id, score in scored.hits if score >= floor}
+    strong = {memory_id for memory_id, score in scored.hits if score >= found.floor}
     kept = {memory_id: similarity[memory_id] for memory_id in strong if memory_id in similarity}
     holders = set(scored.whole)
     if found.query.prefixed:
@@ -98,20 +127,36 @@ async def strong_hits(
     first = fuse(returned | kept, strong)[:1]
     if first and first[0] in holders:
         return StrongHits(strong, kept, None)  # step 4: the lookup would change nothing
+    lookup = await _lookup(db, agent, found, set(relevant), holders, holders & strong, holding_every_term)
+    return StrongHits(strong, kept, lookup)
+
+
+async def _lookup(
+    db: Reads,
+    agent: str,
+    found: Candidates,
+    read: set[int],
+    holders: set[int],
+    strong_holders: set[int],
+    holding_every_term: Callable[[str, int], Awaitable[list[int]]],
+) -> int | None:
+    """Step 4: the one memory holding every term when it is a strong hit; ``holders`` and
+    ``strong_holders``: those found among the texts ``read`` already."""
     # Holding every term, a memory holds every rare one: its partial score is their whole weight.
     rare = {w.term for w in found.query.terms}
     full = sum(weight for term, weight in found.weights if term in rare) * (1 - 1e-9)
-    read = set(relevant)
-    holding = [i for i in found.ids if found.partial[i] >= full and i not in read]
-    strong_holders = holders & strong
+    unread = [i for i in found.ids if found.partial[i] >= full and i not in read]
     start, chunk = 0, _LOOKUP_FIRST
-    while start < len(holding) and len(holders) < 2:
-        more = await _scored(db, agent, found, holding[start : start + chunk])
-        holders.update(more.whole)
-        strong_holders.update(memory_id for memory_id, score in more.hits if score >= floor)
+    while start < len(unread) and len(holders) < 2:
+        more = await _scored(db, agent, found, unread[start : start + chunk])
+        holders |= set(more.whole)
+        strong_holders |= {memory_id for memory_id, score in more.hits if score >= found.floor}
         start, chunk = start + chunk, chunk * 2
-    lookup = next(iter(holders)) if len(holders) == 1 and holders <= strong_holders else None
-    return StrongHits(strong, kept, lookup)
+    window = found.query.window
+    if len(holders) == 1 and window is not None and len(found.ids) >= window:
+        # The newest ``window`` holders were read: older ones may hold every term too.
+        holders |= set(await holding_every_term(found.query.match_all, 2))
+    return next(iter(holders)) if len(holders) == 1 and holders <= strong_holders else None
 
 
 _LOOKUP_FIRST = 8

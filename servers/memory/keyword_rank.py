@@ -169,13 +169,13 @@ async def ranked(
             candidates = reachable(candidates, partial, query, weights, least)
         scored = await score_texts(db, agent, candidates, weights, indexed, cap)
         return Ranked(scored.hits[:k], scored.whole if scored.read_all else None)
-    holding_all = await _newest(db, query.match_all, query.window)
+    holding_all = await newest(db, query.match_all, query.window)
     scored = await score_texts(db, agent, holding_all, weights, indexed, cap)
     hits = scored.hits
     if len(hits) < k:
         found = {memory_id for memory_id, _ in hits}
-        newest = await _newest(db, query.match_any, query.window)
-        more = await score_texts(db, agent, [i for i in newest if i not in found], weights, indexed, cap)
+        any_term = await newest(db, query.match_any, query.window)
+        more = await score_texts(db, agent, [i for i in any_term if i not in found], weights, indexed, cap)
         hits += more.hits[: k - len(hits)]
     return Ranked(hits[:k], scored.whole if scored.read_all and len(holding_all) < query.window else None)
 
@@ -246,7 +246,7 @@ async def rare_first(
     return sorted(partial, key=lambda memory_id: (-partial[memory_id], -memory_id)), partial
 
 
-async def _newest(db: Reads, match: str, window: int) -> list[int]:
+async def newest(db: Reads, match: str, window: int) -> list[int]:
     rows = await db.fetchall(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
         (match, window),

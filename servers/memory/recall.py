@@ -125,10 +125,12 @@ class Recaller:
             keywords = await keyword_query(
                 query, self._store.term_documents, probe=self._keyword_probe, cap=self._keyword_cap
             )
-            if keywords is not None and least is not None and keywords.window is None:
-                # Hybrid with rare terms: the index's candidates now, their text once the vector
-                # side has said which can matter (servers.memory.hybrid_keyword).
-                candidates = await hybrid_keyword.candidates(self._store.reads, keywords, least)
+            if keywords is not None and least is not None:
+                # Hybrid: the index's candidates now, their text once the vector side has said
+                # which can matter (servers.memory.hybrid_keyword).
+                candidates = await hybrid_keyword.candidates(
+                    self._store.reads, keywords, least, max(limit * 3, MIN_CANDIDATES)
+                )
             elif keywords is not None:
                 found = await self._store.keyword(
                     agent, keywords, max(limit * 3, MIN_CANDIDATES), least=least
@@ -156,8 +158,8 @@ class Recaller:
                 candidates,
                 neighbours,
                 partial(self._store.similarities, agent, vector),
+                partial(self._store.holders, agent),
                 limit=limit,
-                least=STRONG_SHARE,
                 margin=TIE_MARGIN,
                 fuse=fuse,
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import zlib
 from collections.abc import AsyncIterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,10 @@ import numpy as np
 import pytest
 
 from servers.memory import hybrid_keyword
-from servers.memory.keyword import KeywordQuery, keyword_query
+from servers.memory.keyword import KeywordQuery, Weighted, keyword_query
 from servers.memory.keyword_rank import Scorer, frequency, idf, totals
 from servers.memory.models import NewMemory
-from servers.memory.recall import MIN_NEIGHBOURS, STRONG_SHARE, TIE_MARGIN, Recaller
+from servers.memory.recall import MIN_CANDIDATES, MIN_NEIGHBOURS, STRONG_SHARE, TIE_MARGIN, Recaller
 from servers.memory.state import MIGRATIONS
 from servers.memory.store import MemoryStore
 from servers.memory.terms import document_tokens
@@ -87,7 +88,6 @@ async def brute_force(
     strong hits among the memories holding a rare term of the question, fused, the lookup first."""
     query = await keyword_query(question, store.term_documents, probe=probe)
     assert query is not None
-    assert query.window is None
     indexed = await totals(store.db)
     weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
     score_of = Scorer(weights, indexed.average_length)
@@ -96,15 +96,15 @@ async def brute_force(
     asked = unit_matrix([embedding(question)], DIM, lambda _: "question")[0]
     cosine = {int(i): 1.0 - float(1.0 - np.frombuffer(blob, dtype=np.float32) @ asked) for i, blob in rows}
     neighbours = sorted(cosine, key=lambda i: (-cosine[i], i))[: max(2 * LIMIT, MIN_NEIGHBOURS)]
-    strong: set[int] = set()
-    holders: list[int] = []
-    for memory_id, text in texts.items():
-        words = document_tokens(text, "[]")
-        score, every_term = score_of(words)
-        if every_term:
-            holders.append(memory_id)
-        if score >= floor and any(frequency(w.term, words) for w in query.terms):
-            strong.add(memory_id)
+    scored = {memory_id: score_of(_words(text)) for memory_id, text in texts.items()}
+    holders = [memory_id for memory_id, (_, every_term) in scored.items() if every_term]
+    if query.window is None:  # candidates: the holders of a rare term
+        candidates = {i for i, text in texts.items() if _holds(query.terms, text)}
+    elif len(holders) >= max(3 * LIMIT, MIN_CANDIDATES):  # common words only: the holders of all
+        candidates = set(holders)
+    else:  # too few of those: the holders of any
+        candidates = {i for i, text in texts.items() if _holds(query.terms, text)}
+    strong = {i for i in candidates if scored[i][0] >= floor}
     fused = {i: cosine[i] + (TIE_MARGIN if i in strong else 0.0) for i in {*neighbours, *strong}}
     ranked = sorted(fused, key=lambda i: (-fused[i], i))
     if len(holders) == 1 and holders[0] in strong and not query.prefixed:
@@ -144,19 +144,20 @@ async def test_hybrid_recall_returns_what_fusing_every_candidate_returns(
     texts = await fill(store, corpus(rng, 160))
     await fill(store, corpus(rng, 40), agent="bob")  # counted in the index, never recalled for nexo
     recaller = Recaller(store, _embedded, keyword_probe=PROBE)
-    compared = lookups = 0
-    for question in asked(rng, list(texts.values())[:60]):
+    compared = lookups = common = 0
+    for question in asked(rng, list(texts.values())[:40]):
         query = await keyword_query(question, store.term_documents, probe=PROBE)
-        if query is None or query.window is not None:
-            continue  # common words only: ranked as before
+        assert query is not None
+        common += query.window is not None
         recalled = await recaller.recall("nexo", question, mode="hybrid", limit=LIMIT, touch=False)
         expected = await brute_force(store, texts, question)
         assert [memory.id for memory in recalled.memories] == expected, question
         compared += 1
         lookups += _is_lookup(query, texts, expected)
-    # The comparison covered many questions, exact lookups among them.
-    assert compared > 50
+    # The comparison covered many questions, exact lookups and questions of common words among them.
+    assert compared > 70
     assert lookups > 3
+    assert common > 3
 
 
 async def test_hybrid_recall_reads_the_text_of_few_of_many_candidates(store: MemoryStore) -> None:
@@ -173,7 +174,7 @@ async def test_hybrid_recall_reads_the_text_of_few_of_many_candidates(store: Mem
     query = await keyword_query("zephyr", store.term_documents, probe=200)
     assert query is not None
     assert query.window is None
-    could_be_strong = await hybrid_keyword.candidates(store.reads, query, STRONG_SHARE)
+    could_be_strong = await hybrid_keyword.candidates(store.reads, query, STRONG_SHARE, 20)
     assert len(could_be_strong.ids) == len(holding)
     reads.texts = 0
     recalled = await recaller.recall("nexo", "zephyr", mode="hybrid", limit=LIMIT, touch=False)
@@ -185,11 +186,26 @@ async def _embedded(text: str) -> np.ndarray:
     return embedding(text)
 
 
+@cache
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(document_tokens(text, "[]"))
+
+
+def _words(text: str) -> list[str]:
+    """The words of a memory's text as its full-text entry holds them (split once per text)."""
+    return list(_split(text))
+
+
+def _holds(terms: tuple[Weighted, ...], text: str) -> bool:
+    """Whether the text holds one of the terms."""
+    return any(frequency(w.term, _words(text)) for w in terms)
+
+
 def _is_lookup(query: KeywordQuery, texts: dict[int, str], expected: list[int]) -> bool:
     """Whether exactly one memory holds every term of the query, and it came first."""
     holding = [
         memory_id
         for memory_id, text in texts.items()
-        if all(frequency(w.term, document_tokens(text, "[]")) for w, _ in query.scored)
+        if all(frequency(w.term, _words(text)) for w, _ in query.scored)
     ]
     return len(holding) == 1 and expected[:1] == holding
