@@ -6,18 +6,23 @@ BM25 to find the strong ones read and split the text of every holder of the ques
 about 600 texts a question at a million memories, most of them far from the question in cosine.
 So, when the question has rare terms, the keyword side here:
 
-1. takes the candidates from the full-text index alone (``keyword_rank.rare_first``) while the
-   vector side searches, and keeps those that could be strong at all (``keyword_rank.reachable``);
-2. once the vector side has answered, reads the cosine similarity of the candidates it did not
-   return (their vectors, a few KB each, instead of their text), and keeps those that could enter
-   the first ``limit``: a memory's fused score is at most its cosine plus ``TIE_MARGIN``, and the
-   ``limit``-th fused score is at least the ``limit``-th neighbour's cosine, so a candidate below
-   that cut less the margin is never among the results, strong or not;
+1. takes the candidates from the full-text index alone (``keyword_rank.rare_first``), keeps those
+   that could be strong at all (``keyword_rank.reachable``), and reads their cosine similarity to
+   the question (their vectors, a few KB each, instead of their text), all on the read-only
+   connection while the vector side searches on the writer;
+2. once the vector side has answered, keeps the candidates that could enter the first ``limit``:
+   a memory's fused score is at most its cosine plus ``TIE_MARGIN``, and the ``limit``-th fused
+   score is at least the ``limit``-th neighbour's cosine, so a candidate below that cut less the
+   margin is never among the results, strong or not;
 3. reads and scores the text of those and of the candidates the vector side returned, and fuses;
 4. the exact lookup (one memory holding every term, and strong, comes first) can only change the
    result when the fused first memory does not hold every term: if it does, it is either that one
    memory, first already, or one of several, and there is no lookup. Only then are the other
    candidates holding every rare term read, until two hold every term.
+
+A question of common words only (``KeywordQuery.window``) takes as candidates the newest memories
+holding every term, then, when fewer than the keyword ranking keeps are the agent's, the newest
+holding any, and goes through the same steps.
 
 The same results as ranking every candidate (``tests/servers/memory/test_hybrid_keyword.py`` checks
 them against a brute-force fusion on random stores), for the text of a handful of memories.
@@ -54,6 +59,8 @@ class Candidates:
     """With rare terms, best partial score first (the weights of the rare terms each holds); with
     common words only, the newest holding every term."""
     partial: dict[int, float]
+    similarity: dict[int, float]
+    """Each candidate's cosine similarity to the question (the agent's memories only)."""
     weights: list[tuple[Term, float]]
     indexed: Totals
     least: float
@@ -69,18 +76,19 @@ class Candidates:
         return self.least * sum(weight for _, weight in self.weights)
 
 
-async def candidates(db: Reads, query: KeywordQuery, least: float, wanted: int) -> Candidates:
-    """Step 1 of the module docstring."""
+async def candidates(
+    db: Reads, query: KeywordQuery, least: float, wanted: int, cosines: Cosines
+) -> Candidates:
+    """Step 1 of the module docstring, the candidates' cosines with it."""
     indexed = await totals(db)
     weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
     if query.window is not None:
-        holding = await newest(db, query.match_all, query.window)
-        full = sum(weight for _, weight in weights)
-        return Candidates(query, holding, dict.fromkeys(holding, full), weights, indexed, least, wanted)
-    ids, partial = await rare_first(db, query, weights)
-    return Candidates(
-        query, reachable(ids, partial, query, weights, least), partial, weights, indexed, least, wanted
-    )
+        ids = await newest(db, query.match_all, query.window)
+        partial = dict.fromkeys(ids, sum(weight for _, weight in weights))
+    else:
+        ranked, partial = await rare_first(db, query, weights)
+        ids = reachable(ranked, partial, query, weights, least)
+    return Candidates(query, ids, partial, await cosines(ids), weights, indexed, least, wanted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +117,7 @@ async def strong_hits(
     ``holding_every_term(match, k)``: up to ``k`` of the agent's memories matching ``match``."""
     returned = dict(neighbours)
     cut = neighbours[limit - 1][1] - margin if len(neighbours) >= limit else float("-inf")
-    similarity = await cosines([i for i in found.ids if i not in returned])
+    similarity = dict(found.similarity)
     ids = found.ids
     window = found.query.window
     if window is not None and sum(i in returned or i in similarity for i in ids) < found.wanted:

@@ -304,9 +304,12 @@ class MemoryStore:
         hits = await self.index.search(agent, vector, k)
         return [(memory_id, 1.0 - distance) for memory_id, distance in hits]
 
-    async def similarities(self, agent: str, vector: Vector, memory_ids: Sequence[int]) -> dict[int, float]:
-        """The cosine similarity to ``vector`` of each of ``memory_ids`` that the agent holds."""
-        distances = await self.index.distances(agent, vector, memory_ids)
+    async def similarities(
+        self, agent: str, vector: Vector, memory_ids: Sequence[int], *, reader: bool = False
+    ) -> dict[int, float]:
+        """The cosine similarity to ``vector`` of each of ``memory_ids`` that the agent holds; read on
+        ``reads`` with ``reader`` (beside a vector search on the writer), else on the writer."""
+        distances = await self.index.distances(agent, vector, memory_ids, via=self.reads if reader else None)
         return {memory_id: 1.0 - distance for memory_id, distance in distances.items()}
 
     async def count(self, *, agent: str | None = None) -> int:

@@ -45,7 +45,7 @@ import numpy as np
 
 from servers.memory.vector_cache import CodeCache, ids_json
 from servers.memory.vector_codes import Snapshot, sign_codes, unit_matrix
-from shared.db import Database, Transaction
+from shared.db import Database, Reads, Transaction
 
 RERANK_MIN = 200
 RERANK_PER_RESULT = 30
@@ -196,21 +196,25 @@ class VectorSearch:
                 return await self._exact(agent, unit, k, exclude)
         return found
 
-    async def distances(self, agent: str, query: np.ndarray, ids: Collection[int]) -> dict[int, float]:
-        """The cosine distance from `query` of each of `ids` that is one of `agent`'s memories."""
+    async def distances(
+        self, agent: str, query: np.ndarray, ids: Collection[int], *, via: Reads | None = None
+    ) -> dict[int, float]:
+        """The cosine distance from `query` of each of `ids` that is one of `agent`'s memories (read
+        through `via` when given)."""
         agent = _agent(agent)
         if not ids:
             return {}
         unit = unit_matrix([query], self.dim, lambda _: "the query vector")[0]
-        found, _ = await self._rerank(agent, unit, np.fromiter(ids, dtype=np.int64, count=len(ids)), len(ids))
+        candidates = np.fromiter(ids, dtype=np.int64, count=len(ids))
+        found, _ = await self._rerank(agent, unit, candidates, len(ids), via or self.db)
         return dict(found)
 
     async def _rerank(
-        self, agent: str, query: np.ndarray, candidates: np.ndarray, k: int
+        self, agent: str, query: np.ndarray, candidates: np.ndarray, k: int, db: Reads | None = None
     ) -> tuple[list[tuple[int, float]], list[int]]:
         # By primary key, the agent checked on each row found (`+agent`): searched through the
         # (agent, memory_id) index instead, 400 ids took 100 ms at a million vectors, not 3 ms.
-        rows = await self.db.fetchall(
+        rows = await (db or self.db).fetchall(
             "SELECT memory_id, embedding FROM memory_vectors "
             "WHERE memory_id IN (SELECT value FROM json_each(?)) AND +agent = ?",
             (ids_json(candidates), agent),

@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from servers.memory.errors import VectorDimensionError
-from shared.db import Database, Migration, Transaction
+from shared.db import Database, Migration, Reads, Transaction
 
 if TYPE_CHECKING:
     import numpy as np
@@ -123,6 +123,9 @@ class VectorIndex:
         """The `k` memories of `agent` nearest to `query`: (memory_id, cosine distance), nearest first."""
         return await self._searcher().search(agent, query, k, exact=exact, exclude=exclude)
 
-    async def distances(self, agent: str, query: np.ndarray, ids: Collection[int]) -> dict[int, float]:
-        """The cosine distance from `query` of each of `ids` that is one of `agent`'s memories."""
-        return await self._searcher().distances(agent, query, ids)
+    async def distances(
+        self, agent: str, query: np.ndarray, ids: Collection[int], *, via: Reads | None = None
+    ) -> dict[int, float]:
+        """The cosine distance from `query` of each of `ids` that is one of `agent`'s memories, read
+        through `via` when given (a read-only connection), else the index's own."""
+        return await self._searcher().distances(agent, query, ids, via=via)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import zlib
 from collections.abc import AsyncIterator
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +174,9 @@ async def test_hybrid_recall_reads_the_text_of_few_of_many_candidates(store: Mem
     query = await keyword_query("zephyr", store.term_documents, probe=200)
     assert query is not None
     assert query.window is None
-    could_be_strong = await hybrid_keyword.candidates(store.reads, query, STRONG_SHARE, 20)
+    could_be_strong = await hybrid_keyword.candidates(
+        store.reads, query, STRONG_SHARE, 20, partial(store.similarities, "nexo", embedding("zephyr"))
+    )
     assert len(could_be_strong.ids) == len(holding)
     reads.texts = 0
     recalled = await recaller.recall("nexo", "zephyr", mode="hybrid", limit=LIMIT, touch=False)
