@@ -7,14 +7,15 @@ about 600 texts a question at a million memories, most of them far from the ques
 So, when the question has rare terms, the keyword side here:
 
 1. takes the candidates from the full-text index alone (``keyword_rank.rare_first``), keeps those
-   that could be strong at all (``keyword_rank.reachable``), and reads their cosine similarity to
-   the question (their vectors, a few KB each, instead of their text), all on the read-only
-   connection while the vector side searches on the writer;
+   that could be strong at all (``keyword_rank.reachable``), and reads an upper bound of their
+   cosine similarity to the question (their int8 vectors, ``servers.memory.vector_q8``, instead
+   of their text), all on the read-only connection while the vector side searches on the writer;
 2. once the vector side has answered, keeps the candidates that could enter the first ``limit``:
    a memory's fused score is at most its cosine plus ``TIE_MARGIN``, and the ``limit``-th fused
-   score is at least the ``limit``-th neighbour's cosine, so a candidate below that cut less the
-   margin is never among the results, strong or not;
-3. reads and scores the text of those and of the candidates the vector side returned, and fuses;
+   score is at least the ``limit``-th neighbour's cosine, so a candidate whose bound is below that
+   cut less the margin is never among the results, strong or not;
+3. reads and scores the text of those and of the candidates the vector side returned, reads the
+   exact cosine of the strong hits among them the vector side did not return, and fuses;
 4. the exact lookup (one memory holding every term, and strong, comes first) can only change the
    result when the fused first memory does not hold every term: if it does, it is either that one
    memory, first already, or one of several, and there is no lookup. Only then are the other
@@ -47,7 +48,7 @@ from servers.memory.keyword_rank import (
 from shared.db import Reads
 
 Cosines = Callable[[Sequence[int]], Awaitable[dict[int, float]]]
-"""The cosine similarity to the question of each of these ids that is the agent's memory."""
+"""Per id that is the agent's memory, its cosine similarity to the question (or a bound of it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +60,9 @@ class Candidates:
     """With rare terms, best partial score first (the weights of the rare terms each holds); with
     common words only, the newest holding every term."""
     partial: dict[int, float]
-    similarity: dict[int, float]
-    """Each candidate's cosine similarity to the question (the agent's memories only)."""
+    ceiling: dict[int, float]
+    """For each candidate that is the agent's, a cosine similarity to the question its own is
+    certainly not above (from the int8 copies of the vectors: ``servers.memory.vector_q8``)."""
     weights: list[tuple[Term, float]]
     indexed: Totals
     least: float
@@ -77,9 +79,9 @@ class Candidates:
 
 
 async def candidates(
-    db: Reads, query: KeywordQuery, least: float, wanted: int, cosines: Cosines
+    db: Reads, query: KeywordQuery, least: float, wanted: int, ceilings: Cosines
 ) -> Candidates:
-    """Step 1 of the module docstring, the candidates' cosines with it."""
+    """Step 1 of the module docstring, the bounds of the candidates' cosines with it."""
     indexed = await totals(db)
     weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
     if query.window is not None:
@@ -88,7 +90,7 @@ async def candidates(
     else:
         ranked, partial = await rare_first(db, query, weights)
         ids = reachable(ranked, partial, query, weights, least)
-    return Candidates(query, ids, partial, await cosines(ids), weights, indexed, least, wanted)
+    return Candidates(query, ids, partial, await ceilings(ids), weights, indexed, least, wanted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,7 @@ async def strong_hits(
     agent: str,
     found: Candidates,
     neighbours: Sequence[tuple[int, float]],
+    ceilings: Cosines,
     cosines: Cosines,
     holding_every_term: Callable[[str, int], Awaitable[list[int]]],
     *,
@@ -114,21 +117,22 @@ async def strong_hits(
     fuse: Callable[[Mapping[int, float], Collection[int]], list[int]],
 ) -> StrongHits:
     """Steps 2 to 4 of the module docstring; ``neighbours``: the vector side's, best first;
+    ``ceilings`` and ``cosines``: bounds of the candidates' cosines and the cosines themselves;
     ``holding_every_term(match, k)``: up to ``k`` of the agent's memories matching ``match``."""
     returned = dict(neighbours)
     cut = neighbours[limit - 1][1] - margin if len(neighbours) >= limit else float("-inf")
-    similarity = dict(found.similarity)
+    ceiling = dict(found.ceiling)
     ids = found.ids
     window = found.query.window
-    if window is not None and sum(i in returned or i in similarity for i in ids) < found.wanted:
+    if window is not None and sum(i in returned or i in ceiling for i in ids) < found.wanted:
         listed = set(ids)
         any_term = [i for i in await newest(db, found.query.match_any, window) if i not in listed]
-        similarity |= await cosines([i for i in any_term if i not in returned])
+        ceiling |= await ceilings([i for i in any_term if i not in returned])
         ids = [*ids, *any_term]
-    relevant = [i for i in ids if i in returned or similarity.get(i, cut - 1.0) >= cut]
+    relevant = [i for i in ids if i in returned or ceiling.get(i, cut - 1.0) >= cut]
     scored = await _scored(db, agent, found, relevant)
     strong = {memory_id for memory_id, score in scored.hits if score >= found.floor}
-    kept = {memory_id: similarity[memory_id] for memory_id in strong if memory_id in similarity}
+    kept = await cosines([memory_id for memory_id in strong if memory_id not in returned])
     holders = set(scored.whole)
     if found.query.prefixed:
         return StrongHits(strong, kept, None)

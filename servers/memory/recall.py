@@ -12,7 +12,9 @@ one common word with a paraphrased question stays out, a memory holding the quer
 term (an error code, a serial number) comes in.
 
 Hybrid order is by cosine similarity, the strong keyword hits' own cosines read from the index
-when the vector side did not return them, and a strong hit counts ``TIE_MARGIN`` (0.02) more. The
+when the vector side did not return them, and a strong hit counts ``TIE_MARGIN`` (0.02) more. Only
+the strong hits that can be among the results are looked for, and only their candidates' text is
+read (``servers.memory.hybrid_keyword``). The
 keyword side so settles what the embedding model leaves undecided and never overturns a clear
 preference: fusing by reciprocal rank alone let a memory the vector side ranked second, sharing
 one rare word with the question, overtake a first that was well ahead in cosine. One exception is
@@ -165,7 +167,7 @@ class Recaller:
                         keywords,
                         STRONG_SHARE,
                         max(limit * 3, MIN_CANDIDATES),
-                        partial(self._store.similarities, agent, vector, reader=True),
+                        partial(self._store.ceilings, agent, vector),
                     )
             except Exception as exc:  # noqa: BLE001 -- re-raised below with its own type
                 failure = exc
@@ -184,6 +186,7 @@ class Recaller:
             agent,
             candidates,
             neighbours,
+            partial(self._store.ceilings, agent, vector),
             partial(self._store.similarities, agent, vector, reader=True),
             partial(self._store.holders, agent),
             limit=limit,

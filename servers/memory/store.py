@@ -304,6 +304,11 @@ class MemoryStore:
         hits = await self.index.search(agent, vector, k)
         return [(memory_id, 1.0 - distance) for memory_id, distance in hits]
 
+    async def ceilings(self, agent: str, vector: Vector, memory_ids: Sequence[int]) -> dict[int, float]:
+        """For each of ``memory_ids`` that the agent holds, a cosine similarity to ``vector`` its own
+        is certainly not above (from the int8 copies of the vectors), read on ``reads``."""
+        return await self.index.ceilings(agent, vector, memory_ids, via=self.reads)
+
     async def similarities(
         self, agent: str, vector: Vector, memory_ids: Sequence[int], *, reader: bool = False
     ) -> dict[int, float]:

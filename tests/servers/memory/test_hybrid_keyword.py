@@ -175,7 +175,7 @@ async def test_hybrid_recall_reads_the_text_of_few_of_many_candidates(store: Mem
     assert query is not None
     assert query.window is None
     could_be_strong = await hybrid_keyword.candidates(
-        store.reads, query, STRONG_SHARE, 20, partial(store.similarities, "nexo", embedding("zephyr"))
+        store.reads, query, STRONG_SHARE, 20, partial(store.ceilings, "nexo", embedding("zephyr"))
     )
     assert len(could_be_strong.ids) == len(holding)
     reads.texts = 0
