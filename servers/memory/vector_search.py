@@ -4,8 +4,9 @@ Durable state is one SQLite table, written through the caller's transaction so a
 vector commit or roll back together: per memory the float32 vector (unit length) and its sign-bit
 code (48 bytes for 384 dimensions), with a covering index on (agent, memory_id, code). A search
 ranks the agent's codes in memory with numpy (Hamming distance, then the float query against the
-codes' signs; see vector_codes) and reranks the best few hundred exactly with their float32 vectors
-read from SQLite. The codes in memory are a cache (vector_cache): built by the first search (or
+codes' signs; see vector_codes) and reranks the best few hundred exactly: their int8 copies
+(vector_q8) bound each one's cosine, and the float32 vectors of only those that may be among the
+nearest are read from SQLite. The codes in memory are a cache (vector_cache): built by the first search (or
 `load()`), updated at once by writes and checked against SQLite after their transaction ends, so a
 rolled-back write leaves nothing behind. The rerank reads only rows that exist, so even a stale
 cache never returns a missing memory. Agents with no more vectors than the rerank would read are
