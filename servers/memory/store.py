@@ -243,12 +243,11 @@ class MemoryStore:
             (agent, after_id, limit),
         )
 
-    async def keyword(self, agent: str, query: KeywordQuery, k: int, *, least: float | None = None) -> Ranked:
+    async def keyword(self, agent: str, query: KeywordQuery, k: int) -> Ranked:
         """(id, BM25 score) of the agent's ``k`` best memories for ``query``, best first
         (``servers.memory.keyword_rank``). Scores are positive: higher is better. Archived memories
-        are searched like the others. ``least``: only hits scoring at least this share of the
-        query's total weight are wanted (``keyword_rank.reachable``)."""
-        return await ranked(self.reads, agent, query, k, least=least)
+        are searched like the others."""
+        return await ranked(self.reads, agent, query, k)
 
     async def holders(self, agent: str, match: str, k: int) -> list[int]:
         """Up to ``k`` of the agent's memories matching ``match``, unranked (no BM25 is computed)."""
