@@ -142,9 +142,9 @@ class Recaller:
         """Hybrid recall, or keyword recall when the vector side is unavailable.
 
         The query is embedded first; then the vector side searches while the keyword side takes its
-        candidates from the full-text index and their cosines from the read-only connection
-        (``servers.memory.hybrid_keyword``), and a candidate's text is read only when it can
-        change the result. A keyword side's failure is raised as itself, not in an exception group.
+        candidates from the full-text index and bounds of their cosines from the read-only
+        connection (``servers.memory.hybrid_keyword``), and a candidate's text is read only when
+        it can change the result. A keyword side's failure is raised as itself, not in an exception group.
         """
         vector = await self._query_vector(agent, query, "hybrid")
         if vector is None:
