@@ -216,7 +216,7 @@ async def measure_size(n: int, quick: bool) -> list[Result]:
             rows.append(
                 Result(
                     f"memory_recall hybrid after consolidation "
-                    f"({len(consolidated.archived)} archived), {size}",
+                    f"({consolidated.archived_count} archived), {size}",
                     "ms",
                     "tools/list round trip on the same connection",
                     samples=latencies,

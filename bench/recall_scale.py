@@ -377,7 +377,7 @@ async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool
                 now=time.time(),
             )
             progress(
-                f"recall scale: consolidation archived {len(report.archived):,} of {report.scored:,} "
+                f"recall scale: consolidation archived {report.archived_count:,} of {report.scored:,} "
                 f"in {time.perf_counter() - started:.1f} s"
             )
             after = await _ask(recaller, asked)

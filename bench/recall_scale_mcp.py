@@ -177,7 +177,7 @@ async def over_mcp(
                 ConsolidateRequest(params=ConsolidateParams(agent=agent)), ConsolidateResult
             )
             progress(
-                f"recall scale over MCP: consolidation archived {len(report.archived):,} "
+                f"recall scale over MCP: consolidation archived {report.archived_count:,} "
                 f"in {time.perf_counter() - started:.1f} s"
             )
             figures = {mode: await _ask(client, pid, agent, asked, mode, limit) for mode in modes}

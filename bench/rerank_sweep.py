@@ -7,7 +7,7 @@ change in the machine's load touches each alike. Per size: the process's CPU tim
 the share of the exact top ten it returns (exact search by brute force, cached beside the store),
 and whether the question's target is in its top ten. Then the stages of one search at the
 shipped size, timed alone: the Hamming scan, picking the nearest codes, rescoring them, and the
-rerank's read and dot products.
+rerank (the int8 copies' bounds, then the float32 vectors of the rows that may be nearest).
 
 ``python -m bench.rerank_sweep [--rows N] [--queries Q] [--per-result P ...] [--prefilter F]``
 """
@@ -28,7 +28,7 @@ from bench.hashed_vectors import DIM, HashedEmbedder, cache_dir
 from bench.recall_scale import AGENT, corpus, questions, sentences, text_of
 from bench.stats import Result, table
 from bench.support import progress
-from servers.memory import vector_search
+from servers.memory import vector_q8, vector_search
 from servers.memory.recall import MIN_NEIGHBOURS
 from servers.memory.state import MIGRATIONS
 from servers.memory.vector_cache import ids_json
@@ -132,10 +132,13 @@ async def _stages(db: Database, queries: np.ndarray, keep: int) -> dict[str, lis
         scores = timed("rescore", rescore, positions, query)
         ids = snapshot.ids[positions[np.argpartition(-scores, keep)[:keep]]]
         started = time.process_time()
+        # As the index reranks: the int8 copies bound every cosine, the float32 vectors of the rows
+        # that may be among the nearest are read.
+        bounded, estimate, error = await vector_q8.bounds(db, AGENT, query, ids)
         found = await db.fetchall(
             "SELECT memory_id, embedding FROM memory_vectors "
             "WHERE memory_id IN (SELECT value FROM json_each(?)) AND +agent = ?",
-            (ids_json(ids), AGENT),
+            (ids_json(bounded[vector_q8.possible_nearest(estimate, error, NEIGHBOURS)]), AGENT),
         )
         matrix = np.frombuffer(b"".join(r[1] for r in found), dtype=np.float32).reshape(len(found), DIM)
         np.argsort(1.0 - matrix @ query)

@@ -311,6 +311,7 @@ async def _consolidate(service: MemoryService, params: ConsolidateParams) -> Con
         scored=report.scored,
         promoted=report.promoted,
         archived=report.archived,
+        archived_count=report.archived_count,
         skipped=report.skipped,
         promotions=consolidation.promotions,
     )

@@ -47,6 +47,10 @@ ENTRY_MAX_CHARS = 280
 PROMOTABLE = frozenset({"owner", "agent"})
 SCORE_PAGE = 50_000
 """Memories read per statement while scoring a pass."""
+ARCHIVED_SHOWN = 100
+"""Archived ids a report lists (the lowest); ``Report.archived_count`` counts them all. A pass over a
+million memories archives nearly all of them, and listing every id (995,000 Python ints, then their
+JSON in the control-plane result) grew the server by tens of MB that it never gave back."""
 
 
 class Notebook(Protocol):
@@ -72,6 +76,8 @@ class Report:
     scored: int = 0
     promoted: list[int] = field(default_factory=list)
     archived: list[int] = field(default_factory=list)
+    """The lowest ``ARCHIVED_SHOWN`` ids this pass archived (every one when it archived no more)."""
+    archived_count: int = 0
     skipped: list[str] = field(default_factory=list)
 
 
@@ -124,8 +130,9 @@ async def consolidate(
     )
     excess = len(order) - policy.working_set_max
     if excess > 0:
-        report.archived = [int(i) for i in _np().sort(ids[order[-excess:]])]
-        await store.set_archived(report.archived, True)
+        coldest = _np().sort(ids[order[-excess:]])
+        await store.set_archived(coldest, True)
+        report.archived, report.archived_count = coldest[:ARCHIVED_SHOWN].tolist(), int(coldest.size)
     return report
 
 

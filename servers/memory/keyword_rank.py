@@ -164,18 +164,18 @@ async def ranked(
     if query.window is None and allow_fts5 and fts5_is_cheaper(query, cap):
         return Ranked(await _fts5_bm25(db, agent, query, k), None)
     if query.window is None:
-        candidates, partial = await _rare_first(db, query, weights)
+        candidates, partial = await rare_first(db, query, weights)
         if least is not None:
             candidates = reachable(candidates, partial, query, weights, least)
-        scored = await _score(db, agent, candidates, weights, indexed, cap)
+        scored = await score_texts(db, agent, candidates, weights, indexed, cap)
         return Ranked(scored.hits[:k], scored.whole if scored.read_all else None)
-    holding_all = await _newest(db, query.match_all, query.window)
-    scored = await _score(db, agent, holding_all, weights, indexed, cap)
+    holding_all = await newest(db, query.match_all, query.window)
+    scored = await score_texts(db, agent, holding_all, weights, indexed, cap)
     hits = scored.hits
     if len(hits) < k:
         found = {memory_id for memory_id, _ in hits}
-        newest = await _newest(db, query.match_any, query.window)
-        more = await _score(db, agent, [i for i in newest if i not in found], weights, indexed, cap)
+        any_term = await newest(db, query.match_any, query.window)
+        more = await score_texts(db, agent, [i for i in any_term if i not in found], weights, indexed, cap)
         hits += more.hits[: k - len(hits)]
     return Ranked(hits[:k], scored.whole if scored.read_all and len(holding_all) < query.window else None)
 
@@ -229,7 +229,7 @@ def reachable(
     return candidates[:kept]
 
 
-async def _rare_first(
+async def rare_first(
     db: Reads, query: KeywordQuery, weights: Sequence[tuple[Term, float]]
 ) -> tuple[list[int], dict[int, float]]:
     """Ids holding a candidate term, by partial score (the weights of those they hold), newest first
@@ -246,7 +246,7 @@ async def _rare_first(
     return sorted(partial, key=lambda memory_id: (-partial[memory_id], -memory_id)), partial
 
 
-async def _newest(db: Reads, match: str, window: int) -> list[int]:
+async def newest(db: Reads, match: str, window: int) -> list[int]:
     rows = await db.fetchall(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
         (match, window),
@@ -255,7 +255,7 @@ async def _newest(db: Reads, match: str, window: int) -> list[int]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Scored:
+class Scored:
     hits: list[Hit]
     whole: list[int]
     """Those holding every term."""
@@ -263,14 +263,14 @@ class _Scored:
     """Whether every candidate was read (none was left out by the cap)."""
 
 
-async def _score(
+async def score_texts(
     db: Reads,
     agent: str,
     candidates: Sequence[int],
     weights: Sequence[tuple[Term, float]],
     indexed: Totals,
     cap: int,
-) -> _Scored:
+) -> Scored:
     """The first ``cap`` of ``candidates`` that are the agent's, scored, best first (newest among equals).
 
     Read ``cap`` at a time: other agents' memories share the index, and are skipped.
@@ -296,7 +296,7 @@ async def _score(
             if holds_every_term:
                 whole.append(int(memory_id))
     hits.sort(key=lambda hit: (-hit[1], -hit[0]))
-    return _Scored(hits, whole, start >= len(candidates))
+    return Scored(hits, whole, start >= len(candidates))
 
 
 def _varints(blob: bytes) -> list[int]:

@@ -12,7 +12,9 @@ one common word with a paraphrased question stays out, a memory holding the quer
 term (an error code, a serial number) comes in.
 
 Hybrid order is by cosine similarity, the strong keyword hits' own cosines read from the index
-when the vector side did not return them, and a strong hit counts ``TIE_MARGIN`` (0.02) more. The
+when the vector side did not return them, and a strong hit counts ``TIE_MARGIN`` (0.02) more. Only
+the strong hits that can be among the results are looked for, and only their candidates' text is
+read (``servers.memory.hybrid_keyword``). The
 keyword side so settles what the embedding model leaves undecided and never overturns a clear
 preference: fusing by reciprocal rank alone let a memory the vector side ranked second, sharing
 one rare word with the question, overtake a first that was well ahead in cosine. One exception is
@@ -35,10 +37,10 @@ from functools import partial
 
 import anyio
 
+from servers.memory import hybrid_keyword
 from servers.memory.embeddings import EmbeddingError
 from servers.memory.errors import MemoryRefused, VectorDimensionError
 from servers.memory.keyword import CANDIDATE_CAP, PROBE, KeywordQuery, keyword_query
-from servers.memory.keyword_rank import idf
 from servers.memory.models import Memory, Vector
 from servers.memory.store import MemoryStore
 from shared.protocol.memory_terms import RecallMode
@@ -82,12 +84,6 @@ def fuse(neighbours: Mapping[int, float], strong: Collection[int], lookup: int |
 
 
 @dataclass(frozen=True, slots=True)
-class _VectorSide:
-    vector: Vector | None
-    neighbours: list[tuple[int, float]]
-
-
-@dataclass(frozen=True, slots=True)
 class Recalled:
     memories: list[Memory]
     mode: RecallMode
@@ -113,120 +109,120 @@ class Recaller:
     async def recall(
         self, agent: str, query: str, *, mode: RecallMode, limit: int, touch: bool = True
     ) -> Recalled:
-        keywords: KeywordQuery | None = None
-        hits: list[tuple[int, float]] = []
-        whole: list[int] | None = None
-        searched: _VectorSide | None = None
-
-        async def keyword_side(least: float | None = None) -> None:
-            nonlocal keywords, hits, whole
-            keywords = await keyword_query(
-                query, self._store.term_documents, probe=self._keyword_probe, cap=self._keyword_cap
-            )
-            if keywords is not None:
-                found = await self._store.keyword(
-                    agent, keywords, max(limit * 3, MIN_CANDIDATES), least=least
-                )
-                hits, whole = found.hits, found.whole
-
+        used: RecallMode = mode
         if mode == "keyword":
-            await keyword_side()
+            ranked = await self._keyword_ranked(agent, query, limit)
         elif mode == "vector":
-            searched = await self._vector_side(agent, query, mode, limit)
+            vector = await self._query_vector(agent, query, mode)
+            assert vector is not None  # a vector recall refuses rather than degrades
+            neighbours = await self._neighbours(agent, vector, mode, limit)
+            ranked = [memory_id for memory_id, _ in neighbours or []][:limit]
         else:
-            # Fused, only strong keyword hits count: candidates that cannot be one are not read.
-            searched = await self._both(agent, query, limit, partial(keyword_side, STRONG_SHARE))
-            if searched.vector is None:
-                await keyword_side()  # degraded to keyword recall: every hit counts again
-        used: RecallMode = mode if searched is None or searched.vector is not None else "keyword"
-        vector = None if searched is None else searched.vector
-        neighbours = [] if searched is None else searched.neighbours
-        if vector is None:
-            ranked = [memory_id for memory_id, _ in hits][:limit]
-        elif keywords is None or not hits:
-            ranked = [memory_id for memory_id, _ in neighbours][:limit]
-        else:
-            strong = await self._strong(keywords, hits)
-            similarity = dict(neighbours)
-            missing = [memory_id for memory_id in strong if memory_id not in similarity]
-            similarity |= await self._store.similarities(agent, vector, missing)
-            lookup = await self._lookup(agent, keywords, strong, whole)
-            ranked = fuse(similarity, strong, lookup)[:limit]
+            ranked, used = await self._hybrid(agent, query, limit)
         found = await self._store.by_ids(agent, ranked)
         memories = [found[memory_id] for memory_id in ranked if memory_id in found]
         if touch:
             self._store.touch([memory.id for memory in memories])
         return Recalled(memories, used)
 
-    async def _both(
-        self, agent: str, query: str, limit: int, keyword_side: Callable[[], Awaitable[None]]
-    ) -> _VectorSide:
-        """The vector side of a hybrid recall, searched while the keyword side runs.
+    async def _keywords(self, query: str) -> KeywordQuery | None:
+        return await keyword_query(
+            query, self._store.term_documents, probe=self._keyword_probe, cap=self._keyword_cap
+        )
 
-        Independent until fused: the vector side's code scan runs on a worker thread while the
-        keyword side's statements run on the database's. A keyword side's failure is raised as
-        itself, not inside an exception group.
+    async def _keyword_ranked(self, agent: str, query: str, limit: int) -> list[int]:
+        """Keyword recall: every hit in BM25 order."""
+        keywords = await self._keywords(query)
+        if keywords is None:
+            return []
+        found = await self._store.keyword(agent, keywords, max(limit * 3, MIN_CANDIDATES))
+        return [memory_id for memory_id, _ in found.hits][:limit]
+
+    async def _hybrid(self, agent: str, query: str, limit: int) -> tuple[list[int], RecallMode]:
+        """Hybrid recall, or keyword recall when the vector side is unavailable.
+
+        The query is embedded first; then the vector side searches while the keyword side takes its
+        candidates from the full-text index and bounds of their cosines from the read-only
+        connection (``servers.memory.hybrid_keyword``), and a candidate's text is read only when
+        it can change the result. A keyword side's failure is raised as itself, not in an exception group.
         """
-        searched = _VectorSide(None, [])
+        vector = await self._query_vector(agent, query, "hybrid")
+        if vector is None:
+            return await self._keyword_ranked(agent, query, limit), "keyword"
+        neighbours: list[tuple[int, float]] | None = None
+        candidates: hybrid_keyword.Candidates | None = None
         failure: Exception | None = None
 
         async def vector_side() -> None:
-            nonlocal searched
-            searched = await self._vector_side(agent, query, "hybrid", limit)
+            nonlocal neighbours
+            neighbours = await self._neighbours(agent, vector, "hybrid", limit)
 
-        async def keyword_side_kept() -> None:
-            nonlocal failure
+        async def keyword_side() -> None:
+            nonlocal candidates, failure
             try:
-                await keyword_side()
+                keywords = await self._keywords(query)
+                if keywords is not None:
+                    candidates = await hybrid_keyword.candidates(
+                        self._store.reads,
+                        keywords,
+                        STRONG_SHARE,
+                        max(limit * 3, MIN_CANDIDATES),
+                        partial(self._store.ceilings, agent, vector),
+                    )
             except Exception as exc:  # noqa: BLE001 -- re-raised below with its own type
                 failure = exc
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(vector_side)
-            tg.start_soon(keyword_side_kept)
+            tg.start_soon(keyword_side)
         if failure is not None:
             raise failure
-        return searched
+        if neighbours is None:
+            return await self._keyword_ranked(agent, query, limit), "keyword"
+        if candidates is None:
+            return [memory_id for memory_id, _ in neighbours][:limit], "hybrid"
+        pruned = await hybrid_keyword.strong_hits(
+            self._store.reads,
+            agent,
+            candidates,
+            neighbours,
+            partial(self._store.ceilings, agent, vector),
+            partial(self._store.similarities, agent, vector, reader=True),
+            partial(self._store.holders, agent),
+            limit=limit,
+            margin=TIE_MARGIN,
+            fuse=fuse,
+        )
+        return fuse(dict(neighbours) | pruned.similarity, pruned.strong, pruned.lookup)[:limit], "hybrid"
 
-    async def _vector_side(self, agent: str, query: str, mode: RecallMode, limit: int) -> _VectorSide:
-        """The query's vector and nearest memories; no vector when a hybrid recall must degrade."""
+    async def _query_vector(self, agent: str, query: str, mode: RecallMode) -> Vector | None:
+        """The query's vector; None when a hybrid recall must degrade (a vector recall refuses)."""
         try:
-            vector = await self._embed_query(query)
-            return _VectorSide(
-                vector, await self._store.neighbours(agent, vector, max(limit * 2, MIN_NEIGHBOURS))
-            )
-        except (EmbeddingError, VectorDimensionError, sqlite3.Error, _Blocked) as exc:
-            if mode == "vector":
-                raise MemoryRefused(
-                    f"vector recall is unavailable right now ({exc}); "
-                    "call memory_recall again with mode='keyword' or mode='hybrid'"
-                ) from exc
-            logger.warning(
-                "vector search failed for agent %s (%s); recall degraded to keyword search", agent, exc
-            )
-            return _VectorSide(None, [])
-
-    async def _strong(self, keywords: KeywordQuery, hits: list[tuple[int, float]]) -> set[int]:
-        """The keyword hits that score at least ``STRONG_SHARE`` of the query's total term weight."""
-        documents = await self._store.indexed()
-        weight = keywords.weight(lambda matching: idf(documents, matching))
-        return {memory_id for memory_id, score in hits if score / weight >= STRONG_SHARE}
-
-    async def _lookup(
-        self, agent: str, keywords: KeywordQuery, strong: set[int], whole: list[int] | None
-    ) -> int | None:
-        """The one memory holding every query term, when there is exactly one and it is a strong hit.
-
-        ``whole``: those memories, when the keyword ranking read them all; otherwise the full-text
-        index is asked. Not for prefixes: ``anti *`` matching one ``antihistamine`` says nothing of
-        ``anti-parasite``.
-        """
-        if not strong or keywords.prefixed:
+            return await self._embed_query(query)
+        except (EmbeddingError, VectorDimensionError, _Blocked) as exc:
+            self._unavailable(agent, mode, exc)
             return None
-        holders = whole[:2] if whole is not None else await self._store.holders(agent, keywords.match_all, 2)
-        if len(holders) == 1 and holders[0] in strong:
-            return holders[0]
-        return None
+
+    async def _neighbours(
+        self, agent: str, vector: Vector, mode: RecallMode, limit: int
+    ) -> list[tuple[int, float]] | None:
+        """The nearest memories; None when a hybrid recall must degrade (a vector recall refuses)."""
+        try:
+            return await self._store.neighbours(agent, vector, max(limit * 2, MIN_NEIGHBOURS))
+        except (VectorDimensionError, sqlite3.Error) as exc:
+            self._unavailable(agent, mode, exc)
+            return None
+
+    @staticmethod
+    def _unavailable(agent: str, mode: RecallMode, exc: Exception) -> None:
+        if mode == "vector":
+            raise MemoryRefused(
+                f"vector recall is unavailable right now ({exc}); "
+                "call memory_recall again with mode='keyword' or mode='hybrid'"
+            ) from exc
+        logger.warning(
+            "vector search failed for agent %s (%s); recall degraded to keyword search", agent, exc
+        )
 
     async def _embed_query(self, query: str) -> Vector:
         blocked = self._vector_blocker()

@@ -317,7 +317,7 @@ class MemoryService:
             agent,
             report.scored,
             len(report.promoted),
-            len(report.archived),
+            report.archived_count,
         )
         promotions = [
             Promotion(memory_id=memory_id, reason=reason)

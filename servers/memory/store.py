@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servers.memory.access import AccessLog
 from servers.memory.keyword import KeywordQuery, Term
@@ -22,6 +22,13 @@ from servers.memory.models import Counts, Memory, NewMemory, Stored, Vector, con
 from servers.memory.terms import count_documents, documents
 from servers.memory.vectors import VectorIndex
 from shared.db import Database, Reads, Transaction
+
+if TYPE_CHECKING:
+    import numpy as np
+
+ARCHIVE_CHUNK = 50_000
+"""Ids per statement when archiving: a pass over a million memories archives nearly all of them,
+and one statement's JSON of every id held them all as Python objects at once."""
 
 
 def _placeholders(n: int) -> str:
@@ -161,18 +168,21 @@ class MemoryStore:
         """Write the accesses noted by :meth:`touch` (one transaction); how many memories it updated."""
         return await self.access.flush()
 
-    async def set_archived(self, memory_ids: Sequence[int], archived: bool) -> None:
-        """Archive (or bring back) these memories; any number of them, in one statement.
+    async def set_archived(self, memory_ids: Sequence[int] | np.ndarray, archived: bool) -> None:
+        """Archive (or bring back) these memories; any number of them, in one transaction.
 
-        The ids go as one JSON parameter: a pass over a million memories archives nearly all of
-        them, past SQLite's limit on bound parameters (250,000 here).
+        The ids go as JSON parameters, ``ARCHIVE_CHUNK`` per statement: a pass over a million
+        memories archives nearly all of them, past SQLite's limit on bound parameters (250,000 here).
         """
-        if not memory_ids:
+        if not len(memory_ids):
             return
-        await self.db.execute(
-            "UPDATE memories SET archived = ? WHERE id IN (SELECT value FROM json_each(?))",
-            (int(archived), json.dumps([int(memory_id) for memory_id in memory_ids])),
-        )
+        async with self.db.transaction() as tx:
+            for start in range(0, len(memory_ids), ARCHIVE_CHUNK):
+                chunk = memory_ids[start : start + ARCHIVE_CHUNK]
+                await tx.execute(
+                    "UPDATE memories SET archived = ? WHERE id IN (SELECT value FROM json_each(?))",
+                    (int(archived), json.dumps([int(memory_id) for memory_id in chunk])),
+                )
 
     async def mark_promoted(self, memory_id: int) -> None:
         await self.db.execute("UPDATE memories SET promoted_at = ? WHERE id = ?", (self._clock(), memory_id))
@@ -233,12 +243,11 @@ class MemoryStore:
             (agent, after_id, limit),
         )
 
-    async def keyword(self, agent: str, query: KeywordQuery, k: int, *, least: float | None = None) -> Ranked:
+    async def keyword(self, agent: str, query: KeywordQuery, k: int) -> Ranked:
         """(id, BM25 score) of the agent's ``k`` best memories for ``query``, best first
         (``servers.memory.keyword_rank``). Scores are positive: higher is better. Archived memories
-        are searched like the others. ``least``: only hits scoring at least this share of the
-        query's total weight are wanted (``keyword_rank.reachable``)."""
-        return await ranked(self.reads, agent, query, k, least=least)
+        are searched like the others."""
+        return await ranked(self.reads, agent, query, k)
 
     async def holders(self, agent: str, match: str, k: int) -> list[int]:
         """Up to ``k`` of the agent's memories matching ``match``, unranked (no BM25 is computed)."""
@@ -294,9 +303,17 @@ class MemoryStore:
         hits = await self.index.search(agent, vector, k)
         return [(memory_id, 1.0 - distance) for memory_id, distance in hits]
 
-    async def similarities(self, agent: str, vector: Vector, memory_ids: Sequence[int]) -> dict[int, float]:
-        """The cosine similarity to ``vector`` of each of ``memory_ids`` that the agent holds."""
-        distances = await self.index.distances(agent, vector, memory_ids)
+    async def ceilings(self, agent: str, vector: Vector, memory_ids: Sequence[int]) -> dict[int, float]:
+        """For each of ``memory_ids`` that the agent holds, a cosine similarity to ``vector`` its own
+        is certainly not above (from the int8 copies of the vectors), read on ``reads``."""
+        return await self.index.ceilings(agent, vector, memory_ids, via=self.reads)
+
+    async def similarities(
+        self, agent: str, vector: Vector, memory_ids: Sequence[int], *, reader: bool = False
+    ) -> dict[int, float]:
+        """The cosine similarity to ``vector`` of each of ``memory_ids`` that the agent holds; read on
+        ``reads`` with ``reader`` (beside a vector search on the writer), else on the writer."""
+        distances = await self.index.distances(agent, vector, memory_ids, via=self.reads if reader else None)
         return {memory_id: 1.0 - distance for memory_id, distance in distances.items()}
 
     async def count(self, *, agent: str | None = None) -> int:

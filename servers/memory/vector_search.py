@@ -4,8 +4,9 @@ Durable state is one SQLite table, written through the caller's transaction so a
 vector commit or roll back together: per memory the float32 vector (unit length) and its sign-bit
 code (48 bytes for 384 dimensions), with a covering index on (agent, memory_id, code). A search
 ranks the agent's codes in memory with numpy (Hamming distance, then the float query against the
-codes' signs; see vector_codes) and reranks the best few hundred exactly with their float32 vectors
-read from SQLite. The codes in memory are a cache (vector_cache): built by the first search (or
+codes' signs; see vector_codes) and reranks the best few hundred exactly: their int8 copies
+(vector_q8) bound each one's cosine, and the float32 vectors of only those that may be among the
+nearest are read from SQLite. The codes in memory are a cache (vector_cache): built by the first search (or
 `load()`), updated at once by writes and checked against SQLite after their transaction ends, so a
 rolled-back write leaves nothing behind. The rerank reads only rows that exist, so even a stale
 cache never returns a missing memory. Agents with no more vectors than the rerank would read are
@@ -43,9 +44,10 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
+from servers.memory import vector_q8
 from servers.memory.vector_cache import CodeCache, ids_json
 from servers.memory.vector_codes import Snapshot, sign_codes, unit_matrix
-from shared.db import Database, Transaction
+from shared.db import Database, Reads, Transaction
 
 RERANK_MIN = 200
 RERANK_PER_RESULT = 30
@@ -131,6 +133,7 @@ class VectorSearch:
                 for i, agent, code, vector in zip(ids, agents, codes, unit, strict=True)
             ),
         )
+        await tx.executemany(vector_q8.UPSERT, vector_q8.rows(ids, agents, unit))
         self._cache.put(tx, ids, agents, codes)
 
     async def remove(self, tx: Transaction, memory_id: int) -> None:
@@ -139,6 +142,7 @@ class VectorSearch:
         rows = await tx.fetchall(
             "DELETE FROM memory_vectors WHERE memory_id = ? RETURNING agent", (memory_id,)
         )
+        await tx.execute("DELETE FROM memory_vectors_q8 WHERE memory_id = ?", (memory_id,))
         if rows:
             self._cache.drop(tx, str(rows[0][0]), memory_id)
 
@@ -153,6 +157,7 @@ class VectorSearch:
         report the dimension mismatch until the index is built with their size again.
         """
         await tx.execute("DELETE FROM memory_vectors")
+        await tx.execute("DELETE FROM memory_vectors_q8")
         self._cache.drop_all(tx, dim)
 
     # -- reads -------------------------------------------------------------------------------------
@@ -196,29 +201,69 @@ class VectorSearch:
                 return await self._exact(agent, unit, k, exclude)
         return found
 
-    async def distances(self, agent: str, query: np.ndarray, ids: Collection[int]) -> dict[int, float]:
-        """The cosine distance from `query` of each of `ids` that is one of `agent`'s memories."""
+    async def distances(
+        self, agent: str, query: np.ndarray, ids: Collection[int], *, via: Reads | None = None
+    ) -> dict[int, float]:
+        """The cosine distance from `query` of each of `ids` that is one of `agent`'s memories (read
+        through `via` when given)."""
         agent = _agent(agent)
         if not ids:
             return {}
         unit = unit_matrix([query], self.dim, lambda _: "the query vector")[0]
-        found, _ = await self._rerank(agent, unit, np.fromiter(ids, dtype=np.int64, count=len(ids)), len(ids))
+        candidates = np.fromiter(ids, dtype=np.int64, count=len(ids))
+        found, _ = await self._rerank(agent, unit, candidates, len(ids), via or self.db)
         return dict(found)
 
+    async def ceilings(
+        self, agent: str, query: np.ndarray, ids: Collection[int], *, via: Reads | None = None
+    ) -> dict[int, float]:
+        """Upper bounds of the cosine similarity to `query` of each of `ids` that is `agent`'s."""
+        agent = _agent(agent)
+        if not ids:
+            return {}
+        unit = unit_matrix([query], self.dim, lambda _: "the query vector")[0]
+        asked = np.fromiter(ids, dtype=np.int64, count=len(ids))
+        found, estimate, error = await vector_q8.bounds(via or self.db, agent, unit, asked)
+        return dict(zip(found.tolist(), (estimate + error).tolist(), strict=True))
+
     async def _rerank(
-        self, agent: str, query: np.ndarray, candidates: np.ndarray, k: int
+        self, agent: str, query: np.ndarray, candidates: np.ndarray, k: int, db: Reads | None = None
     ) -> tuple[list[tuple[int, float]], list[int]]:
-        # By primary key, the agent checked on each row found (`+agent`): searched through the
-        # (agent, memory_id) index instead, 400 ids took 100 ms at a million vectors, not 3 ms.
-        rows = await self.db.fetchall(
-            "SELECT memory_id, embedding FROM memory_vectors "
-            "WHERE memory_id IN (SELECT value FROM json_each(?)) AND +agent = ?",
-            (ids_json(candidates), agent),
-        )
-        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        """The `k` candidates nearest to `query`, exactly: the int8 copies bound every candidate's
+        cosine, and only those that may be among the `k` have their float32 vector read."""
+        reads = db or self.db
+        ids, estimate, error = await vector_q8.bounds(reads, agent, query, candidates)
         missing = [int(i) for i in np.setdiff1d(candidates, ids)]
-        vectors = self._matrix([row[1] for row in rows])
-        return _nearest(ids, 1.0 - vectors @ query, k), missing
+        kept: dict[int, float] = {}
+        while True:
+            possible = ids[vector_q8.possible_nearest(estimate, error, k)]
+            wanted = [int(i) for i in possible if int(i) not in kept]
+            rows = await reads.fetchall(
+                # By primary key, the agent checked on each row (`+agent`): searched through the
+                # (agent, memory_id) index instead, 400 ids took 100 ms at a million vectors, not 3 ms.
+                "SELECT memory_id, embedding FROM memory_vectors "
+                "WHERE memory_id IN (SELECT value FROM json_each(?)) AND +agent = ?",
+                (ids_json(wanted), agent),
+            )
+            if rows:
+                found = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+                kept |= dict(
+                    zip(
+                        found.tolist(),
+                        (1.0 - self._matrix([row[1] for row in rows]) @ query).tolist(),
+                        strict=True,
+                    )
+                )
+            absent = np.setdiff1d(np.asarray(wanted, dtype=np.int64), list(kept))
+            if not absent.size:
+                break
+            # Deleted behind the index's back: the bounds are taken again without them.
+            missing += absent.tolist()
+            present = ~np.isin(ids, absent)
+            ids, estimate, error = ids[present], estimate[present], error[present]
+        within = np.fromiter(kept, dtype=np.int64, count=len(kept))
+        distances = np.fromiter(kept.values(), dtype=np.float32, count=len(kept))
+        return _nearest(within, distances, k), missing
 
     async def _exact(
         self, agent: str, query: np.ndarray, k: int, exclude: Collection[int]

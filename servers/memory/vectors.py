@@ -8,11 +8,12 @@ and one that only keeps transcripts or MEMORY.md, never holds either.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from servers.memory.errors import VectorDimensionError
-from shared.db import Database, Migration, Transaction
+from shared.db import Database, Migration, Reads, Transaction
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,6 +36,23 @@ VECTOR_MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX memory_vectors_by_agent ON memory_vectors(agent, memory_id, code);
         """,
     ),
+    Migration("vectors_0002_memory_vectors_q8", lambda conn: _create_q8(conn)),
+)
+
+
+def _create_q8(conn: sqlite3.Connection) -> None:
+    """The int8 copies (``vector_q8``), filled from the vectors stored; numpy only when there are some."""
+    if conn.execute("SELECT 1 FROM memory_vectors LIMIT 1").fetchone() is None:
+        conn.execute(Q8_TABLE)
+        return
+    from servers.memory.vector_q8 import create_q8  # numpy comes with it: see the docstring
+
+    create_q8(conn)
+
+
+Q8_TABLE = (
+    "CREATE TABLE memory_vectors_q8(memory_id INTEGER PRIMARY KEY, agent TEXT NOT NULL, "
+    "scale REAL NOT NULL, error REAL NOT NULL, q BLOB NOT NULL)"
 )
 
 
@@ -123,6 +141,16 @@ class VectorIndex:
         """The `k` memories of `agent` nearest to `query`: (memory_id, cosine distance), nearest first."""
         return await self._searcher().search(agent, query, k, exact=exact, exclude=exclude)
 
-    async def distances(self, agent: str, query: np.ndarray, ids: Collection[int]) -> dict[int, float]:
-        """The cosine distance from `query` of each of `ids` that is one of `agent`'s memories."""
-        return await self._searcher().distances(agent, query, ids)
+    async def ceilings(
+        self, agent: str, query: np.ndarray, ids: Collection[int], *, via: Reads | None = None
+    ) -> dict[int, float]:
+        """For each of `ids` that is one of `agent`'s memories, a cosine similarity to `query` that
+        its own is certainly not above (from the int8 copies: ``vector_q8``), read through `via`."""
+        return await self._searcher().ceilings(agent, query, ids, via=via)
+
+    async def distances(
+        self, agent: str, query: np.ndarray, ids: Collection[int], *, via: Reads | None = None
+    ) -> dict[int, float]:
+        """The cosine distance from `query` of each of `ids` that is one of `agent`'s memories, read
+        through `via` when given (a read-only connection), else the index's own."""
+        return await self._searcher().distances(agent, query, ids, via=via)

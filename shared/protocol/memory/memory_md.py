@@ -27,6 +27,9 @@ class ConsolidateResult(WireResult):
     scored: int
     promoted: list[int]
     archived: list[int]
+    """The lowest ids the pass archived, at most 100 of them (all when ``archived_count`` is no more)."""
+    archived_count: int = 0
+    """How many memories the pass archived."""
     skipped: list[str]
     """Why some warm memories were not promoted (e.g. MEMORY.md is at its budget)."""
     promotions: list[Promotion] = Field(default_factory=list)

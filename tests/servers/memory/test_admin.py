@@ -348,6 +348,7 @@ async def test_consolidate_on_demand_defaults_to_the_default_agent(
         "scored": 0,
         "promoted": [],
         "archived": [],
+        "archived_count": 0,
         "skipped": [],
         "promotions": [],
     }

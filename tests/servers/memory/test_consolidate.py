@@ -11,6 +11,7 @@ import pytest
 from mcp import Client
 
 from servers.memory import consolidate as consolidation
+from servers.memory import store as store_module
 from servers.memory.consolidate import Policy, entry_text, warmth
 from servers.memory.embeddings import Embedder
 from servers.memory.models import Memory, NewMemory
@@ -94,6 +95,7 @@ async def test_warm_trusted_memories_are_promoted_once_and_untrusted_ones_never(
         "scored": 4,
         "promoted": [vital, mine],
         "archived": [],
+        "archived_count": 0,
         "skipped": [],
         "promotions": [
             {"memory_id": vital, "reason": f"consolidate: memory {vital} (warmth 1.00)"},
@@ -174,7 +176,7 @@ async def test_the_coldest_memories_beyond_the_working_set_are_archived_and_stil
             for mode in ("keyword", "vector", "hybrid")
         }
         relisted = await client.session.send_request(ListRequest(params=ListParams()), ListResult)
-    assert (report.scored, report.archived) == (3, [old])
+    assert (report.scored, report.archived, report.archived_count) == (3, [old], 1)
     assert [(m.id, m.archived) for m in listed.memories] == [(old, True), (meh, False), (key, False)]
     assert {mode: [m["id"] for m in result["memories"]] for mode, result in found.items()} == {
         "keyword": [old],
@@ -230,9 +232,14 @@ async def test_the_same_clock_reading_gives_the_same_pass(tmp_path: Any, embedde
 
 
 async def test_a_pass_read_in_pages_archives_and_promotes_as_ranking_every_memory_at_once(
-    tmp_path: Any,
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Scoring reads the figures a page at a time, never the memories: the same pass as sorting them all."""
+    """Scoring reads the figures a page at a time, never the memories: the same pass as sorting them all.
+
+    Archiving writes the ids a chunk at a time, and the report counts them all but lists the lowest
+    few (a pass over a million memories archives nearly all of them)."""
+    monkeypatch.setattr(consolidation, "ARCHIVED_SHOWN", 7)
+    monkeypatch.setattr(store_module, "ARCHIVE_CHUNK", 11)
     rng = random.Random(3)
     async with Database.open(tmp_path / "memory.db", MIGRATIONS, load_vec=True) as db:
         store = MemoryStore(db, VectorIndex(db, 4), clock=Clock())
@@ -293,5 +300,7 @@ async def test_a_pass_read_in_pages_archives_and_promotes_as_ranking_every_memor
         report = await consolidation.consolidate(store, Notes(), "nexo", policy=policy, now=START, page=7)
         assert report.scored == len(everything) == 290
         assert report.promoted == expected_promoted
-        assert report.archived == expected_archived
+        assert (report.archived, report.archived_count) == (expected_archived[:7], 190)
+        archived_now = [m.id for m in await store.page(agent="nexo", limit=1_000) if m.archived]
+        assert archived_now == sorted({*expected_archived, *already[1::4]})
         assert await store.count(agent="bob") == 1

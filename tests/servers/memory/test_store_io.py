@@ -120,9 +120,9 @@ async def test_an_import_batch_is_a_few_statements_and_stores_what_one_by_one_ad
         monkeypatch.setattr(Transaction, method, counted)
     stored = await store.add_many(batch)
     monkeypatch.undo()
-    # Twin lookup, insert, word counts, ids, vectors, rows read back; then 3 per refreshed twin (2
-    # here), and the words of the one that gained a tag counted.
-    assert statements <= 6 + 3 * 2 + 1
+    # Twin lookup, insert, word counts, ids, vectors and their int8 copies, rows read back; then 3
+    # per refreshed twin (2 here), and the words of the one that gained a tag counted.
+    assert statements <= 7 + 3 * 2 + 1
     assert [s.created for s in stored] == [True] * 50 + [False, False]
     assert [s.memory.content for s in stored] == [new.content for new, _ in batch]
     assert stored[50].memory.tags == ("old", "new")
@@ -158,8 +158,9 @@ async def test_lookups_by_id_or_by_words_never_walk_every_memory_of_the_agent(
     assert (await ranked(store.db, "nexo", green, 2, allow_fts5=False)).hits != []
     assert set(await store.by_ids("nexo", ids)) == set(ids)
     assert set(await store.similarities("nexo", vector(0), ids)) == set(ids)
+    assert set(await store.ceilings("nexo", vector(0), ids)) == set(ids)
     monkeypatch.undo()
-    assert len(asked) == 6
+    assert len(asked) == 8
     plans = [
         [str(step[3]) for step in await store.db.fetchall("EXPLAIN QUERY PLAN " + sql, params)]
         for sql, params in asked

@@ -1,0 +1,213 @@
+"""Hybrid recall reads the text of only the keyword candidates that can change its results, and
+returns what fusing every candidate returns (servers.memory.hybrid_keyword)."""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import AsyncIterator
+from functools import cache, partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from servers.memory import hybrid_keyword
+from servers.memory.keyword import KeywordQuery, Weighted, keyword_query
+from servers.memory.keyword_rank import Scorer, frequency, idf, totals
+from servers.memory.models import NewMemory
+from servers.memory.recall import MIN_CANDIDATES, MIN_NEIGHBOURS, STRONG_SHARE, TIE_MARGIN, Recaller
+from servers.memory.state import MIGRATIONS
+from servers.memory.store import MemoryStore
+from servers.memory.terms import document_tokens
+from servers.memory.vector_codes import unit_matrix
+from servers.memory.vectors import VectorIndex
+from shared.db import Database, Reads
+from tests.servers.memory.conftest import Clock
+
+pytestmark = pytest.mark.anyio
+
+DIM = 16
+LIMIT = 5
+PROBE = 12
+"""Words held by more memories than this are common: a few hundred memories have both kinds."""
+
+
+class CountingReads:
+    """The store's read connection, counting the memories whose text a statement read."""
+
+    def __init__(self, db: Reads) -> None:
+        self._db = db
+        self.texts = 0
+
+    async def fetchall(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        rows = await self._db.fetchall(sql, params)
+        if sql.startswith("SELECT id, content, tags FROM memories"):
+            self.texts += len(rows)
+        return rows
+
+    async def fetchone(self, sql: str, params: Any = ()) -> tuple[Any, ...] | None:
+        return await self._db.fetchone(sql, params)
+
+
+def direction(word: str) -> np.ndarray:
+    return np.random.default_rng(zlib.crc32(word.encode())).standard_normal(DIM).astype(np.float32)
+
+
+def embedding(text: str, noise: int | None = None) -> np.ndarray:
+    """A bag of the text's word directions plus a little noise: texts sharing words are near."""
+    summed = sum((direction(word) for word in text.split()), np.zeros(DIM, dtype=np.float32))
+    if noise is not None:
+        summed += np.random.default_rng(noise).standard_normal(DIM).astype(np.float32) * 0.3
+    return np.asarray(summed, dtype=np.float32)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
+    async with Database.open(tmp_path / "memory.db", MIGRATIONS, load_vec=True) as db:
+        index = VectorIndex(db, DIM)
+        await index.load()
+        yield MemoryStore(db, index, reader=CountingReads(db), clock=Clock())
+
+
+async def fill(store: MemoryStore, texts: list[str], agent: str = "nexo") -> dict[int, str]:
+    stored = await store.add_many(
+        [
+            (NewMemory(agent, text, (), "fact", "owner", 0.5), embedding(text, n))
+            for n, text in enumerate(texts)
+        ]
+    )
+    return {item.memory.id: item.memory.content for item in stored}
+
+
+async def brute_force(
+    store: MemoryStore, texts: dict[int, str], question: str, *, probe: int = PROBE
+) -> list[int]:
+    """Hybrid recall written out from its definition: every memory's exact cosine and BM25, the
+    strong hits among the memories holding a rare term of the question, fused, the lookup first."""
+    query = await keyword_query(question, store.term_documents, probe=probe)
+    assert query is not None
+    indexed = await totals(store.db)
+    weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
+    score_of = Scorer(weights, indexed.average_length)
+    floor = STRONG_SHARE * sum(weight for _, weight in weights)
+    rows = await store.db.fetchall("SELECT memory_id, embedding FROM memory_vectors WHERE agent = 'nexo'")
+    asked = unit_matrix([embedding(question)], DIM, lambda _: "question")[0]
+    cosine = {int(i): 1.0 - float(1.0 - np.frombuffer(blob, dtype=np.float32) @ asked) for i, blob in rows}
+    neighbours = sorted(cosine, key=lambda i: (-cosine[i], i))[: max(2 * LIMIT, MIN_NEIGHBOURS)]
+    scored = {memory_id: score_of(_words(text)) for memory_id, text in texts.items()}
+    holders = [memory_id for memory_id, (_, every_term) in scored.items() if every_term]
+    if query.window is None:  # candidates: the holders of a rare term
+        candidates = {i for i, text in texts.items() if _holds(query.terms, text)}
+    elif len(holders) >= max(3 * LIMIT, MIN_CANDIDATES):  # common words only: the holders of all
+        candidates = set(holders)
+    else:  # too few of those: the holders of any
+        candidates = {i for i, text in texts.items() if _holds(query.terms, text)}
+    strong = {i for i in candidates if scored[i][0] >= floor}
+    fused = {i: cosine[i] + (TIE_MARGIN if i in strong else 0.0) for i in {*neighbours, *strong}}
+    ranked = sorted(fused, key=lambda i: (-fused[i], i))
+    if len(holders) == 1 and holders[0] in strong and not query.prefixed:
+        ranked = [holders[0], *(i for i in ranked if i != holders[0])]
+    return ranked[:LIMIT]
+
+
+def corpus(rng: random.Random, n: int) -> list[str]:
+    """Texts of 4 to 9 words, a few words in many texts and most in few, some with a serial number."""
+    vocabulary = [f"w{k}" for k in range(80)]
+    weights = [1.0 / (k + 1) for k in range(80)]
+    texts = {
+        " ".join(rng.choices(vocabulary, weights, k=rng.randint(4, 9)))
+        + (f" sn{rng.randrange(10_000)}x" if rng.random() < 0.1 else "")
+        for _ in range(n)
+    }
+    return sorted(texts)
+
+
+def asked(rng: random.Random, texts: list[str]) -> list[str]:
+    """Each text with a third of its words left out; a text's words in another order; serials alone."""
+    questions = []
+    for text in texts:
+        words = text.split()
+        kept = [word for word in words if rng.random() > 1 / 3] or words[:1]
+        questions.append(" ".join(kept))
+        questions.append(" ".join(rng.sample(words, len(words))))
+        questions += [word for word in words if word.startswith("sn")]
+    return questions
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_hybrid_recall_returns_what_fusing_every_candidate_returns(
+    store: MemoryStore, seed: int
+) -> None:
+    rng = random.Random(seed)
+    texts = await fill(store, corpus(rng, 160))
+    await fill(store, corpus(rng, 40), agent="bob")  # counted in the index, never recalled for nexo
+    recaller = Recaller(store, _embedded, keyword_probe=PROBE)
+    compared = lookups = common = 0
+    for question in asked(rng, list(texts.values())[:40]):
+        query = await keyword_query(question, store.term_documents, probe=PROBE)
+        assert query is not None
+        common += query.window is not None
+        recalled = await recaller.recall("nexo", question, mode="hybrid", limit=LIMIT, touch=False)
+        expected = await brute_force(store, texts, question)
+        assert [memory.id for memory in recalled.memories] == expected, question
+        compared += 1
+        lookups += _is_lookup(query, texts, expected)
+    # The comparison covered many questions, exact lookups and questions of common words among them.
+    assert compared > 70
+    assert lookups > 3
+    assert common > 3
+
+
+async def test_hybrid_recall_reads_the_text_of_few_of_many_candidates(store: MemoryStore) -> None:
+    """120 memories hold the question's one rare word, any of them could be a strong hit; the text
+    of those the vector side returned, and of those near enough in cosine to matter, is read."""
+    rng = random.Random(7)
+    words = [f"w{k}" for k in range(40)]
+    holding = [f"zephyr {' '.join(rng.sample(words, 5))}" for _ in range(120)]
+    others = [" ".join(rng.sample(words, 6)) for _ in range(400)]
+    texts = await fill(store, [*holding, *others])
+    recaller = Recaller(store, _embedded, keyword_probe=200)
+    reads = store.reads
+    assert isinstance(reads, CountingReads)
+    query = await keyword_query("zephyr", store.term_documents, probe=200)
+    assert query is not None
+    assert query.window is None
+    could_be_strong = await hybrid_keyword.candidates(
+        store.reads, query, STRONG_SHARE, 20, partial(store.ceilings, "nexo", embedding("zephyr"))
+    )
+    assert len(could_be_strong.ids) == len(holding)
+    reads.texts = 0
+    recalled = await recaller.recall("nexo", "zephyr", mode="hybrid", limit=LIMIT, touch=False)
+    assert [m.id for m in recalled.memories] == await brute_force(store, texts, "zephyr", probe=200)
+    assert 0 < reads.texts <= 2 * max(2 * LIMIT, MIN_NEIGHBOURS)
+
+
+async def _embedded(text: str) -> np.ndarray:
+    return embedding(text)
+
+
+@cache
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(document_tokens(text, "[]"))
+
+
+def _words(text: str) -> list[str]:
+    """The words of a memory's text as its full-text entry holds them (split once per text)."""
+    return list(_split(text))
+
+
+def _holds(terms: tuple[Weighted, ...], text: str) -> bool:
+    """Whether the text holds one of the terms."""
+    return any(frequency(w.term, _words(text)) for w in terms)
+
+
+def _is_lookup(query: KeywordQuery, texts: dict[int, str], expected: list[int]) -> bool:
+    """Whether exactly one memory holds every term of the query, and it came first."""
+    holding = [
+        memory_id
+        for memory_id, text in texts.items()
+        if all(frequency(w.term, _words(text)) for w, _ in query.scored)
+    ]
+    return len(holding) == 1 and expected[:1] == holding
