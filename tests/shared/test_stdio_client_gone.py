@@ -40,12 +40,14 @@ def test_an_answer_to_a_client_that_is_gone_ends_the_server_with_one_line(tmp_pa
     }
     process.stdin.write(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}))
     process.stdin.write(_line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-    # A long poll: its answer comes after the client is gone, as the pulls in flight of a killed nexo do.
-    pull = {"jsonrpc": "2.0", "id": 2, "method": "nexo/events/pull", "params": {"wait_ms": 1000}}
-    process.stdin.write(_line(pull))
     process.stdin.flush()
     answered = json.loads(process.stdout.readline())
     process.stdout.close()
+    # A pull asked once the client's end of stdout is closed, as the pulls in flight of a killed nexo
+    # are: its answer, however soon it comes, meets the closed pipe.
+    pull = {"jsonrpc": "2.0", "id": 2, "method": "nexo/events/pull", "params": {"wait_ms": 1000}}
+    process.stdin.write(_line(pull))
+    process.stdin.flush()
     process.stdin.close()
     process.wait(timeout=30)
     assert process.stderr is not None
