@@ -19,6 +19,10 @@ from mcp import Client
 from servers.memory.embeddings import Embedder, EmbeddingError, EmbeddingSettings, build_embedder
 from servers.memory.server import build_server
 from servers.memory.settings import MemorySettings
+from servers.memory.state import MIGRATIONS
+from servers.memory.store import MemoryStore
+from servers.memory.vectors import VectorIndex
+from shared.db import Database
 from shared.protocol.memory.meta import Provenance, tool_meta
 
 START = 1_800_000_000.0
@@ -36,6 +40,15 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+@asynccontextmanager
+async def open_store(path: Path, dim: int) -> AsyncIterator[MemoryStore]:
+    """A memory store on a real SQLite file with a ``dim``-wide vector index and a still clock."""
+    async with Database.open(path, MIGRATIONS, load_vec=True) as db:
+        index = VectorIndex(db, dim)
+        await index.load()
+        yield MemoryStore(db, index, clock=Clock())
 
 
 class Switchable:

@@ -11,11 +11,8 @@ import pytest
 from servers.memory.keyword import CANDIDATE_CAP, MAX_TERMS, PROBE, Term, keyword_query, terms_of
 from servers.memory.models import NewMemory, Vector
 from servers.memory.recall import Recaller
-from servers.memory.state import MIGRATIONS
 from servers.memory.store import MemoryStore
-from servers.memory.vectors import VectorIndex
-from shared.db import Database
-from tests.servers.memory.conftest import Clock
+from tests.servers.memory.conftest import open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -24,10 +21,8 @@ DIM = 8
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    async with Database.open(tmp_path / "memory.db", MIGRATIONS, load_vec=True) as db:
-        index = VectorIndex(db, DIM)
-        await index.load()
-        yield MemoryStore(db, index, clock=Clock())
+    async with open_store(tmp_path / "memory.db", DIM) as opened:
+        yield opened
 
 
 async def remember(store: MemoryStore, *texts: str) -> list[int]:

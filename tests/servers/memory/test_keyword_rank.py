@@ -21,9 +21,9 @@ from servers.memory.recall import STRONG_SHARE
 from servers.memory.state import MIGRATIONS
 from servers.memory.store import MemoryStore
 from servers.memory.terms import TERM_MIGRATIONS, tokens
-from servers.memory.vectors import VectorDimensionError, VectorIndex
+from servers.memory.vectors import VectorDimensionError
 from shared.db import Database
-from tests.servers.memory.conftest import Clock
+from tests.servers.memory.conftest import open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -42,10 +42,8 @@ CORPUS = (
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    async with Database.open(tmp_path / "memory.db", MIGRATIONS, load_vec=True) as db:
-        index = VectorIndex(db, DIM)
-        await index.load()
-        yield MemoryStore(db, index, clock=Clock())
+    async with open_store(tmp_path / "memory.db", DIM) as opened:
+        yield opened
 
 
 def new(content: str, tags: tuple[str, ...] = (), agent: str = "nexo") -> NewMemory:

@@ -17,11 +17,10 @@ from servers.memory.keyword_rank import ranked
 from servers.memory.models import NewMemory
 from servers.memory.recall import Recaller
 from servers.memory.settings import MemorySettings
-from servers.memory.state import MIGRATIONS, open_service
+from servers.memory.state import open_service
 from servers.memory.store import MemoryStore
-from servers.memory.vectors import VectorIndex
 from shared.db import Database, Transaction
-from tests.servers.memory.conftest import START, Clock
+from tests.servers.memory.conftest import START, Clock, open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -30,10 +29,8 @@ DIM = 8
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    async with Database.open(tmp_path / "memory.db", MIGRATIONS, load_vec=True) as db:
-        index = VectorIndex(db, DIM)
-        await index.load()
-        yield MemoryStore(db, index, clock=Clock())
+    async with open_store(tmp_path / "memory.db", DIM) as opened:
+        yield opened
 
 
 def new(content: str, agent: str = "nexo", tags: tuple[str, ...] = ("t",)) -> NewMemory:

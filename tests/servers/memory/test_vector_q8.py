@@ -18,7 +18,7 @@ from servers.memory.vector_codes import sign_codes, unit_matrix
 from servers.memory.vector_search import rerank_rows
 from servers.memory.vectors import VectorIndex
 from shared.db import Database
-from tests.servers.memory.conftest import Clock
+from tests.servers.memory.conftest import open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -33,10 +33,8 @@ def vectors(n: int, seed: int) -> np.ndarray:
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    async with Database.open(tmp_path / "memory.db", MIGRATIONS, load_vec=True) as db:
-        index = VectorIndex(db, DIM)
-        await index.load()
-        yield MemoryStore(db, index, clock=Clock())
+    async with open_store(tmp_path / "memory.db", DIM) as opened:
+        yield opened
 
 
 async def assert_in_step(db: Database) -> None:
