@@ -25,7 +25,7 @@ import anyio
 import numpy as np
 
 from bench.hashed_vectors import DIM, HashedEmbedder, cache_dir
-from bench.recall_scale import AGENT, corpus, questions, sentences, text_of
+from bench.recall_scale import AGENT, corpus, questions, sentences, text_of, upgraded
 from bench.stats import Result, table
 from bench.support import progress
 from servers.memory import vector_q8, vector_search
@@ -157,6 +157,7 @@ async def run(rows: int, n_questions: int, sizes: Sequence[int]) -> list[Result]
     queries = embedder.embed([question.text for question in asked])
     shipped = (vector_search.RERANK_PER_RESULT, vector_search.RERANK_PER_RESULT_SMALL)
     async with Database.open(path, MIGRATIONS, load_vec=True) as db:
+        await upgraded(db)
         index = VectorIndex(db, DIM)
         await index.load()
         exact = await _exact_top(db, queries, path.with_name(f"{path.stem}-exact-{n_questions}.npy"))

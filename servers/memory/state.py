@@ -26,7 +26,7 @@ from servers.memory.service import MemoryService
 from servers.memory.sessions import SESSION_MIGRATIONS, SessionStore
 from servers.memory.settings import MemorySettings
 from servers.memory.store import MemoryStore
-from servers.memory.vectors import VECTOR_MIGRATIONS, VectorIndex
+from servers.memory.vectors import VECTOR_MIGRATIONS, VectorIndex, backfill_pending
 from shared.db import Database, DatabaseError, Migration, Reader
 
 logger = logging.getLogger("nexo.memory")
@@ -122,6 +122,11 @@ async def open_service(
                 if owned and load is not None and idle_s == 0:
                     await load()  # kept loaded for good: load it before the first request waits for it
                 tg.start_soon(_flush_access_every, service.store, settings.access_flush_s)
+                if await backfill_pending(db):
+                    # A store of the previous version: its int8 copies are built while it answers.
+                    from servers.memory.vector_q8 import keep_backfilling  # numpy: only then
+
+                    tg.start_soon(keep_backfilling, db)
                 try:
                     yield service
                 finally:

@@ -13,24 +13,37 @@ holds per memory the vector rounded to int8 (``q``, 384 bytes for 384 dimensions
 - a hybrid recall leaves out a keyword candidate whose upper bound is below the cut that decides
   whether it can be among the results (``servers.memory.hybrid_keyword``).
 
-Written in the same transaction as the float32 row (``vector_search``), so the two never disagree;
-a store of an older version gets the table from its float32 vectors when it is first opened
-(``vectors_0002_memory_vectors_q8``: about 20 s per million vectors).
+Written in the same transaction as the float32 row (``vector_search``), so the two never disagree.
+A store of an older version gets the table empty when it is opened (``vectors_0002_memory_vectors_q8``)
+and :func:`backfill` builds its copies once the server is up, a chunk per transaction (about 40 s
+per million vectors on a small machine, while the server answers). Until a row has its copy,
+:func:`bounds` gives it the widest bound, so the rerank reads its float32 vector and hybrid recall
+keeps it as a candidate: the same results, read as before this table existed.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import time
 from typing import Any
 
+import anyio
 import numpy as np
 
 from servers.memory.vector_cache import ids_json
-from shared.db import Reads
+from servers.memory.vectors import backfill_pending
+from shared.db import Database, Reads
+
+logger = logging.getLogger("nexo.memory")
 
 ERROR_SLACK = 1e-5
 """Added to each stored error: the float32 arithmetic of a bound may round either way."""
-_BACKFILL_CHUNK = 50_000
+UNBOUNDED = 1.0 + ERROR_SLACK
+"""The error of a row whose copy is not built yet, estimated at 0: any cosine lies within it."""
+BACKFILL_CHUNK = 2_000
+"""Copies built per transaction: each holds the writer for a few tens of milliseconds."""
+BACKFILL_RETRY_S = 60.0
 
 UPSERT = (
     "INSERT INTO memory_vectors_q8(memory_id, agent, scale, error, q) VALUES (?, ?, ?, ?, ?) "
@@ -56,32 +69,67 @@ def rows(ids: np.ndarray, agents: list[str], unit: np.ndarray) -> list[tuple[int
     ]
 
 
-def create_q8(conn: sqlite3.Connection) -> None:
-    """The table, filled from the float32 vectors already stored, a chunk at a time."""
-    from servers.memory.vectors import Q8_TABLE
-
-    conn.execute(Q8_TABLE)
-    after = -(2**63)
+async def backfill(db: Database, *, chunk: int = BACKFILL_CHUNK) -> int:
+    """Build the copies a store of the previous version lacks (``memory_vectors_q8_backfill``), a
+    chunk per write transaction that reads the float32 vectors and writes their copies, so a
+    vector written meanwhile is never copied stale. How many were built; 0 when none was left."""
+    built = 0
+    started = time.monotonic()
     while True:
-        found = conn.execute(
-            "SELECT memory_id, agent, embedding FROM memory_vectors WHERE memory_id > ? "
-            "ORDER BY memory_id LIMIT ?",
-            (after, _BACKFILL_CHUNK),
-        ).fetchall()
-        if not found:
-            return
-        dim = len(found[0][2]) // 4
-        unit = np.frombuffer(b"".join(row[2] for row in found), dtype=np.float32).reshape(len(found), dim)
-        ids = np.array([row[0] for row in found], dtype=np.int64)
-        conn.executemany(UPSERT, rows(ids, [str(row[1]) for row in found], unit))
-        after = int(found[-1][0])
+        async with db.transaction() as tx:
+            cursor = await tx.fetchone("SELECT after FROM memory_vectors_q8_backfill")
+            if cursor is None:
+                return built
+            if built == 0:
+                left = await tx.fetchone("SELECT count(*) FROM memory_vectors WHERE memory_id > ?", cursor)
+                logger.info(
+                    "building the int8 copies of %d memory vectors in the background; until a "
+                    "vector has one, recall reads its float32 vector",
+                    left[0] if left else 0,
+                )
+            found = await tx.fetchall(
+                "SELECT memory_id, agent, embedding FROM memory_vectors WHERE memory_id > ? "
+                "ORDER BY memory_id LIMIT ?",
+                (cursor[0], chunk),
+            )
+            if not found:
+                await tx.execute("DELETE FROM memory_vectors_q8_backfill")
+                logger.info("int8 copies built: %d in %.1f s", built, time.monotonic() - started)
+                return built
+            dim = len(found[0][2]) // 4
+            unit = np.frombuffer(b"".join(row[2] for row in found), dtype=np.float32).reshape(len(found), dim)
+            ids = np.array([row[0] for row in found], dtype=np.int64)
+            await tx.executemany(UPSERT, rows(ids, [str(row[1]) for row in found], unit))
+            await tx.execute("UPDATE memory_vectors_q8_backfill SET after = ?", (int(found[-1][0]),))
+        built += len(found)
+
+
+async def keep_backfilling(db: Database) -> None:
+    """:func:`backfill` until it is done; a database error (a full disk) is logged and retried."""
+    while True:
+        try:
+            await backfill(db)
+        except sqlite3.Error as exc:
+            logger.warning(
+                "int8 copies of the memory vectors not built yet (%s); retrying in %g s "
+                "(recall reads the float32 vectors meanwhile)",
+                exc,
+                BACKFILL_RETRY_S,
+            )
+            await anyio.sleep(BACKFILL_RETRY_S)
+            continue
+        return
 
 
 async def bounds(
     db: Reads, agent: str, query: np.ndarray, ids: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids found, estimated cosine, error) of those of ``ids`` that are ``agent``'s vectors: the
-    exact cosine of each with the unit ``query`` lies within ``error`` of its estimate."""
+    exact cosine of each with the unit ``query`` lies within ``error`` of its estimate. While
+    :func:`backfill` has copies left to build, an id without one is given estimate 0 and error
+    :data:`UNBOUNDED` (it may or may not be ``agent``'s vector: reading it tells)."""
+    # The backfill's state first: once it is done, every later read sees every copy.
+    pending = await backfill_pending(db)
     found: list[tuple[Any, ...]] = await db.fetchall(
         # By primary key, the agent checked on each row: see VectorSearch._rerank.
         "SELECT memory_id, scale, error, q FROM memory_vectors_q8 "
@@ -94,7 +142,15 @@ async def bounds(
     scale = np.fromiter((row[1] for row in found), dtype=np.float64, count=n)
     error = np.fromiter((row[2] for row in found), dtype=np.float64, count=n)
     estimate = (q.astype(np.float32) @ query).astype(np.float64) * scale
-    return np.fromiter((row[0] for row in found), dtype=np.int64, count=n), estimate, error
+    known = np.fromiter((row[0] for row in found), dtype=np.int64, count=n)
+    if not pending or n == ids.size:
+        return known, estimate, error
+    unknown = np.setdiff1d(ids, known)
+    return (
+        np.concatenate([known, unknown]),
+        np.concatenate([estimate, np.zeros(unknown.size)]),
+        np.concatenate([error, np.full(unknown.size, UNBOUNDED)]),
+    )
 
 
 def possible_nearest(estimate: np.ndarray, error: np.ndarray, k: int) -> np.ndarray:

@@ -8,7 +8,6 @@ and one that only keeps transcripts or MEMORY.md, never holds either.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
@@ -36,24 +35,29 @@ VECTOR_MIGRATIONS: tuple[Migration, ...] = (
         CREATE INDEX memory_vectors_by_agent ON memory_vectors(agent, memory_id, code);
         """,
     ),
-    Migration("vectors_0002_memory_vectors_q8", lambda conn: _create_q8(conn)),
+    Migration.sql(
+        "vectors_0002_memory_vectors_q8",
+        """
+        CREATE TABLE memory_vectors_q8(
+            memory_id INTEGER PRIMARY KEY,
+            agent TEXT NOT NULL,
+            scale REAL NOT NULL,
+            error REAL NOT NULL,
+            q BLOB NOT NULL
+        );
+        -- The copies a store of the previous version still lacks are built after the server is up
+        -- (vector_q8.backfill), from memory_id > after on; one row while some are left.
+        CREATE TABLE memory_vectors_q8_backfill(after INTEGER NOT NULL);
+        INSERT INTO memory_vectors_q8_backfill(after)
+            SELECT -9223372036854775808 WHERE EXISTS (SELECT 1 FROM memory_vectors);
+        """,
+    ),
 )
 
 
-def _create_q8(conn: sqlite3.Connection) -> None:
-    """The int8 copies (``vector_q8``), filled from the vectors stored; numpy only when there are some."""
-    if conn.execute("SELECT 1 FROM memory_vectors LIMIT 1").fetchone() is None:
-        conn.execute(Q8_TABLE)
-        return
-    from servers.memory.vector_q8 import create_q8  # numpy comes with it: see the docstring
-
-    create_q8(conn)
-
-
-Q8_TABLE = (
-    "CREATE TABLE memory_vectors_q8(memory_id INTEGER PRIMARY KEY, agent TEXT NOT NULL, "
-    "scale REAL NOT NULL, error REAL NOT NULL, q BLOB NOT NULL)"
-)
+async def backfill_pending(db: Reads) -> bool:
+    """Whether some int8 copies are still to be built (``vector_q8.backfill``)."""
+    return await db.fetchone("SELECT 1 FROM memory_vectors_q8_backfill LIMIT 1") is not None
 
 
 def _check_dim(dim: object) -> int:
