@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
+from orchestrator import start_signals
 from orchestrator.cli.common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -53,20 +54,23 @@ def command_run(args: argparse.Namespace) -> int:
     if args.chat:
         terminal = divert_stderr(log)
     status = EXIT_OK
-    try:
-        # The first line is inside the handler: a person may press Ctrl-C the moment they see it.
-        if args.chat:
-            print(
-                f"nexo: starting {len(config.servers)} servers; the log is in {log} "
-                f"(`tail -f {log}` to follow)",
-                file=terminal,
-                flush=True,
-            )
-        status = _run(config, args, terminal, repairs)
-    except* KeyboardInterrupt:
-        # Ctrl-C before the orchestrator's own signal handling is in place, raised bare or from
-        # inside a task group that was still starting.
-        print(file=terminal)
+    # From the first line on, a person may press Ctrl-C: until the orchestrator's own handling is
+    # in place, it is noted and each stage of the start stops at its end (see start_signals).
+    with start_signals.noted():
+        try:
+            if args.chat:
+                print(
+                    f"nexo: starting {len(config.servers)} servers; the log is in {log} "
+                    f"(`tail -f {log}` to follow)",
+                    file=terminal,
+                    flush=True,
+                )
+            status = _run(config, args, terminal, repairs)
+        except* KeyboardInterrupt:
+            # A second Ctrl-C while a stage of the start blocked.
+            status = EXIT_OK
+        if start_signals.requested() is not None:
+            print(file=terminal)
     if args.chat and status == EXIT_OK:
         print(f"nexo: stopped; the log is in {log}", file=terminal, flush=True)
     return status
@@ -80,6 +84,8 @@ def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[
 
     label = config_label(args.config)
     base_env = child_env(config)
+    if start_signals.requested() is not None:
+        return EXIT_OK
     # Before the lock is taken, logging is configured and the event loop and its threads exist:
     # the template shares this process's imports and starts from the interpreter's default logging.
     # The daemon imports nearly all the template preloads anyway: imported here first, its pages
@@ -89,6 +95,8 @@ def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[
     )
     try:
         with InstanceLock(config.state_path, config=label) as lock:
+            if start_signals.requested() is not None:
+                return EXIT_OK
             if fork_server is not None:
                 # The servers start on the other core while this process imports and builds the rest.
                 prestart(fork_server, config.servers, base_env=base_env)
@@ -135,5 +143,7 @@ def _serve(
             )
 
         on_ready = attach
-    anyio.run(lambda: orchestrator.run(on_ready=on_ready))
+    if start_signals.requested() is None:
+        # A signal noted from here on is the orchestrator's to act on, once its handling is in place.
+        anyio.run(lambda: orchestrator.run(on_ready=on_ready))
     return EXIT_OK

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskStatus
 
+from orchestrator import start_signals
 from orchestrator.child_env import child_env
 from orchestrator.config.nexo import NexoConfig
 from orchestrator.control import Emit, serve_control
@@ -217,6 +218,12 @@ class Orchestrator:
     async def _signals(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             task_status.started()
+            # One that came while `nexo run` was still importing and forking was only noted.
+            noted = start_signals.requested()
+            if noted is not None:
+                logger.info("received %s while starting: shutting down", signal.Signals(noted).name)
+                await self.shutdown()
+                return
             async for signum in signals:
                 logger.info("received %s: shutting down", signal.Signals(signum).name)
                 await self.shutdown()

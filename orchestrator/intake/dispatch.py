@@ -33,24 +33,22 @@ async def dispatch(intake: Intake, connection: ServerConnection, event: Event) -
         await intake.notices.dead_letter(connection, event, describe_error(exc), 1)
         return
     admission = await intake.admissions.admit(connection, params, event_key=event.dedupe_key)
-    if admission.verdict != "dead_letter":
-        group = scope_of(params.meta, infer=True) == "group"
-        intake.claude.saw_sender(
-            connection, sender_of(params.meta), owner=admission.role == "owner", group=group
-        )
     if admission.verdict == "dead_letter":
         await intake.notices.dead_letter(connection, event, admission.reason, 1)
         return
+    group = scope_of(params.meta, infer=True) == "group"
+    intake.claude.saw_sender(connection, sender_of(params.meta), owner=admission.role == "owner", group=group)
     if admission.verdict == "handled":
         await intake.pumps.ack(connection, event)
         return
+    role = admission.role or "contact"
     refuse = _refuser(intake, connection, event, params)
-    if not await intake.rates.admit(connection.name, event.seq, refuse, role=admission.role or "contact"):
+    if not await intake.rates.admit(connection.name, event.seq, refuse, role=role):
         return
     intake.in_flight.begin(marker)
     key = session_key(connection.name, params.meta, intake.agent.session_scope)
     session = intake.session_queues.open(key, intake.task_group)
-    await session.inbox.send((connection.name, event, admission.role or "contact"))
+    await session.inbox.send((connection.name, event, role))
 
 
 async def _settle_verdict(intake: Intake, connection: ServerConnection, event: Event) -> None:

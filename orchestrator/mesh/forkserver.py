@@ -32,7 +32,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from orchestrator.mesh.fork_request import ForkRequest, interpreter_settings
 from orchestrator.mesh.forked_process import ForkedProcess
-from orchestrator.mesh.template import EarlyChild, ForkedTemplate, Preforked, ask_for_children, fork_template
+from orchestrator.mesh.template import (
+    EarlyChild,
+    ForkedTemplate,
+    Preforked,
+    ask_for_children,
+    early_answers,
+    fork_template,
+    wait_ended,
+)
 
 logger = logging.getLogger("nexo.mesh")
 
@@ -115,12 +123,18 @@ class ForkServer:
         return len(self._early)
 
     def close(self) -> None:
-        """Before any event loop ran (say, the state directory turned out to be in use): end the
-        forked template and whatever it started early."""
+        """Outside the event loop (the state directory turned out to be in use, a Ctrl-C came while
+        starting): end the forked template and whatever it started early, and wait for them, so
+        that nothing outlives the command. They end at the end of their input; one still there
+        after ``EXIT_WAIT_S`` is killed."""
+        pidfds: list[int] = []
+        if self._preforked is not None and self._unanswered:
+            pidfds = early_answers(self._preforked.control, len(self._unanswered), EXIT_WAIT_S)
         for early in self._early:
             early.child.close()
         self._early = self._unanswered = []
         self._abandon_preforked()
+        wait_ended(pidfds, EXIT_WAIT_S)
 
     def _abandon_preforked(self) -> None:
         if self._preforked is not None:

@@ -19,14 +19,17 @@ this process goes on; the answers are read in the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib
 import json
 import os
+import select
 import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,3 +218,48 @@ def _ask_one(control: socket.socket, request: dict[str, object], stderr: int) ->
         os.close(stdin_read)
         os.close(stdout_write)
     return EarlyChild(stdin_write, stdout_read)
+
+
+def early_answers(control: socket.socket, count: int, timeout: float) -> list[int]:
+    """Read the template's answers to ``count`` requests made by :func:`ask_for_children`, within
+    ``timeout``: the pidfds of the children it forked. Blocking: only outside an event loop."""
+    pidfds: list[int] = []
+    answered = 0
+    deadline = time.monotonic() + timeout
+    while answered < count:
+        ready, _, _ = select.select([control], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        try:
+            data, fds, _flags, _address = socket.recv_fds(control, MAX_MESSAGE, 1)
+        except BlockingIOError:
+            continue
+        except OSError:
+            break
+        if not data:
+            break
+        message = json.loads(data)
+        if "forked" in message and fds:
+            pidfds.append(fds[0])
+        else:
+            for fd in fds:
+                os.close(fd)
+        answered += "forked" in message or "error" in message
+    return pidfds
+
+
+def wait_ended(pidfds: list[int], timeout: float) -> None:
+    """Wait until these processes have ended, up to ``timeout``; kill any still there, then close
+    the pidfds. Blocking: only outside an event loop."""
+    deadline = time.monotonic() + timeout
+    waiting = set(pidfds)
+    while waiting and (left := deadline - time.monotonic()) > 0:
+        ended, _, _ = select.select(list(waiting), [], [], left)
+        waiting -= set(ended)
+    for pidfd in waiting:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    if waiting:
+        select.select(list(waiting), [], [], timeout)
+    for pidfd in pidfds:
+        os.close(pidfd)

@@ -11,7 +11,7 @@ import pty
 import select
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +20,7 @@ from tests.mesh.harness import REPO
 
 CTRL_C = b"\x03"
 CTRL_D = b"\x04"
+POLL_S = 0.005
 
 
 @dataclass
@@ -53,6 +54,15 @@ class Terminal:
         while text not in self.text:
             if time.monotonic() >= deadline or not self._read(deadline):
                 raise AssertionError(f"{text!r} never appeared on the terminal; it shows:\n{self.text}")
+
+    def wait_until(self, done: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+        """Keep reading the terminal until ``done()`` holds, checked at least every 5 ms."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{what} never happened; the terminal shows:\n{self.text}")
+            if not self._read(min(deadline, time.monotonic() + POLL_S)):
+                raise AssertionError(f"nexo exited before {what}; the terminal shows:\n{self.text}")
 
     def wait_exit(self, timeout: float) -> int:
         """The exit status, once the program has exited within ``timeout`` seconds."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,10 +63,31 @@ def test_the_terminal_keeps_the_conversation_and_one_ctrl_c_ends_chat_and_mesh(t
     assert "received SIGINT: shutting down" in log
 
 
-def test_ctrl_c_while_the_mesh_is_still_starting_stops_it_without_a_traceback(tmp_path: Path) -> None:
+def _log(state: Path) -> str:
+    try:
+        return (state / "nexo.log").read_text()
+    except FileNotFoundError:
+        return ""
+
+
+START_STAGES: dict[str, Callable[[Path], bool]] = {
+    "the first line is out": lambda state: True,
+    "the template is forked": lambda state: len(processes_of(state)) >= 2,
+    "the servers are asked for": lambda state: len(processes_of(state)) >= 3,
+    "the event loop runs": lambda state: _log(state) != "",
+    "the first server is ready": lambda state: re.search(r"server \w+ ready", _log(state)) is not None,
+}
+"""Each stage of a start, as seen from outside; a Ctrl-C there may land a little later, never earlier."""
+
+
+@pytest.mark.parametrize("stage", START_STAGES)
+def test_ctrl_c_while_the_mesh_is_still_starting_stops_it_without_a_traceback(
+    stage: str, tmp_path: Path
+) -> None:
     state = tmp_path / "state"
     with nexo_run_chat(_env(state, f"http://127.0.0.1:{_closed_port()}/v1")) as term:
         term.wait_for("starting 7 servers")
+        term.wait_until(lambda: START_STAGES[stage](state), stage)
         term.type(CTRL_C)
         status = term.wait_exit(STOP_WITHIN_S)
     assert status == 0, term.text

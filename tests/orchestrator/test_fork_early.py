@@ -139,6 +139,54 @@ def test_a_server_started_early_that_no_connection_adopts_ends_with_the_mesh(pro
     assert probe["running_after"] == []
 
 
+CLOSE_PROBE = r"""
+import json, os, sys, time
+from pathlib import Path
+
+from orchestrator.mesh import StdioServerConfig
+from orchestrator.mesh.mesh import early_fork_server, prestart
+from tests.mesh.terminal import processes_of
+
+state, when = Path(os.environ["NEXO_STATE_DIR"]), sys.argv[1]
+servers = {
+    name: StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", f"servers.{name}"])
+    for name in ("time", "audit")
+}
+env = {"NEXO_STATE_DIR": str(state)}
+fork_server = early_fork_server(servers, base_env=env, enabled=True)
+assert fork_server is not None and fork_server.pid is not None
+ours = {f"{os.getpid()}:", f"{fork_server.pid}:"}
+
+
+def servers_running() -> list[str]:
+    # Forked processes show the environment their template started with, which is this one's.
+    return [line for line in processes_of(state) if line.split()[0] not in ours]
+
+
+asked = prestart(fork_server, servers, base_env=env)
+deadline = time.monotonic() + 30
+while when == "once they run" and len(servers_running()) < asked and time.monotonic() < deadline:
+    time.sleep(0.005)
+before = len(servers_running())
+fork_server.close()
+print(json.dumps({"asked": asked, "before": before, "left": servers_running()}))
+"""
+
+
+@pytest.mark.parametrize("when", ["once they run", "while the template preloads"])
+def test_a_start_given_up_before_the_event_loop_leaves_no_server_it_asked_for(
+    when: str, tmp_path: Path
+) -> None:
+    """A Ctrl-C or an instance lock held elsewhere ends ``nexo run`` before its event loop: the
+    servers asked of the template must be gone when it returns, not end some time later."""
+    ran = run_probe(CLOSE_PROBE, when, env={"NEXO_STATE_DIR": str(tmp_path / "state")})
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout)
+    assert (seen["asked"], seen["left"]) == (2, [])
+    if when == "once they run":
+        assert seen["before"] == 2
+
+
 PRELOAD_PROBE = r"""
 import gc, json
 
