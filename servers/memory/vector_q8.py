@@ -15,8 +15,8 @@ holds per memory the vector rounded to int8 (``q``, 384 bytes for 384 dimensions
 
 Written in the same transaction as the float32 row (``vector_search``), so the two never disagree.
 A store of an older version gets the table empty when it is opened (``vectors_0002_memory_vectors_q8``)
-and :func:`backfill` builds its copies once the server is up, a chunk per transaction (about 40 s
-per million vectors on a small machine, while the server answers). Until a row has its copy,
+and :func:`backfill` builds its copies once the server is up, a chunk per transaction (about 28 s
+per million vectors here, while the server answers). Until a row has its copy,
 :func:`bounds` gives it the widest bound, so the rerank reads its float32 vector and hybrid recall
 keeps it as a candidate: the same results, read as before this table existed.
 """
