@@ -31,7 +31,19 @@ with open(os.environ["NEXO_TEST_PRELOAD_GATE"]) as gate:
 """
 """A module the template imports last when it preloads: it waits until the probe opens the gate."""
 
-PROBE = r"""
+FORK_TIME_AND_AUDIT = r"""
+servers = {
+    name: StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", f"servers.{name}"])
+    for name in ("time", "audit")
+}
+env = {"NEXO_STATE_DIR": str(state)}
+fork_server = early_fork_server(servers, base_env=env, enabled=True)
+assert fork_server is not None and fork_server.pid is not None
+"""
+"""Probe code: the time and audit servers' configs and a template forked for them (``state`` is set)."""
+
+PROBE = (
+    r"""
 import json, os, sys
 from pathlib import Path
 
@@ -46,13 +58,9 @@ from tests.mesh.harness import child_pids
 state, gate_dir = Path(sys.argv[1]), sys.argv[2]
 sys.path.insert(0, gate_dir)
 forkserver.PRELOAD = (*forkserver.PRELOAD, "preload_gate")
-servers = {
-    name: StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", f"servers.{name}"])
-    for name in ("time", "audit")
-}
-env = {"NEXO_STATE_DIR": str(state)}
-fork_server = early_fork_server(servers, base_env=env, enabled=True)
-assert fork_server is not None and fork_server.pid is not None
+"""
+    + FORK_TIME_AND_AUDIT
+    + r"""
 template = fork_server.pid
 
 
@@ -90,6 +98,7 @@ with InstanceLock(state, config="probe"):
 after = [pid for pid in seen["in_loop"]["all"] if running(pid)]
 print(json.dumps({"asked": asked, "while_preloading": while_preloading, **seen, "running_after": after}))
 """
+)
 
 
 def run_probe(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -139,7 +148,8 @@ def test_a_server_started_early_that_no_connection_adopts_ends_with_the_mesh(pro
     assert probe["running_after"] == []
 
 
-CLOSE_PROBE = r"""
+CLOSE_PROBE = (
+    r"""
 import json, os, sys, time
 from pathlib import Path
 
@@ -148,13 +158,9 @@ from orchestrator.mesh.mesh import early_fork_server, prestart
 from tests.mesh.terminal import processes_of
 
 state, when = Path(os.environ["NEXO_STATE_DIR"]), sys.argv[1]
-servers = {
-    name: StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", f"servers.{name}"])
-    for name in ("time", "audit")
-}
-env = {"NEXO_STATE_DIR": str(state)}
-fork_server = early_fork_server(servers, base_env=env, enabled=True)
-assert fork_server is not None and fork_server.pid is not None
+"""
+    + FORK_TIME_AND_AUDIT
+    + r"""
 ours = {f"{os.getpid()}:", f"{fork_server.pid}:"}
 
 
@@ -171,6 +177,7 @@ before = len(servers_running())
 fork_server.close()
 print(json.dumps({"asked": asked, "before": before, "left": servers_running()}))
 """
+)
 
 
 @pytest.mark.parametrize("when", ["once they run", "while the template preloads"])
