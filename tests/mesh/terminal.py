@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -92,15 +93,26 @@ def processes_of(state_dir: Path) -> list[str]:
     return found
 
 
+def on_a_terminal(argv: list[str], env: Mapping[str, str]) -> Terminal:
+    """``argv`` (this interpreter's) started on a new pseudo-terminal as a shell starts a command:
+    from the project's root, with the default signal dispositions and no signal blocked. What the
+    test process happens to have set is not inherited: an ignored SIGINT survives exec, and Python
+    then leaves Ctrl-C ignored."""
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover -- the child becomes the command at once
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP):
+            signal.signal(signum, signal.SIG_DFL)
+        os.chdir(REPO)
+        os.execve(sys.executable, argv, dict(env))  # noqa: S606 -- our own interpreter, explicit argv
+    return Terminal(pid, fd)
+
+
 @contextmanager
 def nexo_run_chat(env: Mapping[str, str]) -> Iterator[Terminal]:
     """``nexo run --chat`` with the built-in defaults on a new pseudo-terminal; killed if still running."""
-    argv = [sys.executable, "-m", "orchestrator.cli.main", "run", "--chat"]
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover -- the child becomes nexo at once
-        os.chdir(REPO)
-        os.execve(sys.executable, argv, dict(env))  # noqa: S606 -- our own interpreter, explicit argv
-    terminal = Terminal(pid, fd)
+    terminal = on_a_terminal([sys.executable, "-m", "orchestrator.cli.main", "run", "--chat"], env)
+    pid, fd = terminal.pid, terminal.fd
     try:
         yield terminal
     finally:

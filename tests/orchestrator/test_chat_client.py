@@ -17,8 +17,8 @@ import pytest
 from orchestrator.cli.chat import chat
 from orchestrator.sockets import console_path, control_path
 from shared.protocol.console_wire import Approval, Queued, Reply, Say, ServerFrame, Verdict
-from tests.mesh.harness import REPO, base_env, write_config
-from tests.mesh.terminal import CTRL_C, CTRL_D, Terminal
+from tests.mesh.harness import base_env, write_config
+from tests.mesh.terminal import CTRL_C, CTRL_D, on_a_terminal
 from tests.orchestrator.chat_fakes import WAIT_S, fake_console, fake_daemon
 
 DANGER = "DANGEROUS MODE is on for agent nexo: tool calls run without asking"
@@ -210,11 +210,8 @@ def test_ctrl_c_at_a_terminal_leaves_with_exit_0_and_no_traceback(tmp_path: Path
     config = write_config(tmp_path / "nexo.yaml", state_dir=state, llm_base_url="http://127.0.0.1:9/v1")
     argv = [sys.executable, "-m", "orchestrator.cli.main", "chat", "--config", str(config)]
     with fake_console(console_path(state), answer_each):
-        pid, fd = pty.fork()
-        if pid == 0:  # pragma: no cover -- the child becomes nexo chat at once
-            os.chdir(REPO)
-            os.execve(sys.executable, argv, base_env())  # noqa: S606 -- our own interpreter, explicit argv
-        terminal = Terminal(pid, fd)
+        terminal = on_a_terminal(argv, base_env())
+        pid, fd = terminal.pid, terminal.fd
         try:
             terminal.wait_for("Ctrl-D or Ctrl-C to leave")
             terminal.type(b"hi\n")
