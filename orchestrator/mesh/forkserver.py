@@ -304,6 +304,10 @@ class ForkServer:
                 data, fds, _flags, _address = socket.recv_fds(control, MAX_MESSAGE, 1)
             except BlockingIOError:
                 continue
+            except ConnectionResetError:
+                # The template exited with requests of ours unread: the kernel says so first, once,
+                # then still hands over what it sent before (a "failed" among them), then end of file.
+                continue
             except (OSError, anyio.ClosedResourceError):
                 data, fds = b"", []
             if not data:

@@ -232,8 +232,8 @@ def early_answers(control: socket.socket, count: int, timeout: float) -> list[in
             break
         try:
             data, fds, _flags, _address = socket.recv_fds(control, MAX_MESSAGE, 1)
-        except BlockingIOError:
-            continue
+        except (BlockingIOError, ConnectionResetError):
+            continue  # reset: it exited with requests unread; what it sent before still follows
         except OSError:
             break
         if not data:

@@ -216,7 +216,8 @@ def test_preloading_freezes_what_is_imported_without_walking_it_in_a_full_collec
 
 
 FAILING_PRELOAD_PROBE = r"""
-import json, logging, sys
+import json, logging, sys, time
+from pathlib import Path
 
 import anyio
 
@@ -231,9 +232,14 @@ servers = {
     for name in ("time", "clock")  # a template is made for two built-in servers or more
 }
 fork_server = early_fork_server(servers, base_env={}, enabled=True)
-assert fork_server is not None
+assert fork_server is not None and fork_server.pid is not None
 asked = prestart(fork_server, servers, base_env={})
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+# The template fails and exits before this process reads a word, with the requests unread: the
+# kernel then reports a reset before it hands over the template's "failed" (as it may under load).
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline and Path(f"/proc/{fork_server.pid}/stat").read_text().split()[2] != "Z":
+    time.sleep(0.005)
 
 
 async def main() -> dict[str, object]:
