@@ -32,7 +32,6 @@ import anyio
 import numpy as np
 
 from servers.memory.vector_cache import ids_json
-from servers.memory.vectors import backfill_pending
 from shared.db import Database, Reads
 
 logger = logging.getLogger("nexo.memory")
@@ -128,14 +127,18 @@ async def bounds(
     exact cosine of each with the unit ``query`` lies within ``error`` of its estimate. While
     :func:`backfill` has copies left to build, an id without one is given estimate 0 and error
     :data:`UNBOUNDED` (it may or may not be ``agent``'s vector: reading it tells)."""
-    # The backfill's state first: once it is done, every later read sees every copy.
-    pending = await backfill_pending(db)
-    found: list[tuple[Any, ...]] = await db.fetchall(
-        # By primary key, the agent checked on each row: see VectorSearch._rerank.
+    rows: list[tuple[Any, ...]] = await db.fetchall(
+        # By primary key, the agent checked on each row: see VectorSearch._rerank. The backfill's
+        # cursor comes in the same statement (a row of NULLs while copies are left to build), so
+        # the copies and the state of their build are read from one snapshot, in one trip (its one
+        # row is rowid 1: the migration inserts it into the empty table).
         "SELECT memory_id, scale, error, q FROM memory_vectors_q8 "
-        "WHERE memory_id IN (SELECT value FROM json_each(?)) AND +agent = ?",
+        "WHERE memory_id IN (SELECT value FROM json_each(?)) AND +agent = ? "
+        "UNION ALL SELECT NULL, NULL, NULL, NULL FROM memory_vectors_q8_backfill WHERE rowid = 1",
         (ids_json(ids), agent),
     )
+    found = [row for row in rows if row[0] is not None]
+    pending = len(found) < len(rows)
     n = len(found)
     dim = query.size
     q = np.frombuffer(b"".join(row[3] for row in found), dtype=np.int8).reshape(n, dim)
