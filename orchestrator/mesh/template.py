@@ -251,15 +251,19 @@ def early_answers(control: socket.socket, count: int, timeout: float) -> list[in
 def wait_ended(pidfds: list[int], timeout: float) -> None:
     """Wait until these processes have ended, up to ``timeout``; kill any still there, then close
     the pidfds. Blocking: only outside an event loop."""
-    deadline = time.monotonic() + timeout
-    waiting = set(pidfds)
-    while waiting and (left := deadline - time.monotonic()) > 0:
-        ended, _, _ = select.select(list(waiting), [], [], left)
-        waiting -= set(ended)
+    waiting = _still_running(set(pidfds), timeout)
     for pidfd in waiting:
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-    if waiting:
-        select.select(list(waiting), [], [], timeout)
+    _still_running(waiting, timeout)
     for pidfd in pidfds:
         os.close(pidfd)
+
+
+def _still_running(pidfds: set[int], timeout: float) -> set[int]:
+    """Those of ``pidfds`` whose process has not ended within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while pidfds and (left := deadline - time.monotonic()) > 0:
+        ended, _, _ = select.select(list(pidfds), [], [], left)
+        pidfds = pidfds - set(ended)
+    return pidfds
