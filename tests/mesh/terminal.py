@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,11 +93,12 @@ def processes_of(state_dir: Path) -> list[str]:
     return found
 
 
-def on_a_terminal(argv: list[str], env: Mapping[str, str]) -> Terminal:
+@contextmanager
+def on_a_terminal(argv: list[str], env: Mapping[str, str]) -> Iterator[Terminal]:
     """``argv`` (this interpreter's) started on a new pseudo-terminal as a shell starts a command:
-    from the project's root, with the default signal dispositions and no signal blocked. What the
-    test process happens to have set is not inherited: an ignored SIGINT survives exec, and Python
-    then leaves Ctrl-C ignored."""
+    from the project's root, with the default signal dispositions and no signal blocked (an ignored
+    SIGINT of the test process would survive exec, and Python then leaves Ctrl-C ignored). Killed
+    if still running at the end of the block."""
     pid, fd = pty.fork()
     if pid == 0:  # pragma: no cover -- the child becomes the command at once
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
@@ -105,14 +106,7 @@ def on_a_terminal(argv: list[str], env: Mapping[str, str]) -> Terminal:
             signal.signal(signum, signal.SIG_DFL)
         os.chdir(REPO)
         os.execve(sys.executable, argv, dict(env))  # noqa: S606 -- our own interpreter, explicit argv
-    return Terminal(pid, fd)
-
-
-@contextmanager
-def nexo_run_chat(env: Mapping[str, str]) -> Iterator[Terminal]:
-    """``nexo run --chat`` with the built-in defaults on a new pseudo-terminal; killed if still running."""
-    terminal = on_a_terminal([sys.executable, "-m", "orchestrator.cli.main", "run", "--chat"], env)
-    pid, fd = terminal.pid, terminal.fd
+    terminal = Terminal(pid, fd)
     try:
         yield terminal
     finally:
@@ -120,3 +114,8 @@ def nexo_run_chat(env: Mapping[str, str]) -> Iterator[Terminal]:
             os.kill(pid, 9)
             os.waitpid(pid, 0)
         os.close(fd)
+
+
+def nexo_run_chat(env: Mapping[str, str]) -> AbstractContextManager[Terminal]:
+    """``nexo run --chat`` with the built-in defaults on a new pseudo-terminal (``on_a_terminal``)."""
+    return on_a_terminal([sys.executable, "-m", "orchestrator.cli.main", "run", "--chat"], env)

@@ -209,19 +209,11 @@ def test_ctrl_c_at_a_terminal_leaves_with_exit_0_and_no_traceback(tmp_path: Path
     state = tmp_path / "state"
     config = write_config(tmp_path / "nexo.yaml", state_dir=state, llm_base_url="http://127.0.0.1:9/v1")
     argv = [sys.executable, "-m", "orchestrator.cli.main", "chat", "--config", str(config)]
-    with fake_console(console_path(state), answer_each):
-        terminal = on_a_terminal(argv, base_env())
-        pid, fd = terminal.pid, terminal.fd
-        try:
-            terminal.wait_for("Ctrl-D or Ctrl-C to leave")
-            terminal.type(b"hi\n")
-            terminal.wait_for("nexo> you said hi")
-            terminal.type(CTRL_C)
-            code = terminal.wait_exit(WAIT_S)
-        finally:
-            if terminal.status is None:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-            os.close(fd)
+    with fake_console(console_path(state), answer_each), on_a_terminal(argv, base_env()) as terminal:
+        terminal.wait_for("Ctrl-D or Ctrl-C to leave")
+        terminal.type(b"hi\n")
+        terminal.wait_for("nexo> you said hi")
+        terminal.type(CTRL_C)
+        code = terminal.wait_exit(WAIT_S)
     assert code == 0
     assert "Traceback" not in terminal.text
