@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from contextvars import ContextVar
 from pathlib import Path
@@ -20,6 +20,26 @@ from shared.db._reader import ReadConnector, Reader
 from shared.db._storage import StorageCondition, StorageFull, is_storage_full
 
 Params: TypeAlias = Sequence[Any] | Mapping[str, Any]
+
+
+def _rowcount(conn: sqlite3.Connection, sql: str, params: Params) -> int:
+    cursor = conn.execute(sql, params)
+    try:
+        return cursor.rowcount
+    finally:
+        cursor.close()
+
+
+def _first_row(conn: sqlite3.Connection, sql: str, params: Params) -> Any:
+    cursor = conn.execute(sql, params)
+    try:
+        return cursor.fetchone()
+    finally:
+        cursor.close()
+
+
+def _each_row(conn: sqlite3.Connection, sql: str, rows: list[Sequence[Any]]) -> None:
+    conn.executemany(sql, rows).close()
 
 
 class _Statements:
@@ -51,10 +71,19 @@ class _Statements:
                 raise self.storage.refused(exc) from exc
             raise
 
+    async def _one_trip(self, statement: Callable[..., Any], *args: Any) -> Any:
+        """``statement(connection, *args)`` run whole on the connection's thread: one hand-over.
+
+        aiosqlite's cursor API hands over to its thread for each call (execute, fetch, close): two
+        or three per statement, which was half a keyed read's CPU. Its own one-trip helpers
+        (``execute_fetchall``, ``execute_insert``) queue a function the same way, through
+        ``Connection._execute``: the one place the project reaches past aiosqlite's public API."""
+        return await self._conn._execute(statement, self._conn._conn, *args)  # type: ignore[no-untyped-call]
+
     async def execute(self, sql: str, params: Params) -> int:
         with self._translated():
-            async with self._conn.execute(sql, params) as cursor:
-                return cursor.rowcount
+            count: int = await self._one_trip(_rowcount, sql, params)
+        return count
 
     async def fetchall(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
         with self._translated():
@@ -63,8 +92,7 @@ class _Statements:
 
     async def fetchone(self, sql: str, params: Params) -> tuple[Any, ...] | None:
         with self._translated():
-            async with self._conn.execute(sql, params) as cursor:
-                row = await cursor.fetchone()
+            row = await self._one_trip(_first_row, sql, params)
         return None if row is None else tuple(row)
 
     async def insert(self, sql: str, params: Params) -> int:
@@ -76,8 +104,7 @@ class _Statements:
 
     async def executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
         with self._translated():
-            async with self._conn.executemany(sql, rows):
-                pass
+            await self._one_trip(_each_row, sql, rows)
 
     async def rollback_quietly(self) -> None:
         # SQLite may already have rolled back (some errors end the transaction by themselves).

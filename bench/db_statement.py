@@ -1,0 +1,109 @@
+"""CPU of one SQLite statement through the project's Database handle, beside aiosqlite's cursor API.
+
+``python -m bench.db_statement [--quick]``. Every server keeps its state in SQLite through
+``shared.db.Database``, which sends each statement to the connection's own thread. What a statement
+costs there is mostly the hand-overs between the event loop and that thread, not SQLite's work.
+
+Rows (process CPU per statement, in µs, one sample per round of ``STATEMENTS`` statements):
+- a keyed read (``fetchone`` of one row by primary key), ours beside aiosqlite's cursor API
+  (``execute``, ``fetchone``, closing the cursor: three hand-overs), which is how the handle sent it
+  before it queued each statement whole;
+- an update by key (``execute``, the row count back), beside aiosqlite's cursor API (two hand-overs).
+
+Both sides use the same file, the same connection settings and the same rows, alternating per round.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+
+from bench.mesh_run import workdir
+from bench.stats import Result, table
+from bench.support import describe, progress
+from shared.db import Database, Migration
+
+ROWS = 1_000
+STATEMENTS = 2_000
+ROUNDS = 12
+QUICK_ROUNDS = 4
+SCHEMA = Migration.sql("0001_items", "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, hits INTEGER);")
+
+Statement = Callable[[int], Awaitable[object]]
+
+
+async def _cpu_per_statement_us(statement: Statement) -> float:
+    start = time.process_time()
+    for n in range(STATEMENTS):
+        await statement(n % ROWS + 1)
+    return (time.process_time() - start) / STATEMENTS * 1e6
+
+
+async def _cursor_read(db: Database, key: int) -> object:
+    conn = db._statements._conn  # the same aiosqlite connection, used the cursor way
+    async with conn.execute("SELECT name, hits FROM items WHERE id = ?", (key,)) as cursor:
+        return await cursor.fetchone()
+
+
+async def _cursor_update(db: Database, key: int) -> object:
+    conn = db._statements._conn
+    async with conn.execute("UPDATE items SET hits = hits + 1 WHERE id = ?", (key,)) as cursor:
+        return cursor.rowcount
+
+
+async def _measure(rounds: int) -> list[Result]:
+    read = Result(
+        "db statement: keyed read (fetchone)", "µs CPU", "aiosqlite cursor: execute, fetchone, close"
+    )
+    update = Result("db statement: update by key (execute)", "µs CPU", "aiosqlite cursor: execute, close")
+    try:
+        with workdir() as directory:
+            await _rounds(rounds, directory, read, update)
+    except Exception as exc:  # noqa: BLE001 -- reported in the table instead of aborting the run
+        read.errors.append(describe(exc))
+    return [read, update]
+
+
+async def _rounds(rounds: int, directory: Path, read: Result, update: Result) -> None:
+    # synchronous=OFF: the update rows time the hand-overs, not the disk's sync.
+    async with Database.open(directory / "statements.db", [SCHEMA], synchronous="OFF") as db:
+        await db.executemany(
+            "INSERT INTO items (id, name, hits) VALUES (?, ?, 0)",
+            [(n, f"item {n}") for n in range(1, ROWS + 1)],
+        )
+        for round_ in range(rounds):
+            progress(f"db statement: round {round_ + 1} of {rounds}")
+            read.samples.append(
+                await _cpu_per_statement_us(
+                    lambda key: db.fetchone("SELECT name, hits FROM items WHERE id = ?", (key,))
+                )
+            )
+            read.baseline.append(await _cpu_per_statement_us(lambda key: _cursor_read(db, key)))
+            update.samples.append(
+                await _cpu_per_statement_us(
+                    lambda key: db.execute("UPDATE items SET hits = hits + 1 WHERE id = ?", (key,))
+                )
+            )
+            update.baseline.append(await _cpu_per_statement_us(lambda key: _cursor_update(db, key)))
+
+
+def measure(quick: bool) -> list[Result]:
+    return anyio.run(_measure, QUICK_ROUNDS if quick else ROUNDS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if set(args) - {"--quick"}:
+        print("usage: python -m bench.db_statement [--quick]", file=sys.stderr)
+        return 2
+    results = measure("--quick" in args)
+    print(table(results))
+    return 1 if any(result.errors for result in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

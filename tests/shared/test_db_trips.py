@@ -1,0 +1,61 @@
+"""Each statement through the Database handle is one hand-over to the connection's thread."""
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.db import Database, Migration
+
+pytestmark = pytest.mark.anyio
+
+ITEMS = Migration.sql("0001_items", "CREATE TABLE items(id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);")
+
+
+def count_hand_overs(db: Database) -> Callable[[], int]:
+    """Counts the functions queued for the writer connection's thread from now on."""
+    conn: Any = db._statements._conn
+    queued = conn._execute
+    calls = 0
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return await queued(fn, *args, **kwargs)
+
+    conn._execute = counted
+    return lambda: calls
+
+
+async def test_every_kind_of_statement_is_one_hand_over_with_the_same_results(tmp_path: Path) -> None:
+    async with Database.open(tmp_path / "items.db", [ITEMS]) as db:
+        hand_overs = count_hand_overs(db)
+        # BEGIN IMMEDIATE, every row, COMMIT: executemany is all or nothing.
+        await db.executemany("INSERT INTO items(id, name) VALUES (?, ?)", [(1, "a"), (2, "b"), (3, "c")])
+        assert hand_overs() == 3
+        assert await db.execute("UPDATE items SET name = name || '!' WHERE id >= ?", (2,)) == 2
+        assert hand_overs() == 4
+        assert await db.fetchone("SELECT name FROM items WHERE id = ?", (3,)) == ("c!",)
+        assert hand_overs() == 5
+        assert await db.fetchone("SELECT name FROM items WHERE id = ?", (9,)) is None
+        assert hand_overs() == 6
+        assert await db.fetchall("SELECT id FROM items ORDER BY id") == [(1,), (2,), (3,)]
+        assert hand_overs() == 7
+        assert await db.insert("INSERT INTO items(name) VALUES (?)", ("d",)) == 4
+        assert hand_overs() == 8
+
+
+async def test_a_failing_statement_raises_the_same_error_and_leaves_nothing_open(tmp_path: Path) -> None:
+    async with Database.open(tmp_path / "items.db", [ITEMS]) as db:
+        await db.execute("INSERT INTO items(id, name) VALUES (1, 'a')")
+        with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+            await db.execute("INSERT INTO items(id, name) VALUES (2, 'a')")
+        with pytest.raises(sqlite3.OperationalError, match="no such column"):
+            await db.fetchone("SELECT missing FROM items")
+        with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
+            await db.executemany("INSERT INTO items(id, name) VALUES (?, ?)", [(3, "c"), (4, "a")])
+        # The rows that failed half-way were rolled back together, and the connection goes on answering.
+        assert await db.fetchall("SELECT id, name FROM items ORDER BY id") == [(1, "a")]
+        assert await db.insert("INSERT INTO items(name) VALUES (?)", ("b",)) == 2
