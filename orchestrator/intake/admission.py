@@ -35,7 +35,7 @@ from orchestrator.permissions.policy import Standing
 from shared.protocol.audit.bodies import PairingBody
 from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.channel import SOURCE_NAME_PATTERN, ChannelParams
-from shared.protocol.identities import InvalidSender, normalize_sender
+from shared.protocol.identities import InvalidSender, listed_owner, normalize_sender
 from shared.protocol.pairing import (
     ApproveParams,
     ApproveRequest,
@@ -146,6 +146,11 @@ class Admissions:
             return CheckResult(verdict="drop", reason="invalid_sender")
         scope = scope_of(meta, infer=self.says_no_chat_type(channel))
         platform = platform_of(channel, options)
+        if _owner_by_config(platform, sender, scope, options):
+            # The pairing server's own first rule, decided here: allow_from lives in the config, which
+            # no pairing command changes, so the answer cannot differ and the round trip is saved (and
+            # the operator is heard while the pairing server is down). Everyone else is asked.
+            return CheckResult(verdict="allow", role="owner", reason="allow_from")
         pairing = self.server
         if pairing is None:
             return _local_check(platform, sender, scope, options)
@@ -312,19 +317,28 @@ class Admissions:
         )
 
 
+def _owner_by_config(
+    platform: str, sender: str, scope: Literal["dm", "group"], options: ChannelPairing
+) -> bool:
+    """A direct message from one of the channel's ``allow_from`` ids, with DMs not disabled."""
+    if scope == "group" or options.policy == "disabled":
+        return False
+    try:
+        return listed_owner(platform, sender, options.allow_from)
+    except InvalidSender:
+        return False  # the pairing server names the problem (or, without one, the sender is dropped)
+
+
 def _local_check(
     platform: str, sender: str, scope: Literal["dm", "group"], options: ChannelPairing
 ) -> CheckResult:
-    """No pairing server configured: the config's allow_from is the whole allowlist."""
+    """No pairing server configured, and not an ``allow_from`` sender: only ``open`` admits others."""
     if scope == "group" or options.policy == "disabled":
         return CheckResult(verdict="drop", reason="group_disabled" if scope == "group" else "dm_disabled")
     try:
-        normal = normalize_sender(platform, sender)
-        allowed = {normalize_sender(platform, entry) for entry in options.allow_from}
+        normalize_sender(platform, sender)
     except InvalidSender:
         return CheckResult(verdict="drop", reason="invalid_sender")
-    if normal in allowed:
-        return CheckResult(verdict="allow", role="owner", reason="allow_from")
     if options.policy == "open":
         return CheckResult(verdict="allow", role="contact", reason="open_policy")
     return CheckResult(verdict="drop", reason="unknown_sender")

@@ -16,7 +16,7 @@ from servers.pairing.limits import Limits
 from servers.pairing.records import active_record, clean_display_name, normalize_id
 from servers.pairing.schema import Clock, iso
 from shared.db import Database, DatabaseError, Transaction
-from shared.protocol.identities import InvalidSender, normalize_chat, normalize_sender
+from shared.protocol.identities import InvalidSender, listed_owner, normalize_chat, normalize_sender
 from shared.protocol.pairing import CheckParams, CheckResult, Reason, Role
 
 logger = logging.getLogger("nexo.pairing")
@@ -44,7 +44,8 @@ class Gate:
 
     async def check(self, params: CheckParams) -> CheckResult:
         """The verdict on one inbound message. A storage failure drops it (fail closed) and is logged."""
-        owners = {normalize_id(params.platform, raw, "dm") for raw in params.allow_from}
+        for raw in params.allow_from:  # an entry not valid on the platform is the caller's to fix
+            normalize_id(params.platform, raw, "dm")
         try:
             sender = normalize_sender(params.platform, params.sender)
         except InvalidSender:
@@ -52,7 +53,7 @@ class Gate:
         try:
             if params.scope == "group":
                 return await self._check_group(params, params.chat_id)
-            return await self._check_dm(params, sender, owners)
+            return await self._check_dm(params, sender)
         except STORAGE_ERRORS as exc:
             logger.error(
                 "pairing check failed closed (message dropped): channel=%s account=%s scope=%s: %s",
@@ -63,11 +64,11 @@ class Gate:
             )
             return _drop("storage_error")
 
-    async def _check_dm(self, params: CheckParams, sender: str, owners: set[str]) -> CheckResult:
+    async def _check_dm(self, params: CheckParams, sender: str) -> CheckResult:
         policy = params.policy.dm
         if policy == "disabled":
             return _drop("dm_disabled")
-        if sender in owners:
+        if listed_owner(params.platform, sender, params.allow_from):
             return _allow("owner", "allow_from")
         record = await active_record(self.db, params.channel, params.account, "dm", sender)
         if record is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 """Upper-case letters and digits without the look-alikes I, O, 0 and 1."""
@@ -188,6 +189,15 @@ def normalize_sender(platform: str, raw: str) -> str:
     ...) keeps the id case-sensitive and allows ``[A-Za-z0-9._:@+-]``.
     """
     return _normalize(platform, raw, chat=False)
+
+
+def listed_owner(platform: str, sender: str, allow_from: Iterable[str]) -> bool:
+    """Whether ``sender`` is one of the ``allow_from`` ids (the operator's own, from the config): in a
+    direct message on a channel whose DM policy is not ``disabled`` that is an owner, whatever the
+    pairing database says. The one rule for the pairing server and the orchestrator, which admits such
+    a sender without asking the server. Raises InvalidSender for an id not valid on ``platform``."""
+    normal = normalize_sender(platform, sender)
+    return any(normalize_sender(platform, entry) == normal for entry in allow_from)
 
 
 def normalize_chat(platform: str, raw: str) -> str:
