@@ -8,6 +8,8 @@ from typing import Any
 from mcp.client import ClientExtension, NotificationBinding
 from pydantic import BaseModel
 
+from shared.protocol.channel_terms import CHANNEL_EXTENSION, PULLS_EVENTS
+
 NotificationHandler = Callable[[str, str, BaseModel], Awaitable[None]]
 """(server name, method, params) for notifications a server pushes."""
 
@@ -15,7 +17,7 @@ NotificationHandler = Callable[[str, str, BaseModel], Awaitable[None]]
 class PushedNotifications(ClientExtension):
     """Claims the channel notifications a server pushes; the SDK drops unclaimed custom methods."""
 
-    identifier = "nexo/channel"
+    identifier = CHANNEL_EXTENSION
 
     def __init__(
         self, server: str, methods: Mapping[str, type[BaseModel]], handler: NotificationHandler
@@ -23,6 +25,12 @@ class PushedNotifications(ClientExtension):
         self._server = server
         self._methods = methods
         self._handler = handler
+
+    def settings(self) -> dict[str, Any]:
+        # The orchestrator pulls a nexo channel's messages and verdicts from its event log (the
+        # message's durable copy): a nexo channel then pushes it neither. A Claude Code channel,
+        # which has no log to pull, ignores the setting and pushes as before.
+        return {PULLS_EVENTS: True}
 
     def notifications(self) -> Sequence[NotificationBinding[Any]]:
         return [self._binding(method, params) for method, params in self._methods.items()]

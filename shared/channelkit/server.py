@@ -32,6 +32,7 @@ from shared.protocol.channel import (
     permission_request_method,
     permission_verdict_notification,
 )
+from shared.protocol.channel_terms import CHANNEL_EXTENSION, PULLS_EVENTS
 from shared.protocol.deferred import WireParams, WireRequest, WireResult
 from shared.protocol.events import EventsExtension, LogGetter, experimental_events_capability
 from shared.protocol.storage import StorageExtension
@@ -144,6 +145,8 @@ class LiveSessions:
     def __init__(self, permission: PermissionHandler | None) -> None:
         self._sessions: list[ServerSession] = []
         self._permission = permission
+        self.pulling = 0
+        """Clients that said they pull (``pulls_events``), and so are never pushed to."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         # The SDK builds a session object per request; the one of `notifications/initialized` is
@@ -151,7 +154,10 @@ class LiveSessions:
         # standing push channel and no such notification: its clients pull.)
         session = ctx.session
         if ctx.method == INITIALIZED and session is not None:
-            self._sessions.append(session)
+            if _pulls_events(session):
+                self.pulling += 1
+            else:
+                self._sessions.append(session)
         if ctx.request_id is None and self._permission is not None and ctx.method in _REQUEST_NOTIFICATIONS:
             try:
                 params = PermissionRequestParams.model_validate(ctx.params or {})
@@ -186,6 +192,16 @@ class LiveSessions:
 
 
 INITIALIZED = "notifications/initialized"
+
+
+def _pulls_events(session: ServerSession) -> bool:
+    """Whether the client declared ``pulls_events`` in its ``nexo/channel`` extension settings."""
+    capabilities = session.client_capabilities
+    extensions = (capabilities.extensions if capabilities is not None else None) or {}
+    settings = extensions.get(CHANNEL_EXTENSION)
+    return isinstance(settings, dict) and settings.get(PULLS_EVENTS) is True
+
+
 _REQUEST_NOTIFICATIONS = frozenset(permission_request_method(ns) for ns in NAMESPACES)
 
 

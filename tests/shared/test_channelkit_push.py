@@ -11,10 +11,12 @@ import pytest
 from mcp import Client
 from mcp.client import ClientExtension, NotificationBinding
 from mcp.server import MCPServer
+from pydantic import BaseModel
 
+from orchestrator.mesh.pushed import PushedNotifications
 from shared.channelkit.server import LiveSessions, make_channel_server
 from shared.events import EventLog
-from shared.protocol.channel import ChannelParams, channel_method, normalize_inbound
+from shared.protocol.channel import ChannelParams, PermissionVerdictParams, channel_method, normalize_inbound
 from shared.protocol.policy import READ_ONLY_HINTS
 
 pytestmark = pytest.mark.anyio
@@ -74,3 +76,35 @@ async def test_each_client_gets_one_copy_of_each_push_after_many_requests() -> N
         ("notifications/claude/channel", "hello"),
         ("notifications/nexo/channel", "hello"),
     ]
+
+
+async def test_a_client_that_pulls_is_not_pushed_to_and_one_that_does_not_gets_both_namespaces() -> None:
+    server, sessions = _server()
+    pushed = Collect()
+    pulled: list[tuple[str, str]] = []
+
+    async def handler(server_name: str, method: str, params: BaseModel) -> None:
+        pulled.append((server_name, method))
+
+    # The orchestrator's own extension, claiming what a Claude Code channel pushes.
+    pulling = PushedNotifications(
+        "pusher", {channel_method(ns): ChannelParams for ns in ("nexo", "claude")}, handler
+    )
+    async with (
+        Client(server, mode="legacy", extensions=[pushed]) as claude_like,
+        Client(server, mode="legacy", extensions=[pulling]) as orchestrator_like,
+    ):
+        await orchestrator_like.call_tool("ping", {})
+        reached = await sessions.push_message(normalize_inbound("hello", {"chat_id": "c"}))
+        verdicts = await sessions.push_verdict(PermissionVerdictParams(request_id="abcde", behavior="allow"))
+        with anyio.fail_after(5):
+            await pushed.arrived.wait()
+        # A round trip on each after the pushes: anything sent to either has arrived by now.
+        await claude_like.call_tool("ping", {})
+        await orchestrator_like.call_tool("ping", {})
+    assert (reached, verdicts, sessions.count, sessions.pulling) == (1, 1, 1, 1)
+    assert sorted(pushed.seen) == [
+        ("notifications/claude/channel", "hello"),
+        ("notifications/nexo/channel", "hello"),
+    ]
+    assert pulled == []
