@@ -78,15 +78,24 @@ COMM_LENGTH = 15
 
 
 def preload() -> None:
-    for name in PRELOAD:
-        importlib.import_module(name)
-    if threading.active_count() != 1:
-        names = ", ".join(t.name for t in threading.enumerate())
-        raise RuntimeError(f"a preloaded module started threads ({names}); forked children would lack them")
-    # No collection first: it would walk every object just imported (a tenth of a second on the way
-    # to the first server) to free next to nothing, and the holes it left would be filled by the
-    # children's own objects, copying the pages they share (see the docs of gc.freeze).
-    gc.freeze()
+    # Collection is off while the imports run (a template forked from `nexo run` inherits it off;
+    # one started as a command turns it off here) and on again, after the freeze, before any
+    # server is forked.
+    gc.disable()
+    try:
+        for name in PRELOAD:
+            importlib.import_module(name)
+        if threading.active_count() != 1:
+            names = ", ".join(t.name for t in threading.enumerate())
+            raise RuntimeError(
+                f"a preloaded module started threads ({names}); forked children would lack them"
+            )
+        # No collection first: it would walk every object just imported (a tenth of a second on the
+        # way to the first server) to free next to nothing, and the holes it left would be filled by
+        # the children's own objects, copying the pages they share (see the docs of gc.freeze).
+        gc.freeze()
+    finally:
+        gc.enable()
 
 
 def _send(control: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from orchestrator import gc_pause
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json, setup_logging
 
 EXIT_INTERRUPTED = 130
@@ -118,6 +119,7 @@ async def _run(args: argparse.Namespace, config: Any, agent: Any, mesh: Mesh) ->
             await progress(f"starting {len(servers)} servers: {', '.join(servers) or '-'}")
             for name in await mesh.wait_ready(30.0):
                 await progress(f"server {name} not ready: {mesh[name].last_error}")
+            gc_pause.resume(freeze=True)  # the start is over (see gc_pause)
             result = await run_goal(
                 provider=provider,
                 system=agent.system_prompt,

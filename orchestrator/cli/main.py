@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from orchestrator import gc_pause
 from orchestrator.cli.common import EXIT_USAGE
 
 TYPE_CHECKING = False
@@ -179,8 +180,11 @@ COMMANDS: dict[str, Callable[[Any], None]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["run"] or words[:2] == ["agent", "run"]:
+        # The commands that start servers: collection stays off until they are up (gc_pause).
+        gc_pause.pause()
     try:
-        words = sys.argv[1:] if argv is None else list(argv)
         # Only the named command's parser; help, no command or a typo get the whole one.
         command = words[0] if words and words[0] in COMMANDS else None
         code = _dispatch(build_parser(command).parse_args(words))
@@ -190,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # when the interpreter flushes stdout at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    finally:
+        gc_pause.resume(freeze=False)  # a command that ended before its servers were up
     return code
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskStatus
 
-from orchestrator import start_signals
+from orchestrator import gc_pause, start_signals
 from orchestrator.child_env import child_env
 from orchestrator.config.nexo import NexoConfig
 from orchestrator.control import Emit, serve_control
@@ -190,6 +190,7 @@ class Orchestrator:
                 await self.autonomy.restore()
                 tg.start_soon(self.autonomy.run, self.intakes, name="autonomy")
                 self.ready.set()
+                gc_pause.resume(freeze=True)  # the start is over (see gc_pause)
                 logger.info(
                     "nexo ready: %d servers, %d agents, state %s",
                     len(self.config.servers),
