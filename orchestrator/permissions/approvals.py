@@ -21,7 +21,11 @@ from orchestrator.loop.tools import Decision
 from orchestrator.mesh import CatalogTool, ServerConnection
 from orchestrator.permissions.claude_relay import ClaudeRelay, Relay
 from orchestrator.permissions.preview import approval_preview
-from shared.channelkit.server import (
+from shared.protocol.audit.bodies import ApprovalAnsweredBody, ApprovalRequestedBody
+from shared.protocol.audit.digest import args_digest
+from shared.protocol.audit.entries import EntryDraft
+from shared.protocol.channel import request_id_for
+from shared.protocol.permission_prompts import (
     PermissionClosedCall,
     PermissionClosedParams,
     PermissionClosedResult,
@@ -30,10 +34,6 @@ from shared.channelkit.server import (
     PermissionRequestCall,
     PromptOutcome,
 )
-from shared.protocol.audit.bodies import ApprovalAnsweredBody, ApprovalRequestedBody
-from shared.protocol.audit.digest import args_digest
-from shared.protocol.audit.entries import EntryDraft
-from shared.protocol.channel import request_id_for
 
 logger = logging.getLogger("nexo.approvals")
 RELAY_TIMEOUT_S = 10.0

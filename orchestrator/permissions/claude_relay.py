@@ -15,8 +15,8 @@ from typing import cast
 import mcp_types as types
 
 from orchestrator.mesh import ServerConnection, ServerUnavailable
-from shared.channelkit.server import PermissionPrompt
 from shared.protocol.channel import ClaudePermissionRequestNotification, permission_capability
+from shared.protocol.permission_prompts import PermissionPrompt
 
 CLAUDE_PERMISSION = permission_capability("claude")
 NEXO_PERMISSION = permission_capability("nexo")

@@ -45,12 +45,7 @@ from shared.channelkit.inflight import InFlight
 from shared.channelkit.media import Attachment, save_inbound_file
 from shared.channelkit.outbox import OUTBOX_MIGRATIONS, Outbox, OutboxEntry
 from shared.channelkit.prompts import Closed, OpenPrompts, PromptClosed
-from shared.channelkit.server import (
-    LiveSessions,
-    PermissionClosedParams,
-    PromptOutcome,
-    make_channel_server,
-)
+from shared.channelkit.server import LiveSessions, make_channel_server
 from shared.channelkit.settings import ChannelSettings
 from shared.channelkit.tools import add_outbound_tools
 from shared.channelkit.typing import Show, Typing
@@ -63,6 +58,7 @@ from shared.protocol.channel import (
     parse_permission_reply,
     verdict_event,
 )
+from shared.protocol.permission_prompts import PermissionClosedParams, PromptOutcome
 
 logger = logging.getLogger("nexo.channel")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from shared.channelkit.server import PromptOutcome
 from shared.protocol.channel import PermissionRequestParams
+from shared.protocol.permission_prompts import PromptOutcome
 
 
 @dataclass(frozen=True, slots=True)

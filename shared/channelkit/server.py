@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.session import ServerSession
-from pydantic import Field
 
 from shared.hosting.capabilities import advertise_experimental
 from shared.protocol.channel import (
@@ -33,69 +32,24 @@ from shared.protocol.channel import (
     permission_verdict_notification,
 )
 from shared.protocol.channel_terms import CHANNEL_EXTENSION, PULLS_EVENTS
-from shared.protocol.deferred import WireParams, WireRequest, WireResult
 from shared.protocol.events import EventsExtension, LogGetter, experimental_events_capability
+from shared.protocol.permission_prompts import (
+    PERMISSION_CLOSED_METHOD,
+    PERMISSION_REQUEST_METHOD,
+    PermissionClosedParams,
+    PermissionClosedResult,
+    PermissionPrompt,
+    PermissionRequestAccepted,
+)
 from shared.protocol.storage import StorageExtension
 from shared.serverkit import NexoServer
 
 logger = logging.getLogger("nexo.channel")
 
-PERMISSION_REQUEST_METHOD = "nexo/channel/permission_request"
-
-PERMISSION_CLOSED_METHOD = "nexo/channel/permission_closed"
-
 PermissionHandler = Callable[[Any, PermissionRequestParams], Awaitable[int]]
 """(lifespan state, request) -> how many places the prompt reached."""
 ClosedHandler = Callable[[Any, "PermissionClosedParams"], Awaitable[bool]]
 """(lifespan state, what the host settled) -> whether the prompt was still shown."""
-PromptOutcome = Literal["allowed", "denied", "expired", "cancelled"]
-
-
-class PermissionPrompt(WireParams):
-    """The control-plane request form of the permission prompt (same fields as the notification)."""
-
-    request_id: str
-    tool_name: str
-    description: str
-    input_preview: str
-
-    def as_params(self) -> PermissionRequestParams:
-        return PermissionRequestParams(
-            request_id=self.request_id,
-            tool_name=self.tool_name,
-            description=self.description,
-            input_preview=self.input_preview,
-        )
-
-
-class PermissionRequestCall(WireRequest[PermissionPrompt, Literal["nexo/channel/permission_request"]]):
-    method: Literal["nexo/channel/permission_request"] = "nexo/channel/permission_request"
-
-
-class PermissionRequestAccepted(WireResult):
-    delivered: int
-    """0 means nobody saw the prompt (no operator connected): the orchestrator should not wait on us."""
-
-
-class PermissionClosedParams(WireParams):
-    """The host settled the prompt (answered anywhere, timed out or cancelled): show it no more.
-
-    ``outcome`` and ``decided_by`` are absent from older hosts; older channels ignore them.
-    """
-
-    request_id: str
-    outcome: PromptOutcome | None = None
-    decided_by: str | None = Field(None, max_length=200)
-    """Who decided, for display (``telegram:12345 (Ana)``, ``console``): never a secret."""
-
-
-class PermissionClosedCall(WireRequest[PermissionClosedParams, Literal["nexo/channel/permission_closed"]]):
-    method: Literal["nexo/channel/permission_closed"] = "nexo/channel/permission_closed"
-
-
-class PermissionClosedResult(WireResult):
-    closed: bool
-    """False when the channel was not showing it (never asked here, or already expired)."""
 
 
 class ChannelExtension(Extension):

@@ -13,8 +13,12 @@ from subprocess import CompletedProcess
 import anyio
 from mcp import Client
 
-from shared.channelkit.server import PermissionPrompt, PermissionRequestAccepted, PermissionRequestCall
 from shared.protocol.events import Event, PullParams, PullRequest, PullResult
+from shared.protocol.permission_prompts import (
+    PermissionPrompt,
+    PermissionRequestAccepted,
+    PermissionRequestCall,
+)
 from tests.mesh.harness import REPO
 
 

@@ -18,7 +18,7 @@ import pytest
 from orchestrator.mesh import CatalogTool, ServerConnection
 from orchestrator.permissions import ApprovalBroker, PolicyEngine, PolicyGate, approval_preview, origin_line
 from orchestrator.permissions.preview import PROMPT_PREVIEW_CHARS
-from shared.channelkit.server import PermissionPrompt, PermissionRequestAccepted
+from shared.protocol.permission_prompts import PermissionPrompt, PermissionRequestAccepted
 
 TAIL = "; touch hidden_tail"
 SHELL = CatalogTool(  # noqa: S604 -- a catalog flag, no subprocess

@@ -10,7 +10,11 @@ import pytest
 
 from orchestrator.mesh import CatalogTool, ServerConnection
 from orchestrator.permissions import ApprovalBroker, decider
-from shared.channelkit.server import PermissionClosedCall, PermissionClosedResult, PermissionRequestAccepted
+from shared.protocol.permission_prompts import (
+    PermissionClosedCall,
+    PermissionClosedResult,
+    PermissionRequestAccepted,
+)
 
 pytestmark = pytest.mark.anyio
 TOOL = CatalogTool("notes", "write", "notes__write", "Write a note", {}, read_only=False, destructive=False)

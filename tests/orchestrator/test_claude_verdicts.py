@@ -19,8 +19,8 @@ from orchestrator.intake.notices import Notices
 from orchestrator.intake.outbound import ReplySender
 from orchestrator.mesh import CatalogTool, Mesh, ServerConnection
 from orchestrator.permissions import ApprovalBroker
-from shared.channelkit.server import PermissionRequestAccepted
 from shared.protocol.channel import PermissionVerdictParams
+from shared.protocol.permission_prompts import PermissionRequestAccepted
 
 pytestmark = pytest.mark.anyio
 TOOL = CatalogTool("notes", "write", "notes__write", "Write a note", {}, read_only=False, destructive=False)

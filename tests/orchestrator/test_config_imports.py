@@ -4,7 +4,8 @@ A fresh interpreter loads the built-in config (every server, channel, permission
 setting is validated) and lists what it imported. The MCP SDK, the HTTP stacks, the mesh's
 clients, the approval relay, the dashboard's app and the loop stay out: a command that only reads
 the config (``nexo check``, ``nexo setup doctor``) does not pay for them, and ``nexo run`` imports
-them when it starts the mesh.
+them when it starts the mesh. The daemon itself relays approvals without the channel kit, which
+only channel servers import.
 """
 
 from __future__ import annotations
@@ -89,3 +90,21 @@ def test_the_daemon_module_imports_no_schema_checker_provider_client_or_dashboar
     modules = json.loads(result.stdout)
     assert "mcp" in modules  # the daemon itself was imported, with the SDK it runs on
     assert _under(modules, NOT_BEFORE_THE_FIRST_TOOL_CALL) == []
+
+
+DAEMON = """
+import json, sys
+import orchestrator.daemon.orchestrator
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_daemon_relays_approvals_without_importing_the_channel_kit() -> None:
+    # The permission prompt's wire models live in shared.protocol.permission_prompts: the kit (its
+    # outbox, files and media code) is what a channel server imports, never the orchestrator.
+    result = subprocess.run(
+        [sys.executable, "-c", DAEMON], capture_output=True, text=True, timeout=60, check=True
+    )
+    modules = json.loads(result.stdout)
+    assert "orchestrator.permissions.approvals" in modules
+    assert [m for m in modules if m == "shared.channelkit" or m.startswith("shared.channelkit.")] == []

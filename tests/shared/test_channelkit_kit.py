@@ -31,7 +31,6 @@ from shared.channelkit import (
     define_channel,
     serve_asgi,
 )
-from shared.channelkit.server import PermissionRequestAccepted, PermissionRequestCall
 from shared.hosting.errors import HostingError
 from shared.protocol.channel import (
     ChannelParams,
@@ -48,6 +47,7 @@ from shared.protocol.events import (
     PullRequest,
     PullResult,
 )
+from shared.protocol.permission_prompts import PermissionRequestAccepted, PermissionRequestCall
 
 pytestmark = pytest.mark.anyio
 

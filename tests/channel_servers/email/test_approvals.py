@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.channelkit.server import PermissionPrompt, PermissionRequestAccepted, PermissionRequestCall
+from shared.protocol.permission_prompts import (
+    PermissionPrompt,
+    PermissionRequestAccepted,
+    PermissionRequestCall,
+)
 from tests.channel_servers.email.dovecot import Dovecot
 from tests.channel_servers.email.mailserver import ReceivingMta
 from tests.channel_servers.email.support import email_channel, mail, pull, settings_for, submit

@@ -26,15 +26,15 @@ from websockets.exceptions import InvalidStatus
 from channel_servers.sample.server import WebChat, build_server
 from channel_servers.sample.settings import SampleSettings
 from shared.channelkit import Unreachable
-from shared.channelkit.server import (
+from shared.protocol.channel import PermissionRequestParams
+from shared.protocol.events import Event, PullParams, PullRequest, PullResult
+from shared.protocol.permission_prompts import (
     PermissionClosedCall,
     PermissionClosedParams,
     PermissionClosedResult,
     PermissionRequestAccepted,
     PermissionRequestCall,
 )
-from shared.protocol.channel import PermissionRequestParams
-from shared.protocol.events import Event, PullParams, PullRequest, PullResult
 from tests.mesh.harness import REPO
 
 pytestmark = pytest.mark.anyio

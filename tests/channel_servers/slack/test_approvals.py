@@ -12,12 +12,12 @@ from anyio import fail_after
 
 from channel_servers.slack.approvals import SECTION_LIMIT, prompt_blocks
 from channel_servers.slack.events_api import INTERACTIVITY_PATH
-from shared.channelkit.server import (
+from shared.protocol.channel import PermissionRequestParams
+from shared.protocol.permission_prompts import (
     PermissionClosedCall,
     PermissionClosedParams,
     PermissionClosedResult,
 )
-from shared.protocol.channel import PermissionRequestParams
 from tests.channel_servers.slack.support import ANA, BEN, DM, slack_channel
 from tests.channel_servers.support import ask, pull
 from tests.fakes.slack_api import SIGNING_SECRET, FakeSlack

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.channelkit.server import (
+from shared.protocol.permission_prompts import (
     PermissionClosedCall,
     PermissionClosedParams,
     PermissionClosedResult,

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from shared.channelkit.server import (
+from shared.protocol.channel import PermissionRequestParams
+from shared.protocol.permission_prompts import (
     PermissionClosedCall,
     PermissionClosedParams,
     PermissionClosedResult,
     PermissionRequestAccepted,
     PermissionRequestCall,
 )
-from shared.protocol.channel import PermissionRequestParams
 from tests.channel_servers.whatsapp.conftest import CONTACT, OPERATOR, Running, running
 
 pytestmark = pytest.mark.anyio

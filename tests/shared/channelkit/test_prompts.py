@@ -11,15 +11,15 @@ from mcp import Client
 from mcp.server import MCPServer
 
 from shared.channelkit import PromptClosed, Received, define_channel
-from shared.channelkit.server import (
+from shared.protocol.channel import PermissionRequestParams
+from shared.protocol.events import PullParams, PullRequest, PullResult
+from shared.protocol.permission_prompts import (
     PermissionClosedCall,
     PermissionClosedParams,
     PermissionClosedResult,
     PermissionRequestAccepted,
     PermissionRequestCall,
 )
-from shared.protocol.channel import PermissionRequestParams
-from shared.protocol.events import PullParams, PullRequest, PullResult
 from tests.shared.test_channelkit_kit import NOW, PROMPT, KitSettings, ManualClock, Platform
 
 pytestmark = pytest.mark.anyio
