@@ -69,3 +69,10 @@ def serve_resource_subscriptions(
         return original(options, experimental_capabilities, extensions)
 
     lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
+
+
+async def run_on_streams(server: MCPServer[Any], read_stream: Any, write_stream: Any) -> None:
+    """Serve on streams a transport made, as ``MCPServer.run_stdio_async`` does once ``stdio_server``
+    has made them (it offers no public way to pass other ones: see ``stdio_pipes``)."""
+    lowlevel = server._lowlevel_server
+    await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

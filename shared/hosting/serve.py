@@ -8,15 +8,18 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp.server import MCPServer
+from mcp.server.stdio import stdio_server
 
+from shared.hosting.capabilities import run_on_streams
 from shared.hosting.errors import HostingError
 from shared.hosting.http_app import ServerStatus, build_http_app, mcp_url
 from shared.hosting.listener import ListenError, listen, serve_asgi
 from shared.hosting.options import HttpOptions
+from shared.hosting.stdio_pipes import claimed_pipes
 
 logger = logging.getLogger("nexo.hosting")
 
@@ -48,7 +51,13 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
     """Serve on stdin/stdout. When the client is gone (a SIGKILLed orchestrator), the next answer
     meets a broken pipe: that ends the server with one line on stderr, not a traceback."""
     try:
-        await server.run_stdio_async()
+        with claimed_pipes() as pipes:
+            if pipes is None:
+                await server.run_stdio_async()
+            else:
+                lines, writer = pipes
+                async with stdio_server(cast(Any, lines), cast(Any, writer)) as (read_stream, write_stream):
+                    await run_on_streams(server, read_stream, write_stream)
     except* BrokenPipeError:
         # Python flushes stdout once more at exit; pointed at /dev/null that flush cannot fail.
         devnull = os.open(os.devnull, os.O_WRONLY)
