@@ -20,7 +20,7 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import anyio
 
@@ -103,7 +103,8 @@ def claimed_pipes() -> Iterator[tuple[PipeLines, PipeWriter] | None]:
     if not (_is_pipe_or_socket(0) and _is_pipe_or_socket(1)):
         yield None
         return
-    sys.stdout.flush()  # what is buffered belongs to the wire, before it is moved
+    with suppress(ValueError, OSError):
+        sys.stdout.flush()  # what is buffered belongs to the wire, before it is moved
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
     null = os.open(os.devnull, os.O_RDONLY)
