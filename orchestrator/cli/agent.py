@@ -149,6 +149,7 @@ def command_agent_run(args: argparse.Namespace) -> int:
         handed = _in_daemon(args)
         if handed is not None:
             return handed
+    gc_pause.pause()  # again, if a daemon's socket was found but no daemon answered
     config, agent, mesh = foreground_mesh(args)
     setup_logging("WARNING")
     return anyio.run(_run, args, config, agent, mesh)
@@ -168,6 +169,7 @@ def _in_daemon(args: argparse.Namespace) -> int | None:
     if not path.exists():
         return None
     request = {"op": "run", "prompt": args.prompt, "agent": args.agent}
+    gc_pause.resume(freeze=False)  # the goal runs in the daemon: this process only waits for it
     try:
         answer = anyio.run(ask, path, request, None)
     except (ConnectionRefusedError, FileNotFoundError):

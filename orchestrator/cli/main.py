@@ -195,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     finally:
-        gc_pause.resume(freeze=False)  # a command that ended before its servers were up
+        gc_pause.resume(freeze=False)  # a command that ended before its servers were up, if paused
     return code
 
 

@@ -108,3 +108,48 @@ def test_the_template_preloads_without_collecting_and_forks_its_servers_with_col
     ran = run_probe(PRELOAD_PROBE)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == {"collections": [0, 0, 0], "enabled": True}
+
+
+HANDED_PROBE = r"""
+import gc, json, socket, sys, threading
+from pathlib import Path
+
+from orchestrator.cli.main import main
+from orchestrator.sockets import control_path
+
+state, config = Path(sys.argv[1]), sys.argv[2]
+state.mkdir(mode=0o700, parents=True, exist_ok=True)
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(str(control_path(state)))
+listener.listen()
+seen = {}
+
+def daemon() -> None:
+    # Plays the running daemon: takes the goal, and answers once it has seen the command wait.
+    conn, _ = listener.accept()
+    with conn:
+        conn.makefile().readline()
+        seen["collecting_while_waiting"] = gc.isenabled()
+        answer = {"outcome": "done", "text": "ok", "summary": "done", "goal_id": "g-1"}
+        conn.sendall(json.dumps(answer).encode() + b"\n")
+
+threading.Thread(target=daemon, daemon=True).start()
+frozen = gc.get_freeze_count()
+code = main(["agent", "run", "hi", "--config", config])
+seen.update(code=code, frozen=gc.get_freeze_count() - frozen, enabled_at_exit=gc.isenabled())
+print(json.dumps(seen))
+"""
+
+
+def test_a_goal_handed_to_the_running_daemon_waits_with_collection_on(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "nexo.yaml",
+        state_dir=tmp_path / "state",
+        llm_base_url="http://127.0.0.1:9/v1",
+        servers={"time": python_server("servers.time")},
+        agent={"channels": []},
+    )
+    ran = run_probe(HANDED_PROBE, str(tmp_path / "state"), str(config))
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout.splitlines()[-1])
+    assert seen == {"collecting_while_waiting": True, "code": 0, "frozen": 0, "enabled_at_exit": True}
