@@ -28,7 +28,7 @@ from mcp import StdioServerParameters
 from mcp.client import Client
 
 from bench.mesh_run import workdir
-from bench.stats import Result, percentile, table
+from bench.stats import Result, percentile, run_alone
 from bench.support import describe, progress
 from shared.protocol.cron import FirePayload, tool_meta
 from shared.protocol.events import AckParams, AckRequest, AckResult, PullParams, PullRequest, PullResult
@@ -200,13 +200,7 @@ def measure(quick: bool) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if set(args) - {"--quick"}:
-        print("usage: python -m bench.cron [--quick]", file=sys.stderr)
-        return 2
-    results = measure("--quick" in args)
-    print(table(results))
-    return 1 if any(result.errors for result in results) else 0
+    return run_alone("cron", measure, argv)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 
 from bench.mesh_run import workdir
-from bench.stats import Result, table
+from bench.stats import Result, run_alone
 from bench.support import describe, progress
 from shared.db import Database, Migration
 
@@ -96,13 +96,7 @@ def measure(quick: bool) -> list[Result]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if set(args) - {"--quick"}:
-        print("usage: python -m bench.db_statement [--quick]", file=sys.stderr)
-        return 2
-    results = measure("--quick" in args)
-    print(table(results))
-    return 1 if any(result.errors for result in results) else 0
+    return run_alone("db_statement", measure, argv)
 
 
 if __name__ == "__main__":

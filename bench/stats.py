@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -149,3 +150,15 @@ def table(results: Sequence[Result]) -> str:
     return "\n".join(
         [*lines, "", "ratio = median / baseline median; p99 = value at ceil(0.99 n) - 1", *notes]
     )
+
+
+def run_alone(name: str, measure: Callable[[bool], list[Result]], argv: list[str] | None = None) -> int:
+    """``python -m bench.NAME [--quick]``: measure, print the table; exit 1 when a measurement
+    could not be taken, 2 on a usage error."""
+    args = sys.argv[1:] if argv is None else argv
+    if set(args) - {"--quick"}:
+        print(f"usage: python -m bench.{name} [--quick]", file=sys.stderr)
+        return 2
+    results = measure("--quick" in args)
+    print(table(results))
+    return 1 if any(result.errors for result in results) else 0

@@ -15,6 +15,7 @@ import anyio.lowlevel
 import pytest
 
 from shared.hosting.stdio_pipes import READ_CHUNK, PipeLines, PipeWriter
+from tests.mesh.test_mcp_server import INITIALIZE
 
 pytestmark = pytest.mark.anyio
 
@@ -105,16 +106,7 @@ run(server)
 
 def test_a_server_over_pipes_answers_and_what_its_code_prints_goes_to_stderr_not_the_wire() -> None:
     requests = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "0"},
-            },
-        },
+        INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "shout", "arguments": {}}},
     ]
