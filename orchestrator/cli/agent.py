@@ -11,6 +11,7 @@ import anyio
 
 from orchestrator import gc_pause
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json, setup_logging
+from orchestrator.preloads import SERVERS_ONLY
 
 EXIT_INTERRUPTED = 130
 """Ctrl-C, as shells report a command ended by SIGINT."""
@@ -18,17 +19,6 @@ EXIT_INTERRUPTED = 130
 if TYPE_CHECKING:
     from orchestrator.loop.tools import Decision
     from orchestrator.mesh import CatalogTool, Mesh
-
-SERVERS_ONLY = (
-    "rich.console",
-    "rich.logging",
-    "shared.protocol.control",
-    "shared.protocol.memory.admin",
-    "shared.protocol.memory.methods",
-    "shared.protocol.memory.sessions",
-)
-"""What of ``shared.forkserver.PRELOAD`` a foreground goal never imports: the template imports it
-after the fork, on its own core; this process imports the rest before, as it needs it anyway."""
 
 
 class TerminalApprover:

@@ -19,6 +19,7 @@ from orchestrator.cli.common import (
     setup_logging,
 )
 from orchestrator.cli.run_log import TerminalNotices, divert_stderr, log_file
+from orchestrator.preloads import DAEMON_LEAVES
 from orchestrator.sockets import CONSOLE_SOCKET, CONTROL_SOCKET
 from orchestrator.state_dirs import Repair, StateDirError, prepare_state_dirs
 
@@ -88,10 +89,13 @@ def _run(config: Any, args: argparse.Namespace, terminal: TextIO, repairs: list[
         return EXIT_OK
     # Before the lock is taken, logging is configured and the event loop and its threads exist:
     # the template shares this process's imports and starts from the interpreter's default logging.
-    # The daemon imports nearly all the template preloads anyway: imported here first, its pages
-    # are shared with the template; what only servers use (rich, ~0.03 s) is not worth a second list.
+    # What of the template's preloads the daemon imports anyway is imported here first, so its pages
+    # are shared with the template; the rest is left to the template, on the other core.
     fork_server = early_fork_server(
-        config.servers, base_env=base_env, enabled=config.fork_server, shared=PRELOAD
+        config.servers,
+        base_env=base_env,
+        enabled=config.fork_server,
+        shared=[name for name in PRELOAD if name not in DAEMON_LEAVES],
     )
     try:
         with InstanceLock(config.state_path, config=label) as lock:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli.agent import SERVERS_ONLY
+from orchestrator.preloads import DAEMON_LEAVES, SERVERS_ONLY
 from shared.forkserver import PRELOAD
 from tests.fakes.llm import FakeLLM, Reply
 from tests.mesh.harness import REPO, python_server, write_config
@@ -293,3 +293,46 @@ def test_agent_run_imports_all_it_preloads_before_the_fork_and_none_of_what_it_l
     assert ran.returncode == 0, ran.stderr
     seen = json.loads(ran.stdout.splitlines()[-1])
     assert seen == {"code": 0, "imported": [name for name in PRELOAD if name not in SERVERS_ONLY]}
+
+
+DAEMON_PROBE = r"""
+import json, os, signal, sys
+
+from orchestrator import gc_pause
+from shared.forkserver import PRELOAD
+
+resume, seen = gc_pause.resume, {}
+
+
+def at_ready(*, freeze: bool) -> None:
+    if freeze and not seen:
+        seen["imported"] = [name for name in PRELOAD if name in sys.modules]
+        os.kill(os.getpid(), signal.SIGTERM)  # ready: stop as on a signal
+    resume(freeze=freeze)
+
+
+gc_pause.resume = at_ready
+from orchestrator.cli.main import main
+
+code = main(["run", "--config", sys.argv[1]])
+print(json.dumps({"code": code, **seen}))
+"""
+
+
+@pytest.mark.scenario
+def test_the_daemon_imports_all_it_preloads_before_the_fork_and_none_of_what_it_leaves_to_the_template(
+    tmp_path: Path,
+) -> None:
+    # As for a foreground goal: one server (the console) makes no template, so what is imported
+    # when the daemon is ready is what the daemon needs.
+    with FakeLLM(default=Reply("ok")) as fake:
+        config = write_config(
+            tmp_path / "nexo.yaml",
+            state_dir=tmp_path / "state",
+            llm_base_url=fake.openai_base_url,
+            servers={"console": python_server("channel_servers.console")},
+        )
+        ran = run_probe(DAEMON_PROBE, str(config))
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout.splitlines()[-1])
+    assert seen == {"code": 0, "imported": [name for name in PRELOAD if name not in DAEMON_LEAVES]}
