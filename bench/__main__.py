@@ -39,6 +39,7 @@ from bench import (
     recall_scale,
     server_restart,
     tool_call,
+    turn_cpu,
     turn_overhead,
 )
 from bench.stats import Result, table
@@ -54,6 +55,7 @@ def _tool_call(quick: bool) -> list[Result]:
 MEASUREMENTS: dict[str, tuple[Measure, str]] = {
     "tool_call": (_tool_call, "tool call"),
     "turn_overhead": (turn_overhead.measure, "turn overhead"),
+    "turn_cpu": (turn_cpu.measure, "CPU per warm turn, by process"),
     "cold_start": (cold_start.measure, "cold start"),
     "one_shot": (one_shot.measure, "one-shot commands"),
     "mcp_server_start": (mcp_server_start.measure, "nexo mcp-server start"),
