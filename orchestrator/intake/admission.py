@@ -1,4 +1,8 @@
-"""Who may reach the model: every inbound message passes the pairing server before any turn.
+"""Who may reach the model: every inbound message passes the pairing gate before any turn.
+
+A direct message from one of the channel's ``allow_from`` ids (the operator's own, from the config)
+is admitted as owner here, by the pairing server's own first rule (``listed_owner``); every other
+sender is decided by the pairing server, on every message.
 
 An unknown sender causes no model turn and no memory write: the message is answered with a pairing
 code (policy ``pairing``), or nothing at all, recorded in the ledger and acknowledged. Pairing state
