@@ -63,7 +63,9 @@ def footprint(pid: int) -> Footprint | None:
     )
 
 
-def _label(pid: int, root: int, modules: dict[str, str]) -> str:
+def process_label(pid: int, root: int, modules: dict[str, str]) -> str:
+    """What a process of the mesh below ``root`` runs: the orchestrator, the fork server, or the
+    server (by name) whose module its command line names."""
     if pid == root:
         return ORCHESTRATOR
     try:
@@ -147,7 +149,7 @@ def _measure_run(fork: bool, n: int, modules: dict[str, str]) -> Run:
         try:
             with _mesh(fake, tmp, fork=fork, modules=modules) as (orch, config):
                 root = orch.process.pid
-                labels = {pid: _label(pid, root, modules) for pid in process_tree(root)}
+                labels = {pid: process_label(pid, root, modules) for pid in process_tree(root)}
                 progress(f"memory: {how}: {len(labels)} processes, {n} samples idle")
                 run.idle.take(labels, n)
                 run.idle.describe(f"{how}, idle")

@@ -7,8 +7,9 @@ socket as the turn overhead row does, reads each process's CPU time from ``/proc
 plus system), sends the measured turns back to back, reads them again and divides by the turns.
 
 Rows: the whole mesh's CPU per turn against the turn's wall time (both in ms, per round), then each
-process that spent any, named by its server. Processes are found from ``nexo run`` down (the
-template and every server it forked or spawned).
+process that spent any, labelled as the memory row labels them (``bench.memory.process_label``).
+Processes are found from ``nexo run`` down (``bench.support.process_tree``: the template and every
+server it forked or spawned).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from pathlib import Path
 
 import anyio
 
-from bench.mesh_run import MeshNotReady, default_mesh, scripted_model, workdir
+from bench.memory import process_label
+from bench.mesh_run import MeshNotReady, default_mesh, default_servers, scripted_model, workdir
 from bench.stats import Result, percentile, run_alone
-from bench.support import describe, progress
+from bench.support import describe, process_tree, progress
 from bench.turn_overhead import Console
 from orchestrator.sockets import console_path
 from shared.protocol.console_wire import Hello, encode
@@ -30,50 +32,20 @@ WARMUP_TURNS = 5
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _stat(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def descendants(root: int) -> set[int]:
-    """``root`` and every process below it."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int(_stat(int(entry.name))[1])
-            except (OSError, IndexError, ValueError):
-                continue  # ended meanwhile
-    found = {root}
-    while True:
-        more = {pid for pid, parent in parents.items() if parent in found} - found
-        if not more:
-            return found
-        found |= more
-
-
-def process_name(pid: int) -> str:
-    """The server a process runs (``servers.audit`` -> ``audit``), else ``orchestrator``."""
-    words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    for word in words:
-        if word.startswith((b"servers.", b"channel_servers.", b"shared.")):
-            return word.decode().rsplit(".", 1)[-1]
-    return "orchestrator"
-
-
-def cpu_ms(pids: set[int]) -> dict[int, tuple[str, float]]:
-    """Each live process's name and CPU time so far (user + system), in ms."""
+def cpu_ms(labels: dict[int, str]) -> dict[int, tuple[str, float]]:
+    """Each live process's label and CPU time so far (user + system), in ms."""
     seen = {}
-    for pid in pids:
+    for pid, label in labels.items():
         try:
-            fields = _stat(pid)
-            seen[pid] = (process_name(pid), (int(fields[11]) + int(fields[12])) * 1000 / TICKS)
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            seen[pid] = (label, (int(fields[11]) + int(fields[12])) * 1000 / TICKS)
         except (OSError, IndexError, ValueError):
-            continue
+            continue  # ended meanwhile
     return seen
 
 
 async def _rounds(
-    path: Path, pids: set[int], rounds: int, turns: int
+    path: Path, labels: dict[int, str], rounds: int, turns: int
 ) -> list[tuple[float, dict[str, float]]]:
     """Per round: the turns' median wall time (ms) and each process's CPU per turn (ms)."""
     stream = await anyio.connect_unix(path)
@@ -85,9 +57,9 @@ async def _rounds(
             await console.turn(f"warm up {i}")
         for round_ in range(rounds):
             progress(f"turn cpu: round {round_ + 1} of {rounds}, {turns} turns")
-            before = cpu_ms(pids)
+            before = cpu_ms(labels)
             walls = [await console.turn(f"what time is it? ({round_}.{i})") for i in range(turns)]
-            after = cpu_ms(pids)
+            after = cpu_ms(labels)
             spent: dict[str, float] = {}
             for pid, (name, total) in after.items():
                 if pid in before:
@@ -103,8 +75,9 @@ def measure(quick: bool) -> list[Result]:
         progress(f"turn cpu: {rounds} rounds of {turns} console turns through the default mesh")
         try:
             with default_mesh(fake, tmp, "turn-cpu") as started:
-                pids = descendants(started.orchestrator.process.pid)
-                measured = anyio.run(_rounds, console_path(started.state_dir), pids, rounds, turns)
+                root = started.orchestrator.process.pid
+                labels = {pid: process_label(pid, root, default_servers()) for pid in process_tree(root)}
+                measured = anyio.run(_rounds, console_path(started.state_dir), labels, rounds, turns)
         except (MeshNotReady, OSError, TimeoutError, RuntimeError) as exc:
             total.errors.append(describe(exc))
             return [total]

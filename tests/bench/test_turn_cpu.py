@@ -1,4 +1,4 @@
-"""The turn CPU bench finds every process below ``nexo run`` and names each by its server."""
+"""The turn CPU bench reads the CPU of every process below ``nexo run``, labelled by its server."""
 
 from __future__ import annotations
 
@@ -6,33 +6,40 @@ import os
 import subprocess
 import sys
 
-from bench.turn_cpu import cpu_ms, descendants, process_name
+from bench.memory import process_label
+from bench.support import process_tree
+from bench.turn_cpu import cpu_ms
 
-# A child that starts a grandchild, says its pid once it runs, and waits.
+# A child that starts a grandchild and says its pid; both wait on the same stdin and end at its end.
 CHILD = (
-    "import subprocess, sys, time\n"
-    "grandchild = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+    "import subprocess, sys\n"
+    "grandchild = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'])\n"
     "print(grandchild.pid, flush=True)\n"
-    "time.sleep(60)\n"
+    "sys.stdin.read()\n"
+    "grandchild.wait()\n"
 )
 
 
 def test_the_processes_below_a_root_are_found_and_named_by_their_server() -> None:
     # The child carries a server's module name on its command line, as a forked server shows it.
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, "-m", "servers.audit"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", CHILD, "-m", "servers.audit"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
+    assert child.stdin is not None
     assert child.stdout is not None
     grandchild = int(child.stdout.readline())
     try:
-        assert {os.getpid(), child.pid, grandchild} <= descendants(os.getpid())
-        assert process_name(child.pid) == "audit"
-        assert process_name(os.getpid()) == "orchestrator"
-        spent = cpu_ms({os.getpid(), child.pid, 2**22 + 1})  # a pid that does not exist is skipped
-        assert set(spent) == {os.getpid(), child.pid}
+        root = os.getpid()
+        assert {root, child.pid, grandchild} <= set(process_tree(root))
+        assert process_label(child.pid, root, {"audit": "servers.audit"}) == "audit"
+        assert process_label(root, root, {"audit": "servers.audit"}) == "orchestrator"
+        spent = cpu_ms({root: "orchestrator", child.pid: "audit", 2**22 + 1: "gone"})  # gone: skipped
+        assert set(spent) == {root, child.pid}
         assert all(total >= 0 for _, total in spent.values())
     finally:
-        os.kill(grandchild, 9)
-        child.kill()
-        child.wait()
+        child.stdin.close()  # end of input: the grandchild and then the child end
+        child.wait(timeout=30)
         child.stdout.close()
