@@ -324,11 +324,9 @@ class Admissions:
 def _owner_by_config(
     platform: str, sender: str, scope: Literal["dm", "group"], options: ChannelPairing
 ) -> bool:
-    """A direct message from one of the channel's ``allow_from`` ids, with DMs not disabled."""
-    if scope == "group" or options.policy == "disabled":
-        return False
+    """The pairing server's first rule (``listed_owner``), applied to the channel's config."""
     try:
-        return listed_owner(platform, sender, options.allow_from)
+        return listed_owner(platform, sender, options.allow_from, scope=scope, dm_policy=options.policy)
     except InvalidSender:
         return False  # the pairing server names the problem (or, without one, the sender is dropped)
 

@@ -68,7 +68,7 @@ class Gate:
         policy = params.policy.dm
         if policy == "disabled":
             return _drop("dm_disabled")
-        if listed_owner(params.platform, sender, params.allow_from):
+        if listed_owner(params.platform, sender, params.allow_from, scope="dm", dm_policy=policy):
             return _allow("owner", "allow_from")
         record = await active_record(self.db, params.channel, params.account, "dm", sender)
         if record is not None:

@@ -191,11 +191,16 @@ def normalize_sender(platform: str, raw: str) -> str:
     return _normalize(platform, raw, chat=False)
 
 
-def listed_owner(platform: str, sender: str, allow_from: Iterable[str]) -> bool:
-    """Whether ``sender`` is one of the ``allow_from`` ids (the operator's own, from the config): in a
-    direct message on a channel whose DM policy is not ``disabled`` that is an owner, whatever the
-    pairing database says. The one rule for the pairing server and the orchestrator, which admits such
-    a sender without asking the server. Raises InvalidSender for an id not valid on ``platform``."""
+def listed_owner(
+    platform: str, sender: str, allow_from: Iterable[str], *, scope: str, dm_policy: str
+) -> bool:
+    """Whether a message is the operator's own by the config: a direct message (``scope`` ``dm``), on
+    a channel whose DM policy is not ``disabled``, from one of the ``allow_from`` ids. Such a sender
+    is an owner whatever the pairing database says. The one rule for the pairing server and the
+    orchestrator, which admits such a sender without asking the server. Raises InvalidSender for an
+    id not valid on ``platform``."""
+    if scope != "dm" or dm_policy == "disabled":
+        return False
     normal = normalize_sender(platform, sender)
     return any(normalize_sender(platform, entry) == normal for entry in allow_from)
 
