@@ -8,7 +8,8 @@ from typing import Any
 from mcp.client import ClientExtension, NotificationBinding
 from pydantic import BaseModel
 
-from shared.protocol.channel_terms import CHANNEL_EXTENSION, PULLS_EVENTS
+from shared.protocol.channel import channel_capability
+from shared.protocol.channel_terms import PULLS_EVENTS
 
 NotificationHandler = Callable[[str, str, BaseModel], Awaitable[None]]
 """(server name, method, params) for notifications a server pushes."""
@@ -17,7 +18,7 @@ NotificationHandler = Callable[[str, str, BaseModel], Awaitable[None]]
 class PushedNotifications(ClientExtension):
     """Claims the channel notifications a server pushes; the SDK drops unclaimed custom methods."""
 
-    identifier = CHANNEL_EXTENSION
+    identifier = channel_capability("nexo")
 
     def __init__(
         self, server: str, methods: Mapping[str, type[BaseModel]], handler: NotificationHandler

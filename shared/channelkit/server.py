@@ -31,7 +31,7 @@ from shared.protocol.channel import (
     permission_request_method,
     permission_verdict_notification,
 )
-from shared.protocol.channel_terms import CHANNEL_EXTENSION, PULLS_EVENTS
+from shared.protocol.channel_terms import PULLS_EVENTS
 from shared.protocol.events import EventsExtension, LogGetter, experimental_events_capability
 from shared.protocol.permission_prompts import (
     PERMISSION_CLOSED_METHOD,
@@ -53,7 +53,7 @@ ClosedHandler = Callable[[Any, "PermissionClosedParams"], Awaitable[bool]]
 
 
 class ChannelExtension(Extension):
-    identifier = "nexo/channel"
+    identifier = channel_capability("nexo")
 
     def __init__(
         self, *, outbound_tool: str, permission: PermissionHandler | None, closed: ClosedHandler | None = None
@@ -152,7 +152,7 @@ def _pulls_events(session: ServerSession) -> bool:
     """Whether the client declared ``pulls_events`` in its ``nexo/channel`` extension settings."""
     capabilities = session.client_capabilities
     extensions = (capabilities.extensions if capabilities is not None else None) or {}
-    settings = extensions.get(CHANNEL_EXTENSION)
+    settings = extensions.get(channel_capability("nexo"))
     return isinstance(settings, dict) and settings.get(PULLS_EVENTS) is True
 
 

@@ -11,9 +11,6 @@ from typing import Literal
 SessionScope = Literal["thread", "chat", "sender"]
 """Which conversation an inbound message continues: its thread, its whole chat, or its sender's."""
 
-CHANNEL_EXTENSION = "nexo/channel"
-"""The channel contract's extension: a server's capability, and a client's extension identifier."""
-
 PULLS_EVENTS = "pulls_events"
 """A client's ``nexo/channel`` extension setting. True: the client reads a nexo channel's messages
 and approval answers from its ``nexo/events`` log, so the channel pushes it neither (it would only
