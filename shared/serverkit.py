@@ -9,7 +9,9 @@ Every built-in server and channel server constructs :class:`NexoServer` instead 
 - ``serverInfo.version`` is the installed nexo version;
 - only what is served is advertised: no empty prompts or resources, no resource subscriptions;
 - ``logging/setLevel`` is served and decides which ``notifications/message`` a session receives;
-- a long tool reports progress with :func:`progress_while`.
+- a long tool reports progress with :func:`progress_while`;
+- the control methods of its extensions are also served on the control lane when stdio is a pair
+  of pipes (``shared.hosting.lane``), advertised as ``nexo/lane``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from mcp.server.session import ServerSession
 from mcp_types import Icon, ToolAnnotations
 from pydantic import ValidationError
 
+from shared.hosting.capabilities import advertise_experimental
+from shared.hosting.lane import LaneMethods
+from shared.protocol.lane import LANE_EXTENSION
 from shared.toolschema import describe_invalid_arguments, strict_arguments
 
 LifespanT = TypeVar("LifespanT")
@@ -101,6 +106,12 @@ class ClientLogLevels:
         return chosen is None or LOG_LEVELS.index(level) >= LOG_LEVELS.index(chosen)
 
 
+@asynccontextmanager
+async def _no_state(app: Any) -> AsyncIterator[dict[str, Any]]:
+    """The SDK's default lifespan: no state."""
+    yield {}
+
+
 class NexoServer(MCPServer[LifespanT]):
     """An ``MCPServer`` whose tools, capabilities and identity follow the rules in the module doc."""
 
@@ -113,16 +124,21 @@ class NexoServer(MCPServer[LifespanT]):
         extensions: Sequence[Extension] | None = None,
         middleware: Sequence[ServerMiddleware[Any]] | None = None,
     ) -> None:
+        self.lane = LaneMethods(extensions or ())
+        """The control methods a nexo client may call on the control lane (``shared.hosting.lane``)."""
+        offered = [*(extensions or ()), self.lane.extension()] if self.lane.bindings else extensions
         super().__init__(
             name,
             instructions=instructions,
             version=nexo_version(),
-            lifespan=lifespan,
-            extensions=extensions,
+            lifespan=self.lane.keeping(lifespan or _no_state),
+            extensions=offered,
             middleware=middleware,
             log_level="WARNING",
             subscriptions=False,
         )
+        if self.lane.bindings:
+            advertise_experimental(self, {LANE_EXTENSION: self.lane.settings()})
         self.client_log_levels = ClientLogLevels()
         lowlevel = self._lowlevel_server
         # The SDK registers prompt and resource handlers unconditionally and derives the advertised

@@ -14,6 +14,7 @@ import mcp_types as types
 from mcp import Client, MCPError
 
 from orchestrator.mesh.errors import ServerUnavailable
+from orchestrator.mesh.lane import ClientLane
 
 R = TypeVar("R", bound=types.Result)
 
@@ -48,7 +49,7 @@ async def call_tool(
 
 
 async def send_request(
-    client: Client,
+    client: Client | ClientLane,
     server: str,
     request: types.Request[Any, Any],
     result_type: type[R],
@@ -56,8 +57,11 @@ async def send_request(
     timeout: float,
     closed: anyio.Event,
 ) -> R:
+    """Through the SDK's session, or the connection's control lane: the same answers, the same errors."""
     try:
         with anyio.fail_after(timeout + 5):
+            if isinstance(client, ClientLane):
+                return await client.request(request, result_type)
             result: R = await client.session.send_request(
                 request, result_type, request_read_timeout_seconds=timeout + 5
             )

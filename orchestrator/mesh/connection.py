@@ -22,6 +22,7 @@ from orchestrator.mesh.calls import R, call_tool, capability_names, send_request
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig, SupervisionConfig
 from orchestrator.mesh.errors import ServerUnavailable
 from orchestrator.mesh.forkserver import ForkServer
+from orchestrator.mesh.lane import ClientLane
 from orchestrator.mesh.opening import Opener, list_tools
 from orchestrator.mesh.pushed import NotificationHandler
 from orchestrator.mesh.status import ServerSnapshot, ServerState
@@ -64,6 +65,7 @@ class ServerConnection:
         self.restarts = 0
         self.tools: list[types.Tool] = []
         self._client: Client | None = None
+        self._lane: ClientLane | None = None
         self._ready = anyio.Event()
         self._closed = anyio.Event()
         self._next_try_at: float | None = None
@@ -96,7 +98,7 @@ class ServerConnection:
 
     async def _open(self, stack: AsyncExitStack) -> Client:
         """Connect and list tools, with every resource on ``stack``."""
-        client, self.tools = await self._opener.open(self.config, stack, self._closed)
+        client, self.tools, self._lane = await self._opener.open(self.config, stack, self._closed)
         return client
 
     @property
@@ -179,6 +181,7 @@ class ServerConnection:
             self.last_error = failed(exc)
         finally:
             self._client = None
+            self._lane = None
             if self._ready.is_set():
                 self._ready = anyio.Event()
         if connected_at is not None:
@@ -212,6 +215,11 @@ class ServerConnection:
     @property
     def client(self) -> Client | None:
         return self._client
+
+    @property
+    def on_lane(self) -> bool:
+        """Whether control requests go on the control lane (a forked server that advertises it)."""
+        return self._client is not None and self._lane is not None
 
     async def wait_ready(self, timeout: float | None = None) -> Client:
         wait = self.config.connect_wait_s if timeout is None else timeout
@@ -255,10 +263,11 @@ class ServerConnection:
         )
 
     async def request(self, request: types.Request[Any, Any], result_type: type[R], *, timeout: float) -> R:
-        """A control-plane request (never a tool): events pull/ack, permission relay, ..."""
+        """A control-plane request (never a tool): events pull/ack, permission relay, ...; on the
+        control lane when the connection has one (``orchestrator.mesh.lane``)."""
         client = await self.wait_ready()
         return await send_request(
-            client, self.name, request, result_type, timeout=timeout, closed=self._closed
+            self._lane or client, self.name, request, result_type, timeout=timeout, closed=self._closed
         )
 
     def snapshot(self) -> ServerSnapshot:

@@ -19,6 +19,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from orchestrator.mesh.forked_process import ForkedProcess
+from orchestrator.mesh.lane import ClientLane
 
 logger = logging.getLogger("nexo.mesh")
 
@@ -79,11 +80,18 @@ async def _stop(process: ForkedProcess) -> None:
 
 @asynccontextmanager
 async def forked_stdio(
-    process: ForkedProcess, stdin: int, stdout: int
+    process: ForkedProcess, stdin: int, stdout: int, lane: ClientLane | None = None
 ) -> AsyncIterator[tuple[object, object]]:
-    """Streams over ``stdin``/``stdout`` (our ends of the child's pipes), which this then owns."""
+    """Streams over ``stdin``/``stdout`` (our ends of the child's pipes), which this then owns;
+    ``lane`` gets its own way onto stdin and its answers off stdout (``orchestrator.mesh.lane``)."""
     for fd in (stdin, stdout):
         os.set_blocking(fd, False)
+    turns = anyio.Lock()
+
+    async def write(data: bytes) -> None:
+        async with turns:
+            await _write_all(stdin, data)
+
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     writer_done = anyio.Event()
@@ -94,23 +102,29 @@ async def forked_stdio(
         buffer = ""
         deliver = True
         async with read_writer:
-            while chunk := await _read_chunk_or_end(stdout):
-                lines = (buffer + decoder.decode(chunk)).split("\n")
-                buffer = lines.pop()
-                for line in lines:
-                    if not deliver:
-                        continue  # drained so a server flushing its output can still exit
-                    try:
-                        await read_writer.send(_parse_line(line))
-                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        deliver = False
+            try:
+                while chunk := await _read_chunk_or_end(stdout):
+                    lines = (buffer + decoder.decode(chunk)).split("\n")
+                    buffer = lines.pop()
+                    for line in lines:
+                        if not deliver:
+                            continue  # drained so a server flushing its output can still exit
+                        if lane is not None and lane.deliver(line):
+                            continue
+                        try:
+                            await read_writer.send(_parse_line(line))
+                        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            deliver = False
+            finally:
+                if lane is not None:
+                    lane.close()
 
     async def writer() -> None:
         try:
             async with write_reader:
                 async for message in write_reader:
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await _write_all(stdin, (data + "\n").encode())
+                    await write((data + "\n").encode())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_writer.aclose()
         finally:
@@ -123,6 +137,8 @@ async def forked_stdio(
             anyio.notify_closing(stdin)
             os.close(stdin)
 
+    if lane is not None:
+        lane.attach(write)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(reader)
@@ -135,6 +151,8 @@ async def forked_stdio(
                     write_stream.close()
                     with anyio.move_on_after(FLUSH_S):
                         await writer_done.wait()
+                    if lane is not None:
+                        lane.close()
                     close_stdin()
                     await _stop(process)
                 tg.cancel_scope.cancel()

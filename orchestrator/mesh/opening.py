@@ -12,13 +12,16 @@ from mcp import Client
 from mcp.client import ClientExtension
 from pydantic import BaseModel
 
+from orchestrator.mesh.calls import capability_names
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig
 from orchestrator.mesh.errors import describe_error
 from orchestrator.mesh.forkserver import ForkServer
 from orchestrator.mesh.http_refusal import refusal
+from orchestrator.mesh.lane import ClientLane
 from orchestrator.mesh.pushed import NotificationHandler, PushedNotifications
 from orchestrator.mesh.stderr_tail import StderrTail
 from orchestrator.mesh.transport import http_client_for, open_transport
+from shared.protocol.lane import LANE_EXTENSION
 
 CONNECT_TIMEOUT_S = 30.0
 CLIENT_INFO = types.Implementation(name="nexo-orchestrator", version="0.1.0")
@@ -49,8 +52,10 @@ class Opener:
 
     async def open(
         self, config: StdioServerConfig | HttpServerConfig, stack: AsyncExitStack, closed: anyio.Event
-    ) -> tuple[Client, list[types.Tool]]:
-        """Connect and list tools; ``closed`` is set when the connection ends."""
+    ) -> tuple[Client, list[types.Tool], ClientLane | None]:
+        """Connect and list tools; ``closed`` is set when the connection ends. The control lane
+        comes back when the server is a forked child that advertises it (else None: the SDK's
+        session carries every request)."""
         http = None
         self.refused = None
         if self._stderr_tail is not None:
@@ -58,6 +63,7 @@ class Opener:
         if isinstance(config, HttpServerConfig):
             http = await stack.enter_async_context(http_client_for(config))
             http.event_hooks = {"response": [self._status_watch(config, closed)]}
+        lane = ClientLane() if isinstance(config, StdioServerConfig) else None
         extensions: list[ClientExtension] = []
         if self._notifications and self._on_notification is not None:
             extensions.append(PushedNotifications(self._name, self._notifications, self._on_notification))
@@ -69,6 +75,7 @@ class Opener:
                 http_client=http,
                 fork_server=self._fork_server,
                 stderr_tail=self._stderr_tail,
+                lane=lane,
             ),
             mode=config.protocol,
             extensions=extensions,
@@ -79,7 +86,10 @@ class Opener:
             read_timeout_seconds=CONNECT_TIMEOUT_S,
         )
         await stack.enter_async_context(client)
-        return client, await list_tools(client)
+        tools = await list_tools(client)
+        if lane is None or not lane.attached or LANE_EXTENSION not in capability_names(client):
+            lane = None
+        return client, tools, lane
 
     def _status_watch(
         self, config: HttpServerConfig, closed: anyio.Event

@@ -21,6 +21,7 @@ from orchestrator.mesh.fork_request import ForkRequest, built_in_module
 from orchestrator.mesh.forked import forked_stdio
 from orchestrator.mesh.forkserver import ForkServer
 from orchestrator.mesh.http_reuse import ConnectionKeepingTransport
+from orchestrator.mesh.lane import ClientLane
 from orchestrator.mesh.stderr_tail import StderrTail, teed_stderr
 
 TransportStreams = tuple[Any, Any]
@@ -89,14 +90,19 @@ async def _watched(inner: Any, closed: anyio.Event) -> AsyncIterator[TransportSt
 
 @asynccontextmanager
 async def _forked_or_spawned(
-    config: StdioServerConfig, module: str, env: dict[str, str], fork_server: ForkServer, errlog: TextIO
+    config: StdioServerConfig,
+    module: str,
+    env: dict[str, str],
+    fork_server: ForkServer,
+    errlog: TextIO,
+    lane: ClientLane | None,
 ) -> AsyncIterator[TransportStreams]:
     """The child the fork server started early for this request, else a child of the fork server
-    when it can make one, else the SDK's own spawn."""
+    when it can make one, else the SDK's own spawn (with no control lane: the SDK owns its pipes)."""
     request = fork_request(config, module, env)
     adopted = await fork_server.adopt(request)
     if adopted is not None:
-        async with forked_stdio(*adopted) as streams:
+        async with forked_stdio(*adopted, lane=lane) as streams:
             yield streams
         return
     stdin_read, stdin_write = os.pipe()
@@ -117,7 +123,7 @@ async def _forked_or_spawned(
         async with stdio_client(params, errlog=errlog) as streams:
             yield streams
         return
-    async with forked_stdio(process, stdin_write, stdout_read) as streams:
+    async with forked_stdio(process, stdin_write, stdout_read, lane=lane) as streams:
         yield streams
 
 
@@ -127,6 +133,7 @@ async def _stdio(
     env: dict[str, str],
     fork_server: ForkServer | None,
     stderr_tail: StderrTail | None,
+    lane: ClientLane | None,
 ) -> AsyncIterator[TransportStreams]:
     """The child's stderr is ours, or teed into ``stderr_tail`` when the caller keeps its last line."""
     module = built_in_module(config) if fork_server is not None else None
@@ -135,7 +142,7 @@ async def _stdio(
             sys.stderr if stderr_tail is None else await stack.enter_async_context(teed_stderr(stderr_tail))
         )
         if fork_server is not None and module is not None:
-            inner = _forked_or_spawned(config, module, env, fork_server, errlog)
+            inner = _forked_or_spawned(config, module, env, fork_server, errlog, lane)
         else:
             params = StdioServerParameters(command=config.command, args=config.args, env=env, cwd=config.cwd)
             inner = stdio_client(params, errlog=errlog)
@@ -150,10 +157,12 @@ def open_transport(
     http_client: httpx2.AsyncClient | None = None,
     fork_server: ForkServer | None = None,
     stderr_tail: StderrTail | None = None,
+    lane: ClientLane | None = None,
 ) -> Any:
+    """``lane`` is attached when the child is forked (``orchestrator.mesh.lane``)."""
     if isinstance(config, StdioServerConfig):
         env = child_environment(config, base_env)
-        return _watched(_stdio(config, env, fork_server, stderr_tail), closed)
+        return _watched(_stdio(config, env, fork_server, stderr_tail, lane), closed)
     return _watched(streamable_http_client(config.url, http_client=http_client), closed)
 
 

@@ -12,6 +12,7 @@ hosts, and serves an unauthenticated ``/healthz``.
 - :mod:`~shared.hosting.http_app`: the ASGI app at ``/mcp`` with ``/healthz``;
 - :mod:`~shared.hosting.auth`: the bearer-token check in front of it;
 - :mod:`~shared.hosting.listener`: binding a port and serving any ASGI app on it (no MCP);
+- :mod:`~shared.hosting.lane`: nexo's control methods answered from the stdio pipe (the control lane);
 - :mod:`~shared.hosting.capabilities`: what the SDK offers no public hook for;
 - :mod:`~shared.hosting.errors`: :class:`HostingError`, a start that cannot go on as configured.
 """

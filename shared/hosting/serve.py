@@ -17,6 +17,7 @@ from mcp.server.stdio import stdio_server
 from shared.hosting.capabilities import run_on_streams
 from shared.hosting.errors import HostingError
 from shared.hosting.http_app import ServerStatus, build_http_app, mcp_url
+from shared.hosting.lane import LaneLines, LaneMethods, ServerLane, WholeLines
 from shared.hosting.listener import ListenError, listen, serve_asgi
 from shared.hosting.options import HttpOptions
 from shared.hosting.stdio_pipes import claimed_pipes
@@ -55,9 +56,15 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
             if pipes is None:
                 await server.run_stdio_async()
             else:
-                lines, writer = pipes
-                async with stdio_server(cast(Any, lines), cast(Any, writer)) as (read_stream, write_stream):
-                    await run_on_streams(server, read_stream, write_stream)
+                lines: Any = pipes[0]
+                out = WholeLines(pipes[1].write)
+                async with anyio.create_task_group() as lane_tasks:
+                    methods = getattr(server, "lane", None)
+                    if isinstance(methods, LaneMethods) and methods.bindings:
+                        lines = LaneLines(lines, ServerLane(methods, out, lane_tasks))
+                    async with stdio_server(cast(Any, lines), cast(Any, out)) as (read_stream, write_stream):
+                        await run_on_streams(server, read_stream, write_stream)
+                    lane_tasks.cancel_scope.cancel()  # the client is gone: so is what it asked
     except* BrokenPipeError:
         # Python flushes stdout once more at exit; pointed at /dev/null that flush cannot fail.
         devnull = os.open(os.devnull, os.O_WRONLY)

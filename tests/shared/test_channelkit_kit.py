@@ -465,14 +465,16 @@ async def test_the_channel_capabilities_are_declared_in_the_handshake(tmp_path: 
         without = plain.server_capabilities.experimental or {}
     async with Client(build(tmp_path, Platform(), relay=True), mode="legacy") as relaying:
         with_relay = relaying.server_capabilities.experimental or {}
-    assert sorted(without) == ["claude/channel", "nexo/channel", "nexo/events"]
+    assert sorted(without) == ["claude/channel", "nexo/channel", "nexo/events", "nexo/lane"]
     assert without["nexo/events"]["kinds"] == ["message"]
+    assert "nexo/events/pull" in without["nexo/lane"]["methods"]
     assert sorted(with_relay) == [
         "claude/channel",
         "claude/channel/permission",
         "nexo/channel",
         "nexo/channel/permission",
         "nexo/events",
+        "nexo/lane",
     ]
     assert with_relay["nexo/events"]["kinds"] == ["message", "permission_verdict"]
 
