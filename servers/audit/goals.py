@@ -74,6 +74,10 @@ def _check_source(source: str, what: str = "source") -> None:
         raise InvalidRequest(f"{what} {source!r} is not a source name: use e.g. {SOURCE_EXAMPLES}")
 
 
+def _missing(goal_id: str) -> GoalNotFound:
+    return GoalNotFound(f"no goal {goal_id!r}: list the goals with nexo/audit/goals/list")
+
+
 class GoalRegistry:
     def __init__(
         self,
@@ -94,7 +98,7 @@ class GoalRegistry:
     async def get(self, goal_id: str) -> Goal:
         row = await self.ledger.db.fetchone(f"SELECT {COLUMNS} FROM goals WHERE id = ?", (goal_id,))
         if row is None:
-            raise GoalNotFound(f"no goal {goal_id!r}: list the goals with nexo/audit/goals/list")
+            raise _missing(goal_id)
         return _to_goal(row)
 
     async def find(
@@ -166,9 +170,9 @@ class GoalRegistry:
             return existing, False
         now = self.ledger.now()
         status: GoalStatus = "running" if await self._running(writer.tx) < self.max_running else "queued"
-        await writer.tx.execute(
+        row = await writer.tx.fetchone(
             "INSERT INTO goals(id, agent, kind, status, origin, prompt, phase, created_at, started_at, "
-            "budget, queue_pos) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"budget, queue_pos) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {COLUMNS}",
             (
                 goal_id,
                 agent,
@@ -183,7 +187,8 @@ class GoalRegistry:
                 await self._next_queue_pos(writer.tx) if status == "queued" else None,
             ),
         )
-        goal = await self._require(writer.tx, goal_id)
+        assert row is not None  # RETURNING gives the row just inserted
+        goal = _to_goal(row)
         await self._record(writer, goal, None, "created", source)
         return goal, True
 
@@ -227,12 +232,16 @@ class GoalRegistry:
         reason: str,
         source: str,
     ) -> tuple[Goal, list[Goal]]:
-        goal = await self._require(writer.tx, goal_id)
         if changed:
             assignments = ", ".join(f"{column} = ?" for column in changed)
-            await writer.tx.execute(
-                f"UPDATE goals SET {assignments} WHERE id = ?", [*changed.values(), goal_id]
+            row = await writer.tx.fetchone(
+                f"UPDATE goals SET {assignments} WHERE id = ? RETURNING {COLUMNS}",
+                [*changed.values(), goal_id],
             )
+            if row is None:
+                raise _missing(goal_id)
+            goal = _to_goal(row)
+        else:
             goal = await self._require(writer.tx, goal_id)
         if status is None or status == goal.status:
             return goal, []
@@ -284,7 +293,7 @@ class GoalRegistry:
     async def _require(self, tx: Transaction, goal_id: str) -> Goal:
         goal = await self._get(tx, goal_id)
         if goal is None:
-            raise GoalNotFound(f"no goal {goal_id!r}: list the goals with nexo/audit/goals/list")
+            raise _missing(goal_id)
         return goal
 
     async def _active(self, tx: Transaction) -> list[Goal]:
@@ -313,12 +322,14 @@ class GoalRegistry:
         # A phase says what a live goal is doing; a finished goal is doing nothing.
         phase = "" if finished is not None else goal.phase
         queue_pos = await self._next_queue_pos(writer.tx) if status == "queued" else None
-        await writer.tx.execute(
+        row = await writer.tx.fetchone(
             "UPDATE goals SET status = ?, phase = ?, started_at = ?, finished_at = ?, queue_pos = ? "
-            "WHERE id = ?",
+            f"WHERE id = ? RETURNING {COLUMNS}",
             (status, phase, started, finished, queue_pos, goal.id),
         )
-        changed = await self._require(writer.tx, goal.id)
+        if row is None:
+            raise _missing(goal.id)
+        changed = _to_goal(row)
         await self._record(writer, changed, goal.status, reason, source)
         return changed
 
@@ -338,9 +349,12 @@ class GoalRegistry:
     async def _promote(self, writer: ChainWriter) -> list[Goal]:
         """Start the oldest queued goals while running slots are free."""
         promoted: list[Goal] = []
-        while await self._running(writer.tx) < self.max_running:
+        while True:
+            # The oldest queued goal, if a running slot is free: one statement asks both.
             row = await writer.tx.fetchone(
-                f"SELECT {COLUMNS} FROM goals WHERE status = 'queued' ORDER BY queue_pos LIMIT 1"
+                f"SELECT {COLUMNS} FROM goals WHERE status = 'queued' "
+                "AND (SELECT count(*) FROM goals WHERE status = 'running') < ? ORDER BY queue_pos LIMIT 1",
+                (self.max_running,),
             )
             if row is None:
                 break

@@ -42,6 +42,34 @@ def _each_row(conn: sqlite3.Connection, sql: str, rows: list[Sequence[Any]]) -> 
     conn.executemany(sql, rows).close()
 
 
+def _all_rows(conn: sqlite3.Connection, sql: str, params: Params) -> list[Any]:
+    cursor = conn.execute(sql, params)
+    try:
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
+def _inserted(conn: sqlite3.Connection, sql: str, params: Params) -> Any:
+    conn.execute(sql, params).close()
+    return _first_row(conn, "SELECT last_insert_rowid()", ())
+
+
+def _begun(conn: sqlite3.Connection, statement: Callable[..., Any], *args: Any) -> Any:
+    """``BEGIN IMMEDIATE``, then the transaction's first statement: one hand-over for both."""
+    conn.execute("BEGIN IMMEDIATE").close()
+    return statement(conn, *args)
+
+
+def _without_sync(conn: sqlite3.Connection, sql: str, params: Params, synchronous: str) -> int:
+    """One statement committed with ``synchronous=NORMAL``, the file's own setting put back after."""
+    conn.execute("PRAGMA synchronous = NORMAL").close()
+    try:
+        return _rowcount(conn, sql, params)
+    finally:
+        conn.execute(f"PRAGMA synchronous = {synchronous}").close()
+
+
 class _Statements:
     """The statements every handle offers, all sent through the single aiosqlite connection."""
 
@@ -80,31 +108,37 @@ class _Statements:
         ``Connection._execute``: the one place the project reaches past aiosqlite's public API."""
         return await self._conn._execute(statement, self._conn._conn, *args)  # type: ignore[no-untyped-call]
 
-    async def execute(self, sql: str, params: Params) -> int:
+    async def _run(self, begin: bool, statement: Callable[..., Any], *args: Any) -> Any:
+        """``statement`` in one hand-over; ``begin`` opens the transaction in the same one."""
         with self._translated():
-            count: int = await self._one_trip(_rowcount, sql, params)
+            if begin:
+                return await self._one_trip(_begun, statement, *args)
+            return await self._one_trip(statement, *args)
+
+    async def execute(self, sql: str, params: Params, *, begin: bool = False) -> int:
+        count: int = await self._run(begin, _rowcount, sql, params)
         return count
 
-    async def fetchall(self, sql: str, params: Params) -> list[tuple[Any, ...]]:
-        with self._translated():
-            rows = await self._conn.execute_fetchall(sql, params)
+    async def execute_without_sync(self, sql: str, params: Params, synchronous: str) -> int:
+        count: int = await self._run(False, _without_sync, sql, params, synchronous)
+        return count
+
+    async def fetchall(self, sql: str, params: Params, *, begin: bool = False) -> list[tuple[Any, ...]]:
+        rows = await self._run(begin, _all_rows, sql, params)
         return [tuple(row) for row in rows]
 
-    async def fetchone(self, sql: str, params: Params) -> tuple[Any, ...] | None:
-        with self._translated():
-            row = await self._one_trip(_first_row, sql, params)
+    async def fetchone(self, sql: str, params: Params, *, begin: bool = False) -> tuple[Any, ...] | None:
+        row = await self._run(begin, _first_row, sql, params)
         return None if row is None else tuple(row)
 
-    async def insert(self, sql: str, params: Params) -> int:
-        with self._translated():
-            row = await self._conn.execute_insert(sql, params)
+    async def insert(self, sql: str, params: Params, *, begin: bool = False) -> int:
+        row = await self._run(begin, _inserted, sql, params)
         if row is None:
             raise AssertionError("SELECT last_insert_rowid() returned no row")
         return int(row[0])
 
-    async def executemany(self, sql: str, rows: list[Sequence[Any]]) -> None:
-        with self._translated():
-            await self._one_trip(_each_row, sql, rows)
+    async def executemany(self, sql: str, rows: list[Sequence[Any]], *, begin: bool = False) -> None:
+        await self._run(begin, _each_row, sql, rows)
 
     async def rollback_quietly(self) -> None:
         # SQLite may already have rolled back (some errors end the transaction by themselves).
@@ -113,14 +147,18 @@ class _Statements:
 
 
 class Transaction:
-    """Statements of one `BEGIN IMMEDIATE ... COMMIT`; usable only inside its `async with` block."""
+    """Statements of one `BEGIN IMMEDIATE ... COMMIT`; usable only inside its `async with` block.
 
-    __slots__ = ("_open", "_path", "_statements")
+    ``BEGIN IMMEDIATE`` goes with the transaction's first statement, in the same hand-over to the
+    connection's thread; a transaction that runs no statement begins and commits nothing."""
+
+    __slots__ = ("_open", "_path", "_statements", "begun")
 
     def __init__(self, statements: _Statements, path: Path) -> None:
         self._statements = statements
         self._path = path
         self._open = True
+        self.begun = False
 
     @property
     def is_open(self) -> bool:
@@ -129,33 +167,31 @@ class Transaction:
     def _close(self) -> None:
         self._open = False
 
-    def _check_open(self) -> None:
+    def _begin(self) -> bool:
+        """True for the statement that opens the transaction (the first one)."""
         if not self._open:
             raise problem(
                 self._path,
                 "the transaction is already finished",
                 "use the Transaction only inside its `async with db.transaction()` block",
             )
+        first, self.begun = not self.begun, True
+        return first
 
     async def execute(self, sql: str, params: Params = ()) -> int:
-        self._check_open()
-        return await self._statements.execute(sql, params)
+        return await self._statements.execute(sql, params, begin=self._begin())
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
-        self._check_open()
-        return await self._statements.fetchall(sql, params)
+        return await self._statements.fetchall(sql, params, begin=self._begin())
 
     async def fetchone(self, sql: str, params: Params = ()) -> tuple[Any, ...] | None:
-        self._check_open()
-        return await self._statements.fetchone(sql, params)
+        return await self._statements.fetchone(sql, params, begin=self._begin())
 
     async def insert(self, sql: str, params: Params = ()) -> int:
-        self._check_open()
-        return await self._statements.insert(sql, params)
+        return await self._statements.insert(sql, params, begin=self._begin())
 
     async def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
-        self._check_open()
-        await self._statements.executemany(sql, list(seq))
+        await self._statements.executemany(sql, list(seq), begin=self._begin())
 
 
 class Database:
@@ -249,14 +285,11 @@ class Database:
         """Whether writes to this file currently fail because its disk is full."""
         return self._statements.storage
 
-    @asynccontextmanager
-    async def _slot(self) -> AsyncIterator[None]:
+    def _joined(self) -> Transaction | None:
+        """The transaction this task (or the task that started it) is inside, if any: a statement
+        issued there joins it instead of waiting for the lock it holds."""
         current = self._current.get()
-        if current is not None and current.is_open:
-            yield
-        else:
-            async with self._lock:
-                yield
+        return current if current is not None and current.is_open else None
 
     async def execute(self, sql: str, params: Params = (), *, durable: bool = True) -> int:
         """Run one statement; returns the row count. Commits at once unless inside `transaction()`.
@@ -267,45 +300,46 @@ class Database:
         whose loss the owner's recovery already handles (an acknowledgement, a delivery count).
         Inside `transaction()` the transaction's own commit decides.
         """
-        current = self._current.get()
-        if not durable and self.synchronous in ("FULL", "EXTRA") and (current is None or not current.is_open):
-            return await self._execute_without_sync(sql, params)
-        async with self._slot():
-            count = await self._statements.execute(sql, params)
-        self._stored_outside_transaction()
-        return count
-
-    async def _execute_without_sync(self, sql: str, params: Params) -> int:
+        joined = self._joined()
+        if joined is not None:
+            return await joined.execute(sql, params)
         async with self._lock:
-            await self._statements.execute("PRAGMA synchronous = NORMAL", ())
-            try:
+            if not durable and self.synchronous in ("FULL", "EXTRA"):
+                count = await self._statements.execute_without_sync(sql, params, self.synchronous)
+            else:
                 count = await self._statements.execute(sql, params)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self._statements.execute(f"PRAGMA synchronous = {self.synchronous}", ())
         self._statements.storage.stored()
         return count
 
     async def fetchall(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
-        async with self._slot():
+        joined = self._joined()
+        if joined is not None:
+            return await joined.fetchall(sql, params)
+        async with self._lock:
             return await self._statements.fetchall(sql, params)
 
     async def fetchone(self, sql: str, params: Params = ()) -> tuple[Any, ...] | None:
-        async with self._slot():
+        joined = self._joined()
+        if joined is not None:
+            return await joined.fetchone(sql, params)
+        async with self._lock:
             return await self._statements.fetchone(sql, params)
 
     async def insert(self, sql: str, params: Params = ()) -> int:
         """Run an INSERT; returns `last_insert_rowid()` (unchanged when nothing was inserted)."""
-        async with self._slot():
+        joined = self._joined()
+        if joined is not None:
+            return await joined.insert(sql, params)
+        async with self._lock:
             rowid = await self._statements.insert(sql, params)
-        self._stored_outside_transaction()
+        self._statements.storage.stored()
         return rowid
 
     async def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
         """Run one statement per parameter row, all in one transaction (one fsync, all or nothing)."""
-        current = self._current.get()
-        if current is not None and current.is_open:
-            await current.executemany(sql, seq)
+        joined = self._joined()
+        if joined is not None:
+            await joined.executemany(sql, seq)
             return
         async with self.transaction() as transaction:
             await transaction.executemany(sql, seq)
@@ -313,8 +347,7 @@ class Database:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
         """`BEGIN IMMEDIATE` ... `COMMIT`, or `ROLLBACK` when the block raises or is cancelled."""
-        current = self._current.get()
-        if current is not None and current.is_open:
+        if self._joined() is not None:
             raise problem(
                 self.path,
                 "transaction() was entered while this task is already inside one",
@@ -325,21 +358,17 @@ class Database:
             token = self._current.set(transaction)
             try:
                 try:
-                    await self._statements.execute("BEGIN IMMEDIATE", ())
                     yield transaction
-                    await self._statements.execute("COMMIT", ())
-                    self._statements.storage.stored()
+                    if transaction.begun:
+                        await self._statements.execute("COMMIT", ())
+                        self._statements.storage.stored()
                 except BaseException:
                     # Statements run in queue order, so this ROLLBACK follows any statement a
                     # cancelled await left queued.
-                    with anyio.CancelScope(shield=True):
-                        await self._statements.rollback_quietly()
+                    if transaction.begun:
+                        with anyio.CancelScope(shield=True):
+                            await self._statements.rollback_quietly()
                     raise
             finally:
                 transaction._close()
                 self._current.reset(token)
-
-    def _stored_outside_transaction(self) -> None:
-        current = self._current.get()
-        if current is None or not current.is_open:
-            self._statements.storage.stored()

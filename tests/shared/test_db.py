@@ -388,14 +388,20 @@ async def test_failed_commit_rolls_back_and_leaves_the_database_usable(db_path: 
     assert rows == [(42,)]
 
 
+async def _insert_in_transaction(db: Database, body: str) -> None:
+    async with db.transaction() as tx:
+        await tx.execute("INSERT INTO events(body) VALUES (?)", (body,))
+        raise AssertionError("the statement after BEGIN must not run")
+
+
 async def test_busy_database_reports_the_lock_error(db_path: Path) -> None:
     async with Database.open(db_path, [EVENTS], busy_timeout_ms=0) as db:
         other = sqlite3.connect(db_path, isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")
+            # The transaction begins with its first statement: that statement meets the lock.
             with pytest.raises(sqlite3.OperationalError, match="database is locked"):
-                async with db.transaction():
-                    raise AssertionError("the block must not run")
+                await _insert_in_transaction(db, "during")
             other.execute("ROLLBACK")
         finally:
             other.close()

@@ -32,19 +32,67 @@ def count_hand_overs(db: Database) -> Callable[[], int]:
 async def test_every_kind_of_statement_is_one_hand_over_with_the_same_results(tmp_path: Path) -> None:
     async with Database.open(tmp_path / "items.db", [ITEMS]) as db:
         hand_overs = count_hand_overs(db)
-        # BEGIN IMMEDIATE, every row, COMMIT: executemany is all or nothing.
+        # BEGIN IMMEDIATE with every row, then COMMIT: executemany is all or nothing.
         await db.executemany("INSERT INTO items(id, name) VALUES (?, ?)", [(1, "a"), (2, "b"), (3, "c")])
-        assert hand_overs() == 3
+        assert hand_overs() == 2
         assert await db.execute("UPDATE items SET name = name || '!' WHERE id >= ?", (2,)) == 2
-        assert hand_overs() == 4
+        assert hand_overs() == 3
         assert await db.fetchone("SELECT name FROM items WHERE id = ?", (3,)) == ("c!",)
-        assert hand_overs() == 5
+        assert hand_overs() == 4
         assert await db.fetchone("SELECT name FROM items WHERE id = ?", (9,)) is None
-        assert hand_overs() == 6
+        assert hand_overs() == 5
         assert await db.fetchall("SELECT id FROM items ORDER BY id") == [(1,), (2,), (3,)]
-        assert hand_overs() == 7
+        assert hand_overs() == 6
         assert await db.insert("INSERT INTO items(name) VALUES (?)", ("d",)) == 4
+        assert hand_overs() == 7
+        # Without waiting for the disk: the pragma, the statement and the pragma put back, at once.
+        assert await db.execute("UPDATE items SET name = 'e' WHERE id = 4", durable=False) == 1
         assert hand_overs() == 8
+        assert await db.fetchone("PRAGMA synchronous") == (2,)
+
+
+async def test_a_transaction_begins_with_its_first_statement_and_one_without_statements_is_nothing(
+    tmp_path: Path,
+) -> None:
+    async with Database.open(tmp_path / "items.db", [ITEMS]) as db:
+        hand_overs = count_hand_overs(db)
+        async with db.transaction() as tx:
+            assert await tx.fetchone("SELECT count(*) FROM items") == (0,)
+            assert hand_overs() == 1  # BEGIN IMMEDIATE went with it
+            await tx.execute("INSERT INTO items(name) VALUES ('a')")
+            # A statement through the handle from inside joins the transaction.
+            assert await db.fetchall("SELECT name FROM items") == [("a",)]
+        assert hand_overs() == 4  # and COMMIT
+        async with db.transaction():
+            pass
+        assert hand_overs() == 4
+        with pytest.raises(RuntimeError, match="no"):
+            await _insert_then_fail(db)
+        assert await db.fetchall("SELECT name FROM items") == [("a",)]
+
+
+async def _insert_then_fail(db: Database) -> None:
+    async with db.transaction() as tx:
+        await tx.execute("INSERT INTO items(name) VALUES ('b')")
+        raise RuntimeError("no")
+
+
+async def test_the_transaction_holds_the_write_lock_from_its_first_statement_to_its_commit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "items.db"
+    async with Database.open(path, [ITEMS], busy_timeout_ms=0) as db:
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            async with db.transaction() as tx:
+                other.execute("INSERT INTO items(name) VALUES ('before')")  # not begun yet: free
+                await tx.fetchone("SELECT count(*) FROM items")
+                with pytest.raises(sqlite3.OperationalError, match="locked"):
+                    other.execute("INSERT INTO items(name) VALUES ('during')")
+            other.execute("INSERT INTO items(name) VALUES ('after')")
+        finally:
+            other.close()
+        assert await db.fetchall("SELECT name FROM items ORDER BY id") == [("before",), ("after",)]
 
 
 async def test_a_failing_statement_raises_the_same_error_and_leaves_nothing_open(tmp_path: Path) -> None:
