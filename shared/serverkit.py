@@ -37,7 +37,7 @@ from mcp.server.session import ServerSession
 from mcp_types import Icon, ToolAnnotations
 from pydantic import ValidationError
 
-from shared.hosting.capabilities import advertise_experimental
+from shared.hosting.capabilities import advertise_experimental, tool_call_handler
 from shared.hosting.lane import LaneMethods
 from shared.protocol.lane import LANE_EXTENSION
 from shared.toolschema import describe_invalid_arguments, strict_arguments
@@ -123,10 +123,12 @@ class NexoServer(MCPServer[LifespanT]):
         lifespan: Any = None,
         extensions: Sequence[Extension] | None = None,
         middleware: Sequence[ServerMiddleware[Any]] | None = None,
+        lane_tools: Sequence[str] = (),
     ) -> None:
-        self.lane = LaneMethods(extensions or ())
-        """The control methods a nexo client may call on the control lane (``shared.hosting.lane``)."""
-        offered = [*(extensions or ()), self.lane.extension()] if self.lane.bindings else extensions
+        self.lane = LaneMethods(extensions or (), tools=lane_tools, call_tool=tool_call_handler(self))
+        """The control methods, and the tools among ``lane_tools``, that a nexo client may call on
+        the control lane (``shared.hosting.lane``)."""
+        offered = [*(extensions or ()), self.lane.extension()] if self.lane.offered else extensions
         super().__init__(
             name,
             instructions=instructions,
@@ -137,7 +139,7 @@ class NexoServer(MCPServer[LifespanT]):
             log_level="WARNING",
             subscriptions=False,
         )
-        if self.lane.bindings:
+        if self.lane.offered:
             advertise_experimental(self, {LANE_EXTENSION: self.lane.settings()})
         self.client_log_levels = ClientLogLevels()
         lowlevel = self._lowlevel_server

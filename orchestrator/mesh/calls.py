@@ -20,7 +20,7 @@ R = TypeVar("R", bound=types.Result)
 
 
 async def call_tool(
-    client: Client,
+    client: Client | ClientLane,
     server: str,
     tool: str,
     arguments: Mapping[str, Any],
@@ -29,8 +29,17 @@ async def call_tool(
     meta: Mapping[str, Any] | None,
     closed: anyio.Event,
 ) -> types.CallToolResult:
+    """Through the SDK's client, or the connection's control lane for a tool the server answers
+    there: the same result, the same errors."""
     try:
         with anyio.fail_after(limit):
+            if isinstance(client, ClientLane):
+                params = types.CallToolRequestParams(
+                    name=tool,
+                    arguments=dict(arguments),
+                    _meta=cast(types.RequestParamsMeta, dict(meta)) if meta else None,
+                )
+                return await client.request(types.CallToolRequest(params=params), types.CallToolResult)
             return await client.call_tool(
                 tool,
                 dict(arguments),

@@ -217,6 +217,11 @@ class ServerConnection:
         return self._client
 
     @property
+    def lane_tools(self) -> frozenset[str]:
+        """The tools whose calls take the control lane on this connection (none without a lane)."""
+        return self._lane.tools if self._client is not None and self._lane is not None else frozenset()
+
+    @property
     def on_lane(self) -> bool:
         """Whether control requests go on the control lane (a forked server that advertises it)."""
         return self._client is not None and self._lane is not None
@@ -258,8 +263,15 @@ class ServerConnection:
     ) -> types.CallToolResult:
         client = await self.wait_ready()
         limit = timeout or self.config.call_timeout_s
+        lane = self._lane
         return await call_tool(
-            client, self.name, tool, arguments, limit=limit, meta=meta, closed=self._closed
+            lane if lane is not None and tool in lane.tools else client,
+            self.name,
+            tool,
+            arguments,
+            limit=limit,
+            meta=meta,
+            closed=self._closed,
         )
 
     async def request(self, request: types.Request[Any, Any], result_type: type[R], *, timeout: float) -> R:

@@ -6,7 +6,9 @@ the server's stdout by the transport's reader before the SDK's session sees the 
 caller gets is what the SDK's session gives: the result validated as the request's result model,
 an ``MCPError`` for a JSON-RPC error, ``CONNECTION_CLOSED`` when the connection ends first. A
 request given up (a timeout, a cancelled caller) is cancelled at the server with
-``notifications/cancelled``, and an answer that comes after is dropped.
+``notifications/cancelled``, and an answer that comes after is dropped. A call of one of the tools
+the server lists in its ``nexo/lane`` settings (a channel's outbound tool, which every reply calls)
+takes the lane the same way, as a ``tools/call`` request.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class ClientLane:
         self._ids = itertools.count(1)
         self._waiting: dict[str, _Waiting] = {}
         self._closed = False
+        self.tools: frozenset[str] = frozenset()
+        """The tools the server answers on the lane (its ``nexo/lane`` settings)."""
 
     def attach(self, write: Write) -> None:
         """The transport's way onto the server's stdin, taken in turns with the SDK's writes."""

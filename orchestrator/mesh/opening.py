@@ -88,7 +88,8 @@ class Opener:
         await stack.enter_async_context(client)
         tools = await list_tools(client)
         if lane is None or not lane.attached or LANE_EXTENSION not in capability_names(client):
-            lane = None
+            return client, tools, None
+        lane.tools = frozenset(lane_tools(client))
         return client, tools, lane
 
     def _status_watch(
@@ -113,6 +114,16 @@ class Opener:
         ``keep_stderr``), else :meth:`failure`."""
         said = self._stderr_tail.last_line if self._stderr_tail is not None else None
         return self.refused or said or describe_error(exc)
+
+
+def lane_tools(client: Client) -> list[str]:
+    """The tools the server answers on the control lane, as its ``nexo/lane`` settings list them."""
+    caps = client.server_capabilities
+    for advertised in (caps.extensions or {}, caps.experimental or {}):
+        settings = advertised.get(LANE_EXTENSION)
+        if isinstance(settings, dict) and isinstance(settings.get("tools"), list):
+            return [str(tool) for tool in settings["tools"]]
+    return []
 
 
 async def list_tools(client: Client) -> list[types.Tool]:

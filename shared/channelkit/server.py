@@ -182,6 +182,8 @@ def make_channel_server(
             StorageExtension(lambda state: [get_log(state).database.storage]),
         ],
         middleware=[sessions],
+        # The orchestrator's replies take the control lane: the outbound tool is all they call.
+        lane_tools=[outbound_tool],
     )
     experimental: dict[str, dict[str, Any]] = dict(experimental_events_capability(event_kinds))
     for ns in NAMESPACES:

@@ -71,6 +71,15 @@ def serve_resource_subscriptions(
     lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
 
 
+def tool_call_handler(server: MCPServer[Any]) -> Callable[[Any, Any], Awaitable[Any]]:
+    """The SDK's own ``tools/call`` handler ``(ctx, CallToolRequestParams) -> CallToolResult``, for
+    the control lane to answer a tool call as the SDK's session would (argument validation, a
+    ``ToolError`` as an ``is_error`` result). It is a bound method: the server's own tools, found
+    when the call comes, whatever was registered after this."""
+    handler: Callable[[Any, Any], Awaitable[Any]] = server._handle_call_tool
+    return handler
+
+
 async def run_on_streams(server: MCPServer[Any], read_stream: Any, write_stream: Any) -> None:
     """Serve on streams a transport made, as ``MCPServer.run_stdio_async`` does once ``stdio_server``
     has made them (it offers no public way to pass other ones: see ``stdio_pipes``)."""

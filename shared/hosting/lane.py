@@ -2,10 +2,12 @@
 straight from the stdio pipe.
 
 Served when stdio is a pair of pipes (``stdio_pipes``). Each line is looked at before the SDK sees
-it: a request with a lane id (``nexo:<n>``) for one of the server's control methods, without a
+it: a request with a lane id (``nexo:<n>``) for one of the server's control methods, or a
+``tools/call`` of one of the tools it lets the lane call (a channel's outbound tool), without a
 progress token, is validated with the method's own params model and handed to the method's own
-handler, in a task of its own (a long poll does not hold up the next request); its answer is
-written on the same pipe as the SDK's, one whole line at a time. A ``notifications/cancelled`` for
+handler (for a tool, the SDK's own ``tools/call`` handler), in a task of its own (a long poll
+does not hold up the next request); its answer is written on the same pipe as the SDK's, one
+whole line at a time. A ``notifications/cancelled`` for
 a lane request cancels it, as the SDK cancels its own. Every other line goes to the SDK unchanged.
 
 A handler sees the same things it reads on the SDK's path (``lifespan_context``, ``method``,
@@ -16,14 +18,15 @@ A handler sees the same things it reads on the SDK's path (``lifespan_context``,
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import mcp_types as types
 from anyio.abc import TaskGroup
-from mcp.server.extension import Extension, MethodBinding
+from mcp.server.extension import Extension
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from pydantic import BaseModel
 from pydantic_core import to_json
@@ -76,19 +79,49 @@ class LaneExtension(Extension):
         return self._settings
 
 
-class LaneMethods:
-    """A server's control methods (from its extensions) and its lifespan state, once it has one."""
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How the lane answers one method: its params model and its handler ``(ctx, params)``."""
 
-    def __init__(self, extensions: Sequence[Extension]) -> None:
-        self.bindings: dict[str, MethodBinding] = {
-            binding.method: binding for extension in extensions for binding in extension.methods()
+    params_type: type[BaseModel]
+    handler: Callable[[Any, Any], Awaitable[Any]]
+
+
+class LaneMethods:
+    """A server's control methods (from its extensions), the tools it lets the lane call, and its
+    lifespan state, once it has one."""
+
+    def __init__(
+        self,
+        extensions: Sequence[Extension],
+        *,
+        tools: Sequence[str] = (),
+        call_tool: Callable[[Any, Any], Awaitable[Any]] | None = None,
+    ) -> None:
+        self.bindings: dict[str, Route] = {
+            binding.method: Route(binding.params_type, binding.handler)
+            for extension in extensions
+            for binding in extension.methods()
         }
+        self.tools = frozenset(tools) if call_tool is not None else frozenset()
+        self._tool_route = None if call_tool is None else Route(types.CallToolRequestParams, call_tool)
         self.state: Any = None
         self.started = False
 
+    @property
+    def offered(self) -> bool:
+        return bool(self.bindings or self.tools)
+
+    def route(self, method: object, params: dict[str, Any]) -> Route | None:
+        """The route of a request for ``method`` with ``params``, if the lane answers it."""
+        if method == "tools/call":
+            return self._tool_route if params.get("name") in self.tools else None
+        return self.bindings.get(method) if type(method) is str else None
+
     def settings(self) -> dict[str, Any]:
-        """What the ``nexo/lane`` capability says: the methods the lane answers on stdio pipes."""
-        return {"methods": sorted(self.bindings), "transport": "stdio"}
+        """What the ``nexo/lane`` capability says: the methods and tools the lane answers on stdio
+        pipes."""
+        return {"methods": sorted(self.bindings), "tools": sorted(self.tools), "transport": "stdio"}
 
     def extension(self) -> Extension:
         """The capability as an extension (how the 2026-07-28 discovery advertises it)."""
@@ -146,20 +179,23 @@ class ServerLane:
                 scope.cancel()
             return True
         request_id, method, params = message.get("id"), message.get("method"), message.get("params", {})
-        binding = self._methods.bindings.get(method) if type(method) is str else None
-        if binding is None or not is_lane_id(request_id) or type(params) is not dict:
+        if not is_lane_id(request_id) or type(params) is not dict:
+            return False
+        route = self._methods.route(method, params)
+        if route is None:
             return False
         meta = params.get("_meta")
         if type(meta) is dict and "progressToken" in meta:
             return False  # progress is reported by the SDK's session
         scope = anyio.CancelScope()
         self._running[str(request_id)] = scope
-        self._tasks.start_soon(self._answer, binding, str(request_id), params, meta, scope)
+        self._tasks.start_soon(self._answer, str(method), route, str(request_id), params, meta, scope)
         return True
 
     async def _answer(
         self,
-        binding: MethodBinding,
+        method: str,
+        route: Route,
         request_id: str,
         params: dict[str, Any],
         meta: Any,
@@ -167,7 +203,7 @@ class ServerLane:
     ) -> None:
         try:
             with scope:
-                line = await self._outcome(binding, request_id, params, meta)
+                line = await self._outcome(method, route, request_id, params, meta)
                 await self._out.write(line)
         except (BrokenPipeError, anyio.ClosedResourceError):
             pass  # the client is gone; the SDK's side ends the server
@@ -175,18 +211,18 @@ class ServerLane:
             self._running.pop(request_id, None)
 
     async def _outcome(
-        self, binding: MethodBinding, request_id: str, params: dict[str, Any], meta: Any
+        self, method: str, route: Route, request_id: str, params: dict[str, Any], meta: Any
     ) -> str:
         try:
-            validated = binding.params_type.model_validate(params)
+            validated = route.params_type.model_validate(params)
             ctx = LaneContext(
-                self._methods.state, binding.method, params, request_id, meta if type(meta) is dict else None
+                self._methods.state, method, params, request_id, meta if type(meta) is dict else None
             )
-            result = await binding.handler(ctx, validated)  # type: ignore[arg-type]
+            result = await route.handler(ctx, validated)
         except Exception as exc:
             error = handler_exception_to_error_data(exc)
             if error is None:
-                logger.exception("control method %s failed", binding.method)
+                logger.exception("control method %s failed", method)
                 return error_line(request_id, INTERNAL_ERROR, "Internal server error").decode()
             return error_line(request_id, error.code, error.message, error.data).decode()
         return result_line(request_id, _result_json(result)).decode()

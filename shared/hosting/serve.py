@@ -60,7 +60,7 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
                 out = WholeLines(pipes[1].write)
                 async with anyio.create_task_group() as lane_tasks:
                     methods = getattr(server, "lane", None)
-                    if isinstance(methods, LaneMethods) and methods.bindings:
+                    if isinstance(methods, LaneMethods) and methods.offered:
                         lines = LaneLines(lines, ServerLane(methods, out, lane_tasks))
                     async with stdio_server(cast(Any, lines), cast(Any, out)) as (read_stream, write_stream):
                         await run_on_streams(server, read_stream, write_stream)

@@ -184,3 +184,29 @@ async def test_a_server_killed_under_a_lane_request_is_unavailable_and_the_next_
     assert "went away" in str(failures[0])
     assert quick.events == []
     assert on_lane_again
+
+
+async def test_a_channels_outbound_tool_answers_on_the_lane_as_on_its_sdk_session(tmp_path: Path) -> None:
+    async with forked(tmp_path, "channel_servers.console", "servers.time") as mesh:
+        console = mesh["console"]
+        client = console.client
+        assert client is not None
+        reply = {"text": "hello", "chat_id": "operator", "idempotency_key": "reply-1"}
+        on_lane = await console.call_tool("send_message", reply)
+        on_sdk = await client.call_tool("send_message", reply)
+        again_on_lane = await console.call_tool("send_message", reply)
+        refused_on_lane = await console.call_tool("send_message", {"chat_id": "operator"})
+        refused_on_sdk = await client.call_tool("send_message", {"chat_id": "operator"})
+        other_tool = await mesh["time"].call_tool("now", {"timezone_name": "UTC"})
+        lane_tools = console.lane_tools
+    # Nobody is at the terminal: queued, then the same key is a duplicate whichever way it comes.
+    assert on_lane.structured_content == {"status": "queued", "message_id": "1"}
+    assert (
+        on_sdk.structured_content
+        == again_on_lane.structured_content
+        == {"status": "duplicate", "message_id": "1"}
+    )
+    assert (refused_on_lane.is_error, refused_on_sdk.is_error) == (True, True)
+    assert refused_on_lane.content == refused_on_sdk.content
+    assert lane_tools == frozenset({"send_message"})
+    assert not other_tool.is_error

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import mcp_types as types
 import pytest
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
@@ -163,6 +164,7 @@ async def test_before_the_servers_state_exists_every_line_is_the_sdks() -> None:
     assert passed == [line]
     assert methods.settings() == {
         "methods": ["nexo/probe/crash", "nexo/probe/echo", "nexo/probe/refuse", "nexo/probe/wait"],
+        "tools": [],
         "transport": "stdio",
     }
 
@@ -223,3 +225,45 @@ async def test_answers_written_at_once_never_land_inside_one_another() -> None:
         for line in lines:
             tg.start_soon(out.write, line)
     assert sorted("".join(pieces).splitlines(keepends=True)) == sorted(lines)
+
+
+async def test_only_the_tools_the_server_lists_are_called_on_the_lane() -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        calls.append((params.name, dict(params.arguments or {})))
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=ctx.lifespan_context["name"])],
+            structured_content={"status": "sent"},
+        )
+
+    methods = LaneMethods([], tools=["send_message"], call_tool=call_tool)
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[dict[str, str]]:
+        yield {"name": "channel state"}
+
+    written = Written()
+    other = lane("nexo:2", "tools/call", {"name": "delete_everything", "arguments": {}})
+    async with methods.keeping(lifespan)(None), anyio.create_task_group() as tg:
+        server_lane = ServerLane(methods, WholeLines(written), tg)
+        passed = await _passed(
+            server_lane,
+            [lane("nexo:1", "tools/call", {"name": "send_message", "arguments": {"text": "hi"}}), other],
+        )
+        await _settled(written, 1)
+    assert passed == [other]
+    assert calls == [("send_message", {"text": "hi"})]
+    assert written.answers() == [
+        {
+            "jsonrpc": "2.0",
+            "id": "nexo:1",
+            "result": {
+                "content": [{"type": "text", "text": "channel state"}],
+                "structuredContent": {"status": "sent"},
+                "isError": False,
+                "resultType": "complete",
+            },
+        }
+    ]
+    assert methods.settings()["tools"] == ["send_message"]
