@@ -7,8 +7,8 @@ it: a request with a lane id (``nexo:<n>``) for one of the server's control meth
 progress token, is validated with the method's own params model and handed to the method's own
 handler (for a tool, the SDK's own ``tools/call`` handler), in a task of its own (a long poll
 does not hold up the next request); its answer is written on the same pipe as the SDK's, one
-whole line at a time. A ``notifications/cancelled`` for
-a lane request cancels it, as the SDK cancels its own. Every other line goes to the SDK unchanged.
+whole line at a time. A ``notifications/cancelled`` for a lane request cancels it, as the SDK
+cancels its own. Every other line goes to the SDK unchanged.
 
 A handler sees the same things it reads on the SDK's path (``lifespan_context``, ``method``,
 ``params``, ``request_id``, ``meta``); a lane request never asks for progress, so
@@ -158,6 +158,8 @@ class WholeLines:
 
 
 class ServerLane:
+    """Takes the lane's lines off stdin and answers them, each in a task of ``tasks``."""
+
     def __init__(self, methods: LaneMethods, out: WholeLines, tasks: TaskGroup) -> None:
         self._methods = methods
         self._out = out
@@ -218,14 +220,14 @@ class ServerLane:
             ctx = LaneContext(
                 self._methods.state, method, params, request_id, meta if type(meta) is dict else None
             )
-            result = await route.handler(ctx, validated)
+            answer = _result_json(await route.handler(ctx, validated))
         except Exception as exc:
             error = handler_exception_to_error_data(exc)
             if error is None:
                 logger.exception("control method %s failed", method)
-                return error_line(request_id, INTERNAL_ERROR, "Internal server error").decode()
-            return error_line(request_id, error.code, error.message, error.data).decode()
-        return result_line(request_id, _result_json(result)).decode()
+                return error_line(request_id, INTERNAL_ERROR, "Internal server error")
+            return error_line(request_id, error.code, error.message, error.data)
+        return result_line(request_id, answer)
 
 
 def _result_json(result: object) -> str:

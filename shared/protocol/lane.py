@@ -53,17 +53,15 @@ def request_line(request_id: str, method: str, params_json: str) -> bytes:
     return f'{head},"params":{params_json}}}\n'.encode()
 
 
-def result_line(request_id: str, result_json: str) -> bytes:
-    return f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{result_json}}}\n'.encode()
+def result_line(request_id: str, result_json: str) -> str:
+    return f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{result_json}}}\n'
 
 
-def error_line(request_id: str, code: int, message: str, data: Any = None) -> bytes:
+def error_line(request_id: str, code: int, message: str, data: Any = None) -> str:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    return (
-        json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}, separators=(",", ":")) + "\n"
-    ).encode()
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}, separators=(",", ":")) + "\n"
 
 
 def cancel_line(request_id: str, reason: str) -> bytes:

@@ -68,7 +68,7 @@ async def test_a_request_goes_out_with_a_lane_id_and_its_answer_comes_back_as_th
     async with anyio.create_task_group() as tg:
         tg.start_soon(call)
         sent = await pipe.next(1)
-        answer = result_line(sent["id"], '{"text":"hi back","resultType":"complete"}').decode()
+        answer = result_line(sent["id"], '{"text":"hi back","resultType":"complete"}')
         assert lane.deliver(answer)
     # By alias, without None: as the SDK's session dumps a request.
     assert sent == {"jsonrpc": "2.0", "id": "nexo:1", "method": "nexo/probe/echo", "params": {"text": "hi"}}
@@ -80,7 +80,7 @@ async def test_an_error_answer_is_the_mcp_error_the_sdk_would_raise() -> None:
 
     async def answer() -> None:
         sent = await pipe.next(1)
-        lane.deliver(error_line(sent["id"], -32010, "the disk is full", {"free": 0}).decode())
+        lane.deliver(error_line(sent["id"], -32010, "the disk is full", {"free": 0}))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(answer)
@@ -103,7 +103,7 @@ async def test_only_answers_to_lane_ids_are_taken_off_the_servers_stdout() -> No
     ]
     assert [lane.deliver(line) for line in sdk_lines] == [False] * 4
     # An answer nobody waits for any more (given up) is taken and dropped.
-    assert lane.deliver(result_line("nexo:99", "{}").decode())
+    assert lane.deliver(result_line("nexo:99", "{}"))
 
 
 async def test_a_closed_connection_ends_every_wait_with_connection_closed() -> None:
@@ -137,11 +137,11 @@ async def test_a_wait_given_up_is_cancelled_at_the_server_and_its_late_answer_dr
         "method": "notifications/cancelled",
         "params": {"requestId": request["id"], "reason": "the caller stopped waiting"},
     }
-    assert lane.deliver(result_line(request["id"], '{"text":"late"}').decode())
+    assert lane.deliver(result_line(request["id"], '{"text":"late"}'))
 
     async def answer() -> None:
         sent = await pipe.next(3)
-        lane.deliver(result_line(sent["id"], '{"text":"next"}').decode())
+        lane.deliver(result_line(sent["id"], '{"text":"next"}'))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(answer)
