@@ -4,11 +4,6 @@ Entries are queued in this process and sent in batches by one flusher task. Whil
 is restarting the queue holds them and the flusher retries with backoff; nothing is dropped quietly:
 if the queue is full the entry is logged as an error and counted (``dropped``), and `nexo status`
 shows the count.
-
-The flusher waits ``window_s`` (25 ms) after an entry arrives before it sends, so the entries of
-one turn that come close together (its traffic marker, the turn, the reply's marker) go in one
-append, one transaction at the audit server, instead of one each. Whoever needs entries stored
-now (``flush``: a spend reservation before an unattended model call, a shutdown) cuts the wait.
 """
 
 from __future__ import annotations
@@ -30,21 +25,12 @@ BATCH = min(200, MAX_APPEND)
 RETRY_INITIAL_S = 0.5
 RETRY_MAX_S = 30.0
 CALL_TIMEOUT_S = 10.0
-WINDOW_S = 0.025
 
 
 class AuditSink:
-    def __init__(
-        self,
-        connection: ServerConnection | None,
-        *,
-        capacity: int = DEFAULT_CAPACITY,
-        window_s: float = WINDOW_S,
-    ) -> None:
+    def __init__(self, connection: ServerConnection | None, *, capacity: int = DEFAULT_CAPACITY) -> None:
         self.connection = connection
         self.capacity = capacity
-        self.window_s = window_s
-        self._hurry = anyio.Event()
         self.sent = 0
         self.dropped = 0
         self._queue: deque[EntryDraft] = deque()
@@ -82,7 +68,6 @@ class AuditSink:
                 self._idle.set()
                 await self._wake.wait()
                 self._wake = anyio.Event()
-                await self._gathered()
                 continue
             batch = [self._queue[i] for i in range(min(BATCH, len(self._queue)))]
             try:
@@ -103,13 +88,6 @@ class AuditSink:
                 continue
             await anyio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
-
-    async def _gathered(self) -> None:
-        """Let the entries that follow close behind join the batch, unless someone is waiting."""
-        if self.window_s > 0 and len(self._queue) < BATCH and not self._hurry.is_set():
-            with anyio.move_on_after(self.window_s):
-                await self._hurry.wait()
-        self._hurry = anyio.Event()
 
     def _done(self, count: int) -> None:
         for _ in range(count):
@@ -148,7 +126,6 @@ class AuditSink:
         """Wait until everything queued so far is sent; False when ``timeout`` passed first."""
         if self.connection is None or not self._queue:
             return True
-        self._hurry.set()
         with anyio.move_on_after(timeout):
             await self._idle.wait()
             return True
