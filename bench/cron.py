@@ -29,7 +29,7 @@ from mcp.client import Client
 
 from bench.mesh_run import workdir
 from bench.stats import Result, percentile, run_alone
-from bench.support import describe, progress
+from bench.support import cpu_seconds, describe, progress
 from shared.protocol.cron import FirePayload, tool_meta
 from shared.protocol.events import AckParams, AckRequest, AckResult, PullParams, PullRequest, PullResult
 from tests.mesh.harness import REPO, child_pids
@@ -63,16 +63,13 @@ def server_params(state_dir: Path) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "servers.cron"], env=env, cwd=str(REPO))
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process from ``/proc/<pid>/stat``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def idle_cpu_pct(pid: int) -> float:
     before = cpu_seconds(pid)
     await anyio.sleep(IDLE_WINDOW_S)
-    return (cpu_seconds(pid) - before) / IDLE_WINDOW_S * 100
+    after = cpu_seconds(pid)
+    if before is None or after is None:
+        raise RuntimeError(f"process {pid} ended while its idle CPU was measured")
+    return (after - before) / IDLE_WINDOW_S * 100
 
 
 async def sleeping_python_cpu_pct() -> float:

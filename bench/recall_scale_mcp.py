@@ -16,7 +16,6 @@ mode again, and the PSS after that.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -31,7 +30,7 @@ from mcp import Client
 
 from bench.memory_server import memory_server, pss_mb
 from bench.stats import Result, percentile
-from bench.support import progress
+from bench.support import cpu_seconds, progress
 from servers.memory.settings import MemorySettings
 from shared.protocol.memory.memory_md import ConsolidateParams, ConsolidateRequest, ConsolidateResult
 from shared.protocol.memory.meta import tool_meta
@@ -56,17 +55,6 @@ class ModeFigures:
     cpu_ms_per_question: float | None = None
 
 
-def server_cpu_s(pid: int | None) -> float | None:
-    """User plus system CPU time of process ``pid`` so far (/proc/<pid>/stat), None where unknown."""
-    if pid is None:
-        return None
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _recall(client: Client, agent: str, text: str, mode: RecallMode, limit: int) -> list[int]:
     result = await client.call_tool(
         "memory_recall", {"query": text, "mode": mode, "limit": limit}, meta=tool_meta(agent, "owner")
@@ -83,14 +71,14 @@ async def _ask(
     for question in asked[:WARM_UP]:
         await _recall(client, agent, question.text, mode, limit)
     figures = ModeFigures()
-    cpu_before = server_cpu_s(pid)
+    cpu_before = None if pid is None else cpu_seconds(pid)
     for question in asked:
         started = time.perf_counter()
         ids = await _recall(client, agent, question.text, mode, limit)
         figures.wall_ms.append((time.perf_counter() - started) * 1000)
         figures.found.append(question.target in ids)
         figures.first.append(ids[:1] == [question.target])
-    cpu_after = server_cpu_s(pid)
+    cpu_after = None if pid is None else cpu_seconds(pid)
     if cpu_before is not None and cpu_after is not None:
         figures.cpu_ms_per_question = (cpu_after - cpu_before) * 1000 / len(asked)
     return figures

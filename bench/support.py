@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -96,6 +97,15 @@ def process_tree(root: int) -> list[int]:
             tree.append(pid)
             todo.extend(child_pids(pid, ""))
     return tree
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of process ``pid`` so far (``/proc/<pid>/stat``); None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_bytes(pid: int) -> int | None:

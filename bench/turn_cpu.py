@@ -14,7 +14,6 @@ server it forked or spawned).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -23,24 +22,21 @@ import anyio
 from bench.memory import process_label
 from bench.mesh_run import MeshNotReady, default_mesh, default_servers, scripted_model, workdir
 from bench.stats import Result, percentile, run_alone
-from bench.support import describe, process_tree, progress
+from bench.support import cpu_seconds, describe, process_tree, progress
 from bench.turn_overhead import Console
 from orchestrator.sockets import console_path
 from shared.protocol.console_wire import Hello, encode
 
 WARMUP_TURNS = 5
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_ms(labels: dict[int, str]) -> dict[int, tuple[str, float]]:
-    """Each live process's label and CPU time so far (user + system), in ms."""
+    """Each live process's label and CPU time so far (user + system), in ms; one that ended is left out."""
     seen = {}
     for pid, label in labels.items():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            seen[pid] = (label, (int(fields[11]) + int(fields[12])) * 1000 / TICKS)
-        except (OSError, IndexError, ValueError):
-            continue  # ended meanwhile
+        spent = cpu_seconds(pid)
+        if spent is not None:
+            seen[pid] = (label, spent * 1000)
     return seen
 
 
