@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
+from typing import Any
 
 import anyio
 import httpx2
@@ -12,7 +13,6 @@ from mcp import Client
 from mcp.client import ClientExtension
 from pydantic import BaseModel
 
-from orchestrator.mesh.calls import capability_names
 from orchestrator.mesh.config import HttpServerConfig, StdioServerConfig
 from orchestrator.mesh.errors import describe_error
 from orchestrator.mesh.forkserver import ForkServer
@@ -87,9 +87,10 @@ class Opener:
         )
         await stack.enter_async_context(client)
         tools = await list_tools(client)
-        if lane is None or not lane.attached or LANE_EXTENSION not in capability_names(client):
+        settings = lane_settings(client)
+        if lane is None or not lane.attached or settings is None:
             return client, tools, None
-        lane.tools = frozenset(lane_tools(client))
+        lane.tools = frozenset(str(tool) for tool in settings.get("tools") or ())
         return client, tools, lane
 
     def _status_watch(
@@ -116,14 +117,15 @@ class Opener:
         return self.refused or said or describe_error(exc)
 
 
-def lane_tools(client: Client) -> list[str]:
-    """The tools the server answers on the control lane, as its ``nexo/lane`` settings list them."""
+def lane_settings(client: Client) -> dict[str, Any] | None:
+    """The server's ``nexo/lane`` settings (its 2026-07-28 extension or handshake-era experimental
+    capability); None when it does not serve the control lane."""
     caps = client.server_capabilities
     for advertised in (caps.extensions or {}, caps.experimental or {}):
         settings = advertised.get(LANE_EXTENSION)
-        if isinstance(settings, dict) and isinstance(settings.get("tools"), list):
-            return [str(tool) for tool in settings["tools"]]
-    return []
+        if isinstance(settings, dict):
+            return settings
+    return None
 
 
 async def list_tools(client: Client) -> list[types.Tool]:

@@ -8,8 +8,9 @@ task and three memory streams per request), several times what the method itself
 that serves the lane says so in its capabilities (``nexo/lane``); a client that sees it sends its
 control requests with an id of its own (``nexo:<n>``) straight onto the pipe, and the server
 answers them from the line itself. The messages are the same JSON-RPC requests, results and
-errors; only who parses them changes. Tools, the handshake and everything else stay with the SDK,
-and so does every request over HTTP.
+errors; only who parses them changes. A server may also list tools the lane calls (a channel's
+outbound tool, which every reply calls); every other tool, the handshake and everything over HTTP
+stay with the SDK.
 
 The answer's shape is JSON-RPC's: ``result`` as the handler's model dumps it (by alias, without
 ``None``s, as the SDK dumps it), or ``error`` with the SDK's codes for the same failures (the
@@ -29,7 +30,6 @@ ID_PREFIX = "nexo:"
 MARK = '"nexo:'
 """A line without this text is no lane message (checked before parsing anything)."""
 CANCELLED = "notifications/cancelled"
-INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
 
