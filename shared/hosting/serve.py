@@ -57,10 +57,12 @@ async def serve_stdio(server: MCPServer[Any]) -> None:
                 await server.run_stdio_async()
             else:
                 lines: Any = pipes[0]
-                out = WholeLines(pipes[1].write)
+                out: Any = pipes[1]
                 async with anyio.create_task_group() as lane_tasks:
                     methods = getattr(server, "lane", None)
                     if isinstance(methods, LaneMethods) and methods.offered:
+                        # Two writers from here on (the SDK and the lane): whole lines, in turns.
+                        out = WholeLines(out.write)
                         lines = LaneLines(lines, ServerLane(methods, out, lane_tasks))
                     async with stdio_server(cast(Any, lines), cast(Any, out)) as (read_stream, write_stream):
                         await run_on_streams(server, read_stream, write_stream)
