@@ -263,6 +263,22 @@ def test_a_forked_template_that_cannot_preload_says_why_and_what_was_asked_of_it
     ) in ran.stderr
 
 
+def _probed(probe: str, tmp_path: Path, servers: dict[str, str], **config: Any) -> Any:
+    """What ``probe`` printed last, run in a fresh interpreter on a config with ``servers`` (name ->
+    module) and the scripted model; it must exit 0."""
+    with FakeLLM(default=Reply("ok")) as fake:
+        path = write_config(
+            tmp_path / "nexo.yaml",
+            state_dir=tmp_path / "state",
+            llm_base_url=fake.openai_base_url,
+            servers={name: python_server(module) for name, module in servers.items()},
+            **config,
+        )
+        ran = run_probe(probe, str(path))
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout.splitlines()[-1])
+
+
 GOAL_PROBE = r"""
 import json, sys
 
@@ -281,17 +297,7 @@ def test_agent_run_imports_all_it_preloads_before_the_fork_and_none_of_what_it_l
     # One server makes no template, so nothing is imported ahead: what is imported by the end of
     # the goal is what a foreground goal needs. What it preloads before the fork is what it would
     # import anyway; what it leaves to the template it would never import, so never holds twice.
-    with FakeLLM(default=Reply("ok")) as fake:
-        config = write_config(
-            tmp_path / "agents.yaml",
-            state_dir=tmp_path / "state",
-            llm_base_url=fake.openai_base_url,
-            servers={"time": python_server("servers.time")},
-            agent={"channels": []},
-        )
-        ran = run_probe(GOAL_PROBE, str(config))
-    assert ran.returncode == 0, ran.stderr
-    seen = json.loads(ran.stdout.splitlines()[-1])
+    seen = _probed(GOAL_PROBE, tmp_path, {"time": "servers.time"}, agent={"channels": []})
     assert seen == {"code": 0, "imported": [name for name in PRELOAD if name not in SERVERS_ONLY]}
 
 
@@ -325,14 +331,5 @@ def test_the_daemon_imports_all_it_preloads_before_the_fork_and_none_of_what_it_
 ) -> None:
     # As for a foreground goal: one server (the console) makes no template, so what is imported
     # when the daemon is ready is what the daemon needs.
-    with FakeLLM(default=Reply("ok")) as fake:
-        config = write_config(
-            tmp_path / "nexo.yaml",
-            state_dir=tmp_path / "state",
-            llm_base_url=fake.openai_base_url,
-            servers={"console": python_server("channel_servers.console")},
-        )
-        ran = run_probe(DAEMON_PROBE, str(config))
-    assert ran.returncode == 0, ran.stderr
-    seen = json.loads(ran.stdout.splitlines()[-1])
+    seen = _probed(DAEMON_PROBE, tmp_path, {"console": "channel_servers.console"})
     assert seen == {"code": 0, "imported": [name for name in PRELOAD if name not in DAEMON_LEAVES]}
