@@ -10,6 +10,9 @@ Rows (process CPU per statement, in µs, one sample per round of ``STATEMENTS`` 
   before it queued each statement whole;
 - an update by key (``execute``, the row count back), beside aiosqlite's cursor API (two hand-overs).
 
+- the same keyed read and update on a handle opened with ``inline=True`` (the statement runs on the
+  event loop's thread while the connection's worker thread is idle: no hand-over), beside ours.
+
 Both sides use the same file, the same connection settings and the same rows, alternating per round.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -55,40 +59,59 @@ async def _cursor_update(db: Database, key: int) -> object:
         return cursor.rowcount
 
 
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    read: Result
+    update: Result
+    inline_read: Result
+    inline_update: Result
+
+
 async def _measure(rounds: int) -> list[Result]:
-    read = Result(
-        "db statement: keyed read (fetchone)", "µs CPU", "aiosqlite cursor: execute, fetchone, close"
+    rows = _Rows(
+        Result("db statement: keyed read (fetchone)", "µs CPU", "aiosqlite cursor: execute, fetchone, close"),
+        Result("db statement: update by key (execute)", "µs CPU", "aiosqlite cursor: execute, close"),
+        Result("db statement: keyed read, inline", "µs CPU", "the same, handed over (one trip)"),
+        Result("db statement: update by key, inline", "µs CPU", "the same, handed over (one trip)"),
     )
-    update = Result("db statement: update by key (execute)", "µs CPU", "aiosqlite cursor: execute, close")
     try:
         with workdir() as directory:
-            await _rounds(rounds, directory, read, update)
+            await _rounds(rounds, directory, rows)
     except Exception as exc:  # noqa: BLE001 -- reported in the table instead of aborting the run
-        read.errors.append(describe(exc))
-    return [read, update]
+        rows.read.errors.append(describe(exc))
+    return [rows.read, rows.update, rows.inline_read, rows.inline_update]
 
 
-async def _rounds(rounds: int, directory: Path, read: Result, update: Result) -> None:
+def _read(db: Database) -> Statement:
+    return lambda key: db.fetchone("SELECT name, hits FROM items WHERE id = ?", (key,))
+
+
+def _update(db: Database) -> Statement:
+    return lambda key: db.execute("UPDATE items SET hits = hits + 1 WHERE id = ?", (key,))
+
+
+async def _rounds(rounds: int, directory: Path, rows: _Rows) -> None:
     # synchronous=OFF: the update rows time the hand-overs, not the disk's sync.
-    async with Database.open(directory / "statements.db", [SCHEMA], synchronous="OFF") as db:
+    path = directory / "statements.db"
+    async with (
+        Database.open(path, [SCHEMA], synchronous="OFF") as db,
+        Database.open(path, [SCHEMA], synchronous="OFF", inline=True) as inline,
+    ):
         await db.executemany(
             "INSERT INTO items (id, name, hits) VALUES (?, ?, 0)",
             [(n, f"item {n}") for n in range(1, ROWS + 1)],
         )
+        read, update = rows.read, rows.update
         for round_ in range(rounds):
             progress(f"db statement: round {round_ + 1} of {rounds}")
-            read.samples.append(
-                await _cpu_per_statement_us(
-                    lambda key: db.fetchone("SELECT name, hits FROM items WHERE id = ?", (key,))
-                )
-            )
+            read.samples.append(await _cpu_per_statement_us(_read(db)))
             read.baseline.append(await _cpu_per_statement_us(lambda key: _cursor_read(db, key)))
-            update.samples.append(
-                await _cpu_per_statement_us(
-                    lambda key: db.execute("UPDATE items SET hits = hits + 1 WHERE id = ?", (key,))
-                )
-            )
+            update.samples.append(await _cpu_per_statement_us(_update(db)))
             update.baseline.append(await _cpu_per_statement_us(lambda key: _cursor_update(db, key)))
+            rows.inline_read.samples.append(await _cpu_per_statement_us(_read(inline)))
+            rows.inline_read.baseline.append(await _cpu_per_statement_us(_read(db)))
+            rows.inline_update.samples.append(await _cpu_per_statement_us(_update(inline)))
+            rows.inline_update.baseline.append(await _cpu_per_statement_us(_update(db)))
 
 
 def measure(quick: bool) -> list[Result]:

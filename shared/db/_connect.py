@@ -50,6 +50,9 @@ class Connector:
     synchronous: Synchronous
     busy_timeout_ms: int
     load_vec: bool
+    inline: bool = False
+    """The connection is used from the event loop's thread too (``shared.db._statements``): made
+    usable from any thread, and waiting for no lock once migrated (handed-over statements wait)."""
     driver: str = "sqlite3"
     error_class: type[Exception] = sqlite3.Error
     failure: DatabaseError | None = None
@@ -80,12 +83,18 @@ class Connector:
         conn: Any = None
         try:
             if self.load_vec:
-                self.driver, module, conn = connect_with_vec(str(self.path), self.path, timeout)
+                self.driver, module, conn = connect_with_vec(
+                    str(self.path), self.path, timeout, any_thread=self.inline
+                )
                 self.error_class = module.Error
             else:
-                conn = sqlite3.connect(self.path, isolation_level=None, timeout=timeout)
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, timeout=timeout, check_same_thread=not self.inline
+                )
             _set_pragmas(conn, self.path, self.synchronous, self.busy_timeout_ms)
             migrate(conn, self.path, self.migrations)
+            if self.inline:
+                conn.execute("PRAGMA busy_timeout = 0")
         except Exception as exc:
             if conn is not None:
                 conn.close()

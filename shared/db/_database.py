@@ -3,147 +3,21 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any
 
 import aiosqlite
 import anyio
 
 from shared.db._connect import Connector, Synchronous, check_options
-from shared.db._drivers import as_stdlib_error
 from shared.db._errors import problem
 from shared.db._migrations import Migration
 from shared.db._reader import ReadConnector, Reader
-from shared.db._storage import StorageCondition, StorageFull, is_storage_full
-
-Params: TypeAlias = Sequence[Any] | Mapping[str, Any]
-
-
-def _rowcount(conn: sqlite3.Connection, sql: str, params: Params) -> int:
-    cursor = conn.execute(sql, params)
-    try:
-        return cursor.rowcount
-    finally:
-        cursor.close()
-
-
-def _first_row(conn: sqlite3.Connection, sql: str, params: Params) -> Any:
-    cursor = conn.execute(sql, params)
-    try:
-        return cursor.fetchone()
-    finally:
-        cursor.close()
-
-
-def _each_row(conn: sqlite3.Connection, sql: str, rows: list[Sequence[Any]]) -> None:
-    conn.executemany(sql, rows).close()
-
-
-def _all_rows(conn: sqlite3.Connection, sql: str, params: Params) -> list[Any]:
-    cursor = conn.execute(sql, params)
-    try:
-        return cursor.fetchall()
-    finally:
-        cursor.close()
-
-
-def _inserted(conn: sqlite3.Connection, sql: str, params: Params) -> Any:
-    conn.execute(sql, params).close()
-    return _first_row(conn, "SELECT last_insert_rowid()", ())
-
-
-def _begun(conn: sqlite3.Connection, statement: Callable[..., Any], *args: Any) -> Any:
-    """``BEGIN IMMEDIATE``, then the transaction's first statement: one hand-over for both."""
-    conn.execute("BEGIN IMMEDIATE").close()
-    return statement(conn, *args)
-
-
-def _without_sync(conn: sqlite3.Connection, sql: str, params: Params, synchronous: str) -> int:
-    """One statement committed with ``synchronous=NORMAL``, the file's own setting put back after."""
-    conn.execute("PRAGMA synchronous = NORMAL").close()
-    try:
-        return _rowcount(conn, sql, params)
-    finally:
-        conn.execute(f"PRAGMA synchronous = {synchronous}").close()
-
-
-class _Statements:
-    """The statements every handle offers, all sent through the single aiosqlite connection."""
-
-    __slots__ = ("_conn", "_foreign_error", "storage")
-
-    def __init__(
-        self,
-        conn: aiosqlite.Connection,
-        foreign_error: tuple[type[Exception], ...],
-        storage: StorageCondition,
-    ) -> None:
-        self._conn = conn
-        self._foreign_error = foreign_error
-        self.storage = storage
-
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        try:
-            yield
-        except self._foreign_error as exc:
-            error = as_stdlib_error(exc)
-            if is_storage_full(error):
-                raise self.storage.refused(error) from exc
-            raise error from exc
-        except sqlite3.Error as exc:
-            if is_storage_full(exc) and not isinstance(exc, StorageFull):
-                raise self.storage.refused(exc) from exc
-            raise
-
-    async def _one_trip(self, statement: Callable[..., Any], *args: Any) -> Any:
-        """``statement(connection, *args)`` run whole on the connection's thread: one hand-over.
-
-        aiosqlite's cursor API hands over to its thread for each call (execute, fetch, close): two
-        or three per statement, which was half a keyed read's CPU. Its own one-trip helpers
-        (``execute_fetchall``, ``execute_insert``) queue a function the same way, through
-        ``Connection._execute``: the one place the project reaches past aiosqlite's public API."""
-        return await self._conn._execute(statement, self._conn._conn, *args)  # type: ignore[no-untyped-call]
-
-    async def _run(self, begin: bool, statement: Callable[..., Any], *args: Any) -> Any:
-        """``statement`` in one hand-over; ``begin`` opens the transaction in the same one."""
-        with self._translated():
-            if begin:
-                return await self._one_trip(_begun, statement, *args)
-            return await self._one_trip(statement, *args)
-
-    async def execute(self, sql: str, params: Params, *, begin: bool = False) -> int:
-        count: int = await self._run(begin, _rowcount, sql, params)
-        return count
-
-    async def execute_without_sync(self, sql: str, params: Params, synchronous: str) -> int:
-        count: int = await self._run(False, _without_sync, sql, params, synchronous)
-        return count
-
-    async def fetchall(self, sql: str, params: Params, *, begin: bool = False) -> list[tuple[Any, ...]]:
-        rows = await self._run(begin, _all_rows, sql, params)
-        return [tuple(row) for row in rows]
-
-    async def fetchone(self, sql: str, params: Params, *, begin: bool = False) -> tuple[Any, ...] | None:
-        row = await self._run(begin, _first_row, sql, params)
-        return None if row is None else tuple(row)
-
-    async def insert(self, sql: str, params: Params, *, begin: bool = False) -> int:
-        row = await self._run(begin, _inserted, sql, params)
-        if row is None:
-            raise AssertionError("SELECT last_insert_rowid() returned no row")
-        return int(row[0])
-
-    async def executemany(self, sql: str, rows: list[Sequence[Any]], *, begin: bool = False) -> None:
-        await self._run(begin, _each_row, sql, rows)
-
-    async def rollback_quietly(self) -> None:
-        # SQLite may already have rolled back (some errors end the transaction by themselves).
-        with suppress(sqlite3.OperationalError):
-            await self.execute("ROLLBACK", ())
+from shared.db._statements import Inline, Params, Statements
+from shared.db._storage import StorageCondition
 
 
 class Transaction:
@@ -154,7 +28,7 @@ class Transaction:
 
     __slots__ = ("_open", "_path", "_statements", "begun")
 
-    def __init__(self, statements: _Statements, path: Path) -> None:
+    def __init__(self, statements: Statements, path: Path) -> None:
         self._statements = statements
         self._path = path
         self._open = True
@@ -213,7 +87,7 @@ class Database:
         *,
         path: Path,
         driver: str,
-        statements: _Statements,
+        statements: Statements,
         busy_timeout_ms: int = 5000,
         synchronous: Synchronous = "FULL",
     ) -> None:
@@ -238,18 +112,28 @@ class Database:
         synchronous: Synchronous = "FULL",
         busy_timeout_ms: int = 5000,
         load_vec: bool = False,
+        inline: bool = False,
     ) -> AsyncIterator[Database]:
-        """Open (creating if needed) the database, set its pragmas and apply pending migrations."""
+        """Open (creating if needed) the database, set its pragmas and apply pending migrations.
+
+        ``inline``: run each statement on the event loop's thread while the connection's worker
+        thread is idle, without a hand-over (``shared.db._statements``): for a file of small keyed
+        statements that this process alone writes."""
         db_path = Path(path)
         check_options(db_path, migrations, synchronous, busy_timeout_ms)
-        connector = Connector(db_path, tuple(migrations), synchronous, busy_timeout_ms, load_vec)
+        connector = Connector(db_path, tuple(migrations), synchronous, busy_timeout_ms, load_vec, inline)
         conn = aiosqlite.Connection(connector, iter_chunk_size=64)
         await conn
         try:
             if connector.failure is not None:
                 raise connector.failure
             foreign_error = () if connector.error_class is sqlite3.Error else (connector.error_class,)
-            statements = _Statements(conn, foreign_error, StorageCondition(db_path))
+            statements = Statements(
+                conn,
+                foreign_error,
+                StorageCondition(db_path),
+                inline=Inline(busy_timeout_ms) if inline else None,
+            )
             db = cls(
                 path=db_path,
                 driver=connector.driver,
@@ -275,7 +159,7 @@ class Database:
             if connector.failure is not None:
                 raise connector.failure
             foreign_error = () if connector.error_class is sqlite3.Error else (connector.error_class,)
-            yield Reader(self.path, _Statements(conn, foreign_error, StorageCondition(self.path)))
+            yield Reader(self.path, Statements(conn, foreign_error, StorageCondition(self.path)))
         finally:
             with anyio.CancelScope(shield=True):
                 await conn.close()

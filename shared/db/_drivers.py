@@ -37,8 +37,11 @@ def vec_extension() -> str | None:
     return str(Path(spec.origin).parent / "vec0")
 
 
-def connect_with_vec(target: str, where: object, timeout: float) -> tuple[str, Any, Any]:
-    """Open `target` with the first driver that loads sqlite-vec: (driver name, module, connection)."""
+def connect_with_vec(
+    target: str, where: object, timeout: float, *, any_thread: bool = False
+) -> tuple[str, Any, Any]:
+    """Open `target` with the first driver that loads sqlite-vec: (driver name, module, connection),
+    usable from any thread when ``any_thread``."""
     extension = vec_extension()
     if extension is None:
         raise problem(where, "the sqlite-vec package is not installed", "pip install sqlite-vec")
@@ -52,7 +55,7 @@ def connect_with_vec(target: str, where: object, timeout: float) -> tuple[str, A
         if not hasattr(module.Connection, "enable_load_extension"):
             tried.append(f"{name} (built without extension loading)")
             continue
-        conn = module.connect(target, isolation_level=None, timeout=timeout)
+        conn = module.connect(target, isolation_level=None, timeout=timeout, check_same_thread=not any_thread)
         try:
             conn.enable_load_extension(True)
             conn.load_extension(extension)
