@@ -23,7 +23,7 @@ class ConsoleStore:
 
 @asynccontextmanager
 async def open_store(path: Path, *, max_pending: int) -> AsyncIterator[ConsoleStore]:
-    async with Database.open(path, MIGRATIONS, synchronous="FULL") as db:
+    async with Database.open(path, MIGRATIONS, synchronous="FULL", inline=True) as db:
         # Chat messages are deduped by their reply's outbox key, never by their delivery count.
         events = EventLog(db, max_pending=max_pending, durable_delivery_count=False)
         yield ConsoleStore(db=db, events=events, outbox=Outbox(db))

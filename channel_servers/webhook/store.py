@@ -95,6 +95,6 @@ class WebhookStore:
 async def open_store(
     path: Path, *, max_pending: int, clock: Callable[[], float] = time.time
 ) -> AsyncIterator[WebhookStore]:
-    async with Database.open(path, MIGRATIONS, synchronous="FULL") as db:
+    async with Database.open(path, MIGRATIONS, synchronous="FULL", inline=True) as db:
         events = EventLog(db, max_pending=max_pending, clock=clock)
         yield WebhookStore(db, events, Outbox(db, clock=clock), clock)

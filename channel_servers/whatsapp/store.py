@@ -77,5 +77,5 @@ class PlatformStore:
 @asynccontextmanager
 async def open_store(path: Path, clock: Callable[[], float] = time.time) -> AsyncIterator[PlatformStore]:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    async with Database.open(path, MIGRATIONS) as db:
+    async with Database.open(path, MIGRATIONS, inline=True) as db:
         yield PlatformStore(db, clock)

@@ -78,7 +78,7 @@ class SeenPushes:
         clock: Callable[[], float] = time.time,
     ) -> AsyncIterator[SeenPushes]:
         make_private_dirs(path.parent)
-        async with Database.open(path, MIGRATIONS) as db:
+        async with Database.open(path, MIGRATIONS, inline=True) as db:
             yield cls(db, window_s=window_s, limit=limit, clock=clock)
 
     async def repeat(self, key: PushKey) -> bool:

@@ -74,7 +74,7 @@ def fts_query(text: str) -> str:
 @asynccontextmanager
 async def open_database(path: Path) -> AsyncIterator[Database]:
     """The audit file with ``synchronous=FULL``: an acknowledged entry survives a power cut."""
-    async with Database.open(path, MIGRATIONS, synchronous="FULL") as db:
+    async with Database.open(path, MIGRATIONS, synchronous="FULL", inline=True) as db:
         yield db
 
 

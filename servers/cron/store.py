@@ -129,7 +129,7 @@ MIGRATIONS: tuple[Migration, ...] = (*EVENTS_MIGRATIONS, Migration.sql("cron_000
 @asynccontextmanager
 async def open_database(path: Path) -> AsyncIterator[Database]:
     """The cron file with ``synchronous=FULL``: a created entry and a recorded fire survive a power cut."""
-    async with Database.open(path, MIGRATIONS, synchronous="FULL") as db:
+    async with Database.open(path, MIGRATIONS, synchronous="FULL", inline=True) as db:
         yield db
 
 

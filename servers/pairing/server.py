@@ -60,7 +60,11 @@ async def open_store(settings: PairingSettings, *, clock: Clock = utc_now) -> As
     """The key and the database of ``settings``, open for the duration of the block."""
     key = await anyio.to_thread.run_sync(load_or_create_key, settings.key_file)
     async with Database.open(
-        settings.database, MIGRATIONS, synchronous="FULL", busy_timeout_ms=settings.busy_timeout_ms
+        settings.database,
+        MIGRATIONS,
+        synchronous="FULL",
+        busy_timeout_ms=settings.busy_timeout_ms,
+        inline=True,
     ) as db:
         yield PairingStore(db, CodeBook(key), Limits.of(settings), clock=clock)
 

@@ -360,7 +360,9 @@ def define_channel(
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[Channel]:
-        async with Database.open(settings.database(name), (*EVENTS_MIGRATIONS, *OUTBOX_MIGRATIONS)) as db:
+        async with Database.open(
+            settings.database(name), (*EVENTS_MIGRATIONS, *OUTBOX_MIGRATIONS), inline=True
+        ) as db:
             assert sessions is not None
             channel = Channel(definition, db, sessions)
             await channel.recover()

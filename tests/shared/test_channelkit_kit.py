@@ -257,7 +257,8 @@ async def test_a_full_event_log_refuses_new_messages_but_not_redeliveries(tmp_pa
 async def test_new_messages_are_pushed_to_live_sessions_in_both_namespaces(tmp_path: Path) -> None:
     platform = Platform()
     pushed = Pushed()
-    async with Client(build(tmp_path, platform), mode="legacy", extensions=[pushed]):
+    async with Client(build(tmp_path, platform), mode="legacy", extensions=[pushed]) as client:
+        await client.list_tools()  # a session is pushed to once it has spoken to the server
         await platform.live.inbound("first", {"chat_id": "c1"}, "k1")
         await platform.live.inbound("first", {"chat_id": "c1"}, "k1")  # a redelivery: stored once, not pushed
         await platform.live.inbound("second", {"chat_id": "c1"}, "k2")
