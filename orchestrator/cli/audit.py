@@ -10,10 +10,8 @@ import argparse
 import re
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json, setup_logging
-from orchestrator.cli.direct import Action, with_server
+from orchestrator.cli.direct import Action, run_with_server, with_server
 
 if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection
@@ -31,18 +29,19 @@ AUDIT_CONFIG_HINT = (
 )
 
 
+READ_ONLY = {"NEXO_AUDIT_TRIM_INTERVAL_S": "0"}
+"""A read command must not trim: retention runs in the daemon's own audit server."""
+
+
 async def with_audit(config: Any, action: Action) -> int:
     """Connect to the audit server named in ``config`` and run ``action``; errors become exit 1."""
-    # A read command must not trim: retention runs in the daemon's own audit server.
-    return await with_server(
-        config, AUDIT_SERVER, action, hint=AUDIT_CONFIG_HINT, env={"NEXO_AUDIT_TRIM_INTERVAL_S": "0"}
-    )
+    return await with_server(config, AUDIT_SERVER, action, hint=AUDIT_CONFIG_HINT, env=READ_ONLY)
 
 
 def run_with_audit(args: argparse.Namespace, action: Action) -> int:
     setup_logging("WARNING")
     config = load_config(args.config)
-    return anyio.run(with_audit, config, action)
+    return run_with_server(config, AUDIT_SERVER, action, hint=AUDIT_CONFIG_HINT, env=READ_ONLY)
 
 
 # -- rendering -----------------------------------------------------------------------------------

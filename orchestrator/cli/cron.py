@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from orchestrator.cli.common import EXIT_OK, fail, load_config, print_json, setup_logging
-from orchestrator.cli.direct import with_server
+from orchestrator.cli.direct import run_with_server
 
 if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection
@@ -63,7 +63,7 @@ def command_cron(args: argparse.Namespace) -> int:
     async def action(connection: ServerConnection) -> int:
         return await _cron(connection, args)
 
-    return anyio.run(lambda: with_server(config, config.cron.server, action, hint=CRON_HINT))
+    return run_with_server(config, config.cron.server, action, hint=CRON_HINT)
 
 
 async def _cron(connection: ServerConnection, args: argparse.Namespace) -> int:

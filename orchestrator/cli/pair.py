@@ -10,10 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from orchestrator.cli.common import EXIT_OK, fail, load_config, print_json, setup_logging
-from orchestrator.cli.direct import with_server
+from orchestrator.cli.direct import run_with_server
 from shared.protocol import pairing_methods as m
 
 if TYPE_CHECKING:
@@ -82,7 +80,7 @@ def command_pair(args: argparse.Namespace) -> int:
         result = await connection.request(request, getattr(p, result_model), timeout=TIMEOUT_S)
         return _show(args, result.model_dump(mode="json", exclude={"meta"}))
 
-    return anyio.run(lambda: with_server(config, config.pairing.server, action, hint=PAIRING_HINT))
+    return run_with_server(config, config.pairing.server, action, hint=PAIRING_HINT)
 
 
 _MODELS = {

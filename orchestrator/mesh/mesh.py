@@ -25,23 +25,30 @@ MIN_SHARERS = 2
 Servers = Mapping[str, StdioServerConfig | HttpServerConfig]
 
 
-def wants_template(servers: Servers, fork_server: bool) -> bool:
-    """Whether a mesh of ``servers`` forks its built-in servers from a template."""
+def wants_template(servers: Servers, fork_server: bool, *, alone: bool = False) -> bool:
+    """Whether a mesh of ``servers`` forks its built-in servers from a template; ``alone``: even one."""
     forkable = sum(
         isinstance(config, StdioServerConfig) and built_in_module(config) is not None
         for config in servers.values()
     )
-    # One server alone shares nothing with a template: it would only add a process.
-    return fork_server and forkable >= MIN_SHARERS
+    # One server alone shares nothing with a template: it would only add a process. A one-shot
+    # command forks it anyway (``alone``), for the start: see ``orchestrator.cli.direct``.
+    return fork_server and forkable >= (1 if alone else MIN_SHARERS)
 
 
 def early_fork_server(
-    servers: Servers, *, base_env: Mapping[str, str], enabled: bool, shared: Sequence[str] = ()
+    servers: Servers,
+    *,
+    base_env: Mapping[str, str],
+    enabled: bool,
+    shared: Sequence[str] = (),
+    alone: bool = False,
 ) -> ForkServer | None:
-    """The fork server a mesh of ``servers`` would make, its template forked from this process now
-    (before the event loop starts: ``orchestrator/mesh/template.py``), once ``shared`` is imported
-    here; None when it would make none. Give it to the :class:`Mesh` as its ``fork_server``."""
-    if not wants_template(servers, enabled):
+    """The fork server a mesh of ``servers`` would make (``alone``: even for one built-in server),
+    its template forked from this process now (before the event loop starts:
+    ``orchestrator/mesh/template.py``), once ``shared`` is imported here; None when it would make
+    none. Give it to the :class:`Mesh` as its ``fork_server``."""
+    if not wants_template(servers, enabled, alone=alone):
         return None
     made = ForkServer(template_environment(base_env))
     made.fork_template(shared)

@@ -1,0 +1,96 @@
+"""``nexo pair``, ``nexo cron`` and ``nexo audit`` with no daemon: the one built-in server they talk
+to is forked from a template of the command itself, not started as a second interpreter.
+
+A probe plays the command in a fresh interpreter and looks at the process table while the command's
+request is on its way: the server must be a child of a template (``-m shared.forkserver``) that is
+the command's own child; a server spawned as its own command would be the command's child."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.llm import FakeLLM, Reply
+from tests.mesh.harness import python_server, write_config
+from tests.orchestrator.test_fork_early import run_probe
+
+DIRECT_PROBE = r"""
+import json, os, sys
+from pathlib import Path
+
+from orchestrator.cli.main import main
+from orchestrator.mesh.connection import ServerConnection
+from tests.mesh.harness import FORK_SERVER
+
+
+def processes() -> dict[int, tuple[int, str]]:
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            table[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
+    return table
+
+
+seen = {}
+request = ServerConnection.request
+
+
+async def watched(self, *args, **kwargs):
+    table, me = processes(), os.getpid()
+    mine = {pid: entry for pid, entry in table.items() if me in (entry[0], table.get(entry[0], (0, ""))[0])}
+    seen["servers"] = [
+        {"via_template": FORK_SERVER in table[ppid][1], "child_of_command": ppid == me}
+        for pid, (ppid, cmdline) in mine.items()
+        if f"-m servers.{self.name}" in cmdline
+    ]
+    return await request(self, *args, **kwargs)
+
+
+ServerConnection.request = watched
+code = main([*sys.argv[2:], "--config", sys.argv[1]])
+print(json.dumps({"code": code, **seen}))
+"""
+
+
+def _direct(tmp_path: Path, command: list[str], **config: Any) -> Any:
+    with FakeLLM(default=Reply("ok")) as fake:
+        path = write_config(
+            tmp_path / "nexo.yaml",
+            state_dir=tmp_path / "state",
+            llm_base_url=fake.openai_base_url,
+            servers={
+                "console": python_server("channel_servers.console"),
+                "pairing": python_server("servers.pairing"),
+                "cron": python_server("servers.cron"),
+                "audit": python_server("servers.audit"),
+            },
+            **config,
+        )
+        ran = run_probe(DIRECT_PROBE, str(path), *command)
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout.splitlines()[-1])
+
+
+@pytest.mark.scenario
+@pytest.mark.parametrize(
+    "command",
+    [["pair", "seed", "console", "default", "42"], ["cron", "list"], ["audit", "tail"]],
+    ids=["pair", "cron", "audit"],
+)
+def test_a_direct_command_forks_its_server_from_a_template_of_itself(tmp_path: Path, command: list[str]) -> None:
+    seen = _direct(tmp_path, command)
+    assert seen == {"code": 0, "servers": [{"via_template": True, "child_of_command": False}]}
+
+
+@pytest.mark.scenario
+def test_with_fork_server_off_a_direct_command_spawns_its_server(tmp_path: Path) -> None:
+    seen = _direct(tmp_path, ["cron", "list"], extra={"fork_server": False})
+    assert seen == {"code": 0, "servers": [{"via_template": False, "child_of_command": True}]}
