@@ -33,16 +33,8 @@ def run_with_server(
 ) -> int:
     """:func:`with_server` in an event loop of its own, a built-in server forked from a template
     forked of this process first (module docstring)."""
-    from orchestrator.mesh.mesh import early_fork_server, prestart
-
     server = config.servers.get(name)
-    fork_server = None
-    if server is not None:
-        servers = {name: server}
-        base_env = _server_env(config, env)
-        fork_server = early_fork_server(servers, base_env=base_env, enabled=config.fork_server, alone=True)
-        if fork_server is not None:
-            prestart(fork_server, servers, base_env=base_env)
+    fork_server = None if server is None else started_early(config, {name: server}, _server_env(config, env))
     try:
         return anyio.run(
             partial(with_server, config, name, action, hint=hint, env=env, fork_server=fork_server)
@@ -50,6 +42,19 @@ def run_with_server(
     finally:
         if fork_server is not None:
             fork_server.close()
+
+
+def started_early(config: Any, servers: Mapping[str, Any], base_env: Mapping[str, str]) -> ForkServer | None:
+    """Before the event loop: a template forked of this process, asked at once for the built-in
+    servers among ``servers`` (module docstring); None when there is none to fork (``fork_server``
+    off, or no built-in server). Give it to the :class:`Mesh` of ``servers`` and ``base_env``, and
+    close it after."""
+    from orchestrator.mesh.mesh import early_fork_server, prestart
+
+    fork_server = early_fork_server(servers, base_env=base_env, enabled=config.fork_server, alone=True)
+    if fork_server is not None:
+        prestart(fork_server, servers, base_env=base_env)
+    return fork_server
 
 
 def _server_env(config: Any, env: Mapping[str, str] | None) -> dict[str, str]:

@@ -13,17 +13,22 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp_types as types
 
+from orchestrator.child_env import child_env
 from orchestrator.cli.common import EXIT_OK, EXIT_WARN, fail, load_config, print_json, setup_logging
+from orchestrator.cli.direct import started_early
 from orchestrator.cli.progress import ProgressBar
 from orchestrator.cli.wording import for_person
 from shared.protocol import memory_terms as terms
 from shared.protocol.memory import admin, memory_md
 from shared.protocol.memory.records import ImportRecord, MemoryRecord
+
+if TYPE_CHECKING:
+    from orchestrator.mesh.forkserver import ForkServer
 
 R = TypeVar("R", bound=types.Result)
 
@@ -43,14 +48,20 @@ class CommandFailed(Exception):
 def command_memory(args: argparse.Namespace) -> int:
     setup_logging("WARNING")
     config = load_config(args.config)
+    fork_server = None
     try:
         # Arguments and the import file are checked before a server is started for nothing.
         _check_arguments(args)
         if args.memory_command == "import":
             args.entries = read_import_file(Path(args.file))
-        result: int = anyio.run(_dispatch, args, config)
+        server = _server_config(config, MISMATCH_ENV if args.memory_command == "reindex" else {})
+        fork_server = started_early(config, {SERVER: server}, child_env(config))
+        result: int = anyio.run(_dispatch, args, config, server, fork_server)
     except CommandFailed as exc:
         return fail(str(exc))
+    finally:
+        if fork_server is not None:
+            fork_server.close()
     return result
 
 
@@ -66,8 +77,9 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise CommandFailed(f"--batch-size {batch} is out of range; use 1 to {terms.MAX_REINDEX_BATCH}")
 
 
-async def _dispatch(args: argparse.Namespace, config: Any) -> int:
-    from orchestrator.child_env import child_env
+async def _dispatch(
+    args: argparse.Namespace, config: Any, server: Any, fork_server: ForkServer | None
+) -> int:
     from orchestrator.mesh import Mesh
 
     handlers = {
@@ -81,9 +93,11 @@ async def _dispatch(args: argparse.Namespace, config: Any) -> int:
         "rollback": _rollback,
         "stats": _stats,
     }
-    server = _server_config(config, MISMATCH_ENV if args.memory_command == "reindex" else {})
     outcome: int | CommandFailed
-    async with Mesh({SERVER: server}, config.supervision, base_env=child_env(config)) as mesh:
+    mesh = Mesh(
+        {SERVER: server}, config.supervision, base_env=child_env(config), fork_server=fork_server or False
+    )
+    async with mesh:
         # Caught here and raised after the mesh closed, so it does not come out of its task group
         # wrapped in an exception group.
         try:

@@ -1,5 +1,6 @@
-"""``nexo pair``, ``nexo cron`` and ``nexo audit`` with no daemon: the one built-in server they talk
-to is forked from a template of the command itself, not started as a second interpreter.
+"""``nexo pair``, ``nexo cron``, ``nexo audit`` and ``nexo memory`` with no daemon: the one built-in
+server they talk to is forked from a template of the command itself, not started as a second
+interpreter.
 
 A probe plays the command in a fresh interpreter and looks at the process table while the command's
 request is on its way: the server must be a child of a template (``-m shared.forkserver``) that is
@@ -71,6 +72,7 @@ def _direct(tmp_path: Path, command: list[str], **config: Any) -> Any:
                 "pairing": python_server("servers.pairing"),
                 "cron": python_server("servers.cron"),
                 "audit": python_server("servers.audit"),
+                "memory": python_server("servers.memory"),
             },
             **config,
         )
@@ -82,10 +84,12 @@ def _direct(tmp_path: Path, command: list[str], **config: Any) -> Any:
 @pytest.mark.scenario
 @pytest.mark.parametrize(
     "command",
-    [["pair", "seed", "console", "default", "42"], ["cron", "list"], ["audit", "tail"]],
-    ids=["pair", "cron", "audit"],
+    [["pair", "seed", "console", "default", "42"], ["cron", "list"], ["audit", "tail"], ["memory", "stats"]],
+    ids=["pair", "cron", "audit", "memory"],
 )
-def test_a_direct_command_forks_its_server_from_a_template_of_itself(tmp_path: Path, command: list[str]) -> None:
+def test_a_direct_command_forks_its_server_from_a_template_of_itself(
+    tmp_path: Path, command: list[str]
+) -> None:
     seen = _direct(tmp_path, command)
     assert seen == {"code": 0, "servers": [{"via_template": True, "child_of_command": False}]}
 
