@@ -222,12 +222,8 @@ def nexo(
     )
 
 
-def child_pids(parent: int, needle: str) -> list[int]:
-    """Processes ``parent`` started whose command line contains ``needle`` (Linux /proc).
-
-    Its children, and the children of its fork server (``shared.forkserver``), which forks the
-    built-in servers on its behalf.
-    """
+def process_table() -> dict[int, tuple[int, str]]:
+    """Every process's parent and command line, by pid (Linux /proc)."""
     table: dict[int, tuple[int, str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -238,6 +234,16 @@ def child_pids(parent: int, needle: str) -> list[int]:
         except OSError:
             continue
         table[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
+    return table
+
+
+def child_pids(parent: int, needle: str) -> list[int]:
+    """Processes ``parent`` started whose command line contains ``needle`` (Linux /proc).
+
+    Its children, and the children of its fork server (``shared.forkserver``), which forks the
+    built-in servers on its behalf.
+    """
+    table = process_table()
     templates = {pid for pid, (ppid, cmdline) in table.items() if ppid == parent and FORK_SERVER in cmdline}
     return sorted(
         pid

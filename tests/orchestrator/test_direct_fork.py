@@ -20,32 +20,17 @@ from tests.orchestrator.test_fork_early import run_probe
 
 DIRECT_PROBE = r"""
 import json, os, sys
-from pathlib import Path
 
 from orchestrator.cli.main import main
 from orchestrator.mesh.connection import ServerConnection
-from tests.mesh.harness import FORK_SERVER
-
-
-def processes() -> dict[int, tuple[int, str]]:
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            table[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmdline)
-    return table
-
+from tests.mesh.harness import FORK_SERVER, process_table
 
 seen = {}
 request = ServerConnection.request
 
 
 async def watched(self, *args, **kwargs):
-    table, me = processes(), os.getpid()
+    table, me = process_table(), os.getpid()
     mine = {pid: entry for pid, entry in table.items() if me in (entry[0], table.get(entry[0], (0, ""))[0])}
     seen["servers"] = [
         {"via_template": FORK_SERVER in table[ppid][1], "child_of_command": ppid == me}
