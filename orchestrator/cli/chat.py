@@ -26,6 +26,7 @@ from orchestrator.cli.chat_view import (
     ConsoleClosed,
     InteractiveChat,
     PipedChat,
+    connect_retry_delay,
     frames_in,
     new_message_id,
     no_console,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
 WARNINGS_WAIT_S = 5.0
 """How long the daemon's standing warnings are waited for; without an answer the chat goes on."""
 MAX_STATUS_BYTES = 1024 * 1024
-CONNECT_RETRY_S = 0.1
 
 
 class Console:
@@ -58,7 +58,8 @@ class Console:
     @classmethod
     def connect(cls, path: Path, wait_s: float) -> Console:
         """Connect, waiting up to ``wait_s`` for a console that is still starting."""
-        deadline = time.monotonic() + wait_s
+        start = time.monotonic()
+        deadline = start + wait_s
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -67,7 +68,7 @@ class Console:
                 sock.close()
                 if time.monotonic() >= deadline:
                     raise no_console(path) from None
-                time.sleep(CONNECT_RETRY_S)
+                time.sleep(connect_retry_delay(time.monotonic() - start))
                 continue
             except PermissionError:
                 sock.close()

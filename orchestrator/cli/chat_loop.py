@@ -18,6 +18,7 @@ from orchestrator.cli.chat_view import (
     ConsoleClosed,
     InteractiveChat,
     PipedChat,
+    connect_retry_delay,
     frames_in,
     new_message_id,
     no_console,
@@ -35,12 +36,13 @@ _STREAM_ENDED = (
 
 async def connect(path: Path, wait_s: float) -> SocketStream:
     """Connect, waiting briefly for a console that is still starting."""
+    start = anyio.current_time()
     with anyio.move_on_after(wait_s):
         while True:
             try:
                 return await anyio.connect_unix(path)
             except (FileNotFoundError, ConnectionRefusedError):
-                await anyio.sleep(0.1)
+                await anyio.sleep(connect_retry_delay(anyio.current_time() - start))
             except PermissionError:
                 raise not_permitted(path) from None
     raise no_console(path)

@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 
 CONNECT_WAIT_S = 30.0
 """How long ``nexo chat`` waits for a console that is still starting."""
+CONNECT_RETRY_FAST_S = 0.01
+CONNECT_RETRY_S = 0.1
+CONNECT_FAST_FOR_S = 2.0
+"""While a console is starting, its socket is tried again every CONNECT_RETRY_FAST_S for the first
+CONNECT_FAST_FOR_S (a daemon just started, as after a restart, opens it within that: each try is
+one failed connect, a few microseconds), then every CONNECT_RETRY_S."""
 READ_CHUNK_BYTES = 64 * 1024
 
 
@@ -52,6 +58,11 @@ class ConsoleGarbled(ConnectionError):
             f"the console channel sent a line that is not a frame ({problem}); is another program "
             "listening on its socket? Run `nexo status`, then `nexo chat` again"
         )
+
+
+def connect_retry_delay(waited_s: float) -> float:
+    """Seconds before trying a console's socket again, ``waited_s`` into the wait."""
+    return CONNECT_RETRY_FAST_S if waited_s < CONNECT_FAST_FOR_S else CONNECT_RETRY_S
 
 
 def no_console(path: Path) -> ConnectionError:
