@@ -10,7 +10,7 @@ import argparse
 import re
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json, setup_logging
+from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json
 from orchestrator.cli.direct import Action, run_with_server, with_server
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ async def with_audit(config: Any, action: Action) -> int:
 
 
 def run_with_audit(args: argparse.Namespace, action: Action) -> int:
-    setup_logging("WARNING")
     config = load_config(args.config)
     return run_with_server(config, AUDIT_SERVER, action, hint=AUDIT_CONFIG_HINT, env=READ_ONLY)
 

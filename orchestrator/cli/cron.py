@@ -57,7 +57,6 @@ def add_cron_parsers(sub: Any) -> None:
 
 
 def command_cron(args: argparse.Namespace) -> int:
-    setup_logging("WARNING")
     config = load_config(args.config)
 
     async def action(connection: ServerConnection) -> int:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from orchestrator.cli.common import fail
+from orchestrator.cli.common import fail, setup_logging
 
 if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection
@@ -35,6 +35,7 @@ def run_with_server(
     forked of this process first (module docstring)."""
     server = config.servers.get(name)
     fork_server = None if server is None else started_early(config, {name: server}, _server_env(config, env))
+    setup_logging("WARNING")  # after the fork: the template starts from the default logging
     try:
         return anyio.run(
             partial(with_server, config, name, action, hint=hint, env=env, fork_server=fork_server)
@@ -45,10 +46,10 @@ def run_with_server(
 
 
 def started_early(config: Any, servers: Mapping[str, Any], base_env: Mapping[str, str]) -> ForkServer | None:
-    """Before the event loop: a template forked of this process, asked at once for the built-in
-    servers among ``servers`` (module docstring); None when there is none to fork (``fork_server``
-    off, or no built-in server). Give it to the :class:`Mesh` of ``servers`` and ``base_env``, and
-    close it after."""
+    """Before the event loop (and before logging is configured: ``orchestrator/mesh/template.py``): a
+    template forked of this process, asked at once for the built-in servers among ``servers`` (module
+    docstring); None when there is none to fork (``fork_server`` off, or no built-in server). Give it
+    to the :class:`Mesh` of ``servers`` and ``base_env``, and close it after."""
     from orchestrator.mesh.mesh import early_fork_server, prestart
 
     fork_server = early_fork_server(servers, base_env=base_env, enabled=config.fork_server, alone=True)

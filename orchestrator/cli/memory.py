@@ -46,7 +46,6 @@ class CommandFailed(Exception):
 
 
 def command_memory(args: argparse.Namespace) -> int:
-    setup_logging("WARNING")
     config = load_config(args.config)
     fork_server = None
     try:
@@ -56,6 +55,7 @@ def command_memory(args: argparse.Namespace) -> int:
             args.entries = read_import_file(Path(args.file))
         server = _server_config(config, MISMATCH_ENV if args.memory_command == "reindex" else {})
         fork_server = started_early(config, {SERVER: server}, child_env(config))
+        setup_logging("WARNING")  # after the fork: the template starts from the default logging
         result: int = anyio.run(_dispatch, args, config, server, fork_server)
     except CommandFailed as exc:
         return fail(str(exc))

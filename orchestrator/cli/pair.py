@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.cli.common import EXIT_OK, fail, load_config, print_json, setup_logging
+from orchestrator.cli.common import EXIT_OK, fail, load_config, print_json
 from orchestrator.cli.direct import run_with_server
 from shared.protocol import pairing_methods as m
 
@@ -67,7 +67,6 @@ def command_pair(args: argparse.Namespace) -> int:
     answered = _through_daemon(args, method, params)
     if answered is not None:
         return answered
-    setup_logging("WARNING")
     config = load_config(args.config)
     if args.pair_command in ("revoke", "seed"):
         params["platform"] = _platform(config, params["channel"])
