@@ -106,9 +106,11 @@ async def _run(args: argparse.Namespace, config: Any, agent: Any, mesh: Mesh) ->
 
     try:
         async with mesh:
-            await progress(f"starting {len(servers)} servers: {', '.join(servers) or '-'}")
-            for name in await mesh.wait_ready(30.0):
-                await progress(f"server {name} not ready: {mesh[name].last_error}")
+            async with anyio.create_task_group() as warming:
+                warming.start_soon(provider.warm)  # its TLS context beside the servers' start
+                await progress(f"starting {len(servers)} servers: {', '.join(servers) or '-'}")
+                for name in await mesh.wait_ready(30.0):
+                    await progress(f"server {name} not ready: {mesh[name].last_error}")
             gc_pause.resume(freeze=True)  # the start is over (see gc_pause)
             result = await run_goal(
                 provider=provider,

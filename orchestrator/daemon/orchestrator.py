@@ -148,8 +148,11 @@ class Orchestrator:
                             options.port,
                             exc.strerror or exc,
                         )
-                # Providers first (each builds an HTTPS client): that work overlaps the servers' start.
+                # Providers first: each makes its HTTPS client's TLS context on a worker thread while
+                # this loop completes the servers' handshakes.
                 build_providers(self.config, self.providers)
+                for provider in self.providers.values():
+                    tg.start_soon(provider.warm, name=f"warm:{provider.name}")
                 self.dashboard = await start_dashboard(tg, self.config, control_path(state))
                 missing = await self._wait_for_servers()
                 tg.start_soon(self.storage.run, self.config.supervision.storage_check_s, name="storage-watch")

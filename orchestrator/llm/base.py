@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
+import anyio
+import anyio.to_thread
 import httpx2
 from pydantic_core import to_json
 
 from orchestrator.llm.config import AnthropicProviderConfig, OpenAICompatProviderConfig
-from orchestrator.llm.errors import ProviderRejected, ProviderResponseError, rejected_hint
+from orchestrator.llm.errors import (
+    ProviderRejected,
+    ProviderResponseError,
+    ProviderUnavailable,
+    rejected_hint,
+)
 from orchestrator.llm.retry import RetryTarget, send_with_retries
 from orchestrator.llm.types import Completion, Message, ToolSpec
 
 _MAX_ERROR_CHARS = 500
+
+logger = logging.getLogger("nexo.llm")
 
 
 class WireFormatError(ValueError):
@@ -71,7 +81,11 @@ class HTTPProvider(ABC):
         self._sleep = sleep
         self._clock = clock
         self._target = RetryTarget(name=name, kind=self.kind, base_url=self.base_url, label=self.describe())
-        self._client = httpx2.AsyncClient(timeout=config.timeout_s, transport=transport)
+        self._timeout = config.timeout_s
+        self._client = (
+            None if transport is None else httpx2.AsyncClient(timeout=self._timeout, transport=transport)
+        )
+        self._making = anyio.Lock()
 
     def describe(self) -> str:
         return f"{self.kind} '{self.name}' (model {self.model} at {self.base_url})"
@@ -80,7 +94,35 @@ class HTTPProvider(ABC):
         return f"<{type(self).__name__} {self.describe()}>"
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def warm(self) -> None:
+        """Make the HTTP client now, so the first request does not wait for it (a daemon starts
+        this beside its servers' handshakes); a failure is logged and left to the first request."""
+        try:
+            await self._http()
+        except ProviderUnavailable as exc:
+            logger.warning("%s; the first request tries again", exc)
+
+    async def _http(self) -> httpx2.AsyncClient:
+        """The HTTP client, made on first use. Its TLS context (the CA bundle read and parsed, 30 to
+        60 ms of a small machine's CPU) is made on a worker thread: OpenSSL reads it without the
+        interpreter's lock, so the event loop goes on meanwhile."""
+        async with self._making:
+            if self._client is None:
+                try:
+                    context = await anyio.to_thread.run_sync(httpx2.create_ssl_context)
+                except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                    raise ProviderUnavailable(
+                        f"{self.describe()}: its HTTPS client cannot be set up ({exc}); check the CA "
+                        "certificates (SSL_CERT_FILE or SSL_CERT_DIR, if set, must name readable PEM files)",
+                        provider=self.name,
+                        base_url=self.base_url,
+                        reason="tls",
+                    ) from exc
+                self._client = httpx2.AsyncClient(timeout=self._timeout, verify=context)
+        return self._client
 
     async def complete(
         self,
@@ -101,10 +143,11 @@ class HTTPProvider(ABC):
         # Encoded once for every attempt, by pydantic-core's encoder: compact UTF-8 as httpx's own
         # (json.dumps) would make it, in about a third of the time on a turn's 30-40 KB body.
         content = to_json(body)
+        client = await self._http()
         started = self._clock()
 
         async def send() -> httpx2.Response:
-            return await self._client.post(url, content=content, headers=headers)
+            return await client.post(url, content=content, headers=headers)
 
         try:
             response = await send_with_retries(
