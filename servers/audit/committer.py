@@ -8,8 +8,7 @@ returns only after its own entries are committed.
 The goal registry's writes join the same batches (``run_in_batch``): a goal's creation and its
 ledger entry share a disk wait with the appends and goal changes queued beside them. Each such
 write runs under a savepoint, so one refused (an unknown goal, a transition not allowed) is undone
-alone and the rest of its batch still commits; one alone in its batch needs no savepoint, since
-rolling back its transaction undoes it just as well.
+alone and the rest of its batch still commits.
 """
 
 from __future__ import annotations
@@ -114,9 +113,6 @@ class GroupCommitter:
         return batch
 
     async def _commit(self, batch: list[_Pending]) -> None:
-        if len(batch) == 1 and batch[0].step is not None:
-            await self._commit_alone(batch[0], batch[0].step)
-            return
         results: list[list[Appended]] = []
         refusals: list[BaseException | None] = []
         try:
@@ -138,25 +134,6 @@ class GroupCommitter:
         self.entries += sum(len(appended) for appended in results)
         for pending, appended, refusal in zip(batch, results, refusals, strict=True):
             pending.finish(result=appended, error=refusal)
-
-    async def _commit_alone(self, pending: _Pending, step: Step) -> None:
-        """A registry write alone in its batch: its own transaction is its savepoint (what it
-        refuses rolls the transaction back), two statements fewer than under a savepoint."""
-        refusal: BaseException | None = None
-        try:
-            async with self.ledger.writing() as writer:
-                try:
-                    await step(writer)
-                except Exception as exc:
-                    refusal = exc
-                    raise
-        except Exception as exc:  # noqa: BLE001 -- handed to the waiting caller, who raises it
-            if refusal is None and not isinstance(exc, StorageFull):
-                logger.warning("audit commit of a registry write failed: %r", exc)
-            pending.finish(error=refusal or exc)
-            return
-        self.batches += 1
-        pending.finish(result=[])
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The writer task. When it stops, callers still waiting get WriterStopped, never silence."""
