@@ -10,7 +10,7 @@ importing them all again (about a second on a small machine).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -34,28 +34,30 @@ def run_with_server(
     """:func:`with_server` in an event loop of its own, a built-in server forked from a template
     forked of this process first (module docstring)."""
     server = config.servers.get(name)
-    fork_server = None if server is None else started_early(config, {name: server}, _server_env(config, env))
-    setup_logging("WARNING")  # after the fork: the template starts from the default logging
-    try:
-        return anyio.run(
-            partial(with_server, config, name, action, hint=hint, env=env, fork_server=fork_server)
-        )
-    finally:
-        if fork_server is not None:
-            fork_server.close()
+    with started_early(config, {} if server is None else {name: server}, _server_env(config, env)) as forked:
+        return anyio.run(partial(with_server, config, name, action, hint=hint, env=env, fork_server=forked))
 
 
-def started_early(config: Any, servers: Mapping[str, Any], base_env: Mapping[str, str]) -> ForkServer | None:
-    """Before the event loop (and before logging is configured: ``orchestrator/mesh/template.py``): a
-    template forked of this process, asked at once for the built-in servers among ``servers`` (module
-    docstring); None when there is none to fork (``fork_server`` off, or no built-in server). Give it
-    to the :class:`Mesh` of ``servers`` and ``base_env``, and close it after."""
+@contextlib.contextmanager
+def started_early(
+    config: Any, servers: Mapping[str, Any], base_env: Mapping[str, str]
+) -> Iterator[ForkServer | None]:
+    """Before the event loop: a template forked of this process, asked at once for the built-in
+    servers among ``servers`` (module docstring), or None when there is none to fork (``fork_server``
+    off, or no built-in server); then this command's logging, configured after the fork so that the
+    template starts from the interpreter's default (``orchestrator/mesh/template.py``). Give what it
+    yields to the :class:`Mesh` of ``servers`` and ``base_env``; it is closed at the end of the block."""
     from orchestrator.mesh.mesh import early_fork_server, prestart
 
     fork_server = early_fork_server(servers, base_env=base_env, enabled=config.fork_server, alone=True)
-    if fork_server is not None:
-        prestart(fork_server, servers, base_env=base_env)
-    return fork_server
+    try:
+        if fork_server is not None:
+            prestart(fork_server, servers, base_env=base_env)
+        setup_logging("WARNING")
+        yield fork_server
+    finally:
+        if fork_server is not None:
+            fork_server.close()
 
 
 def _server_env(config: Any, env: Mapping[str, str] | None) -> dict[str, str]:

@@ -19,7 +19,7 @@ import anyio
 import mcp_types as types
 
 from orchestrator.child_env import child_env
-from orchestrator.cli.common import EXIT_OK, EXIT_WARN, fail, load_config, print_json, setup_logging
+from orchestrator.cli.common import EXIT_OK, EXIT_WARN, fail, load_config, print_json
 from orchestrator.cli.direct import started_early
 from orchestrator.cli.progress import ProgressBar
 from orchestrator.cli.wording import for_person
@@ -47,21 +47,16 @@ class CommandFailed(Exception):
 
 def command_memory(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    fork_server = None
     try:
         # Arguments and the import file are checked before a server is started for nothing.
         _check_arguments(args)
         if args.memory_command == "import":
             args.entries = read_import_file(Path(args.file))
         server = _server_config(config, MISMATCH_ENV if args.memory_command == "reindex" else {})
-        fork_server = started_early(config, {SERVER: server}, child_env(config))
-        setup_logging("WARNING")  # after the fork: the template starts from the default logging
-        result: int = anyio.run(_dispatch, args, config, server, fork_server)
+        with started_early(config, {SERVER: server}, child_env(config)) as fork_server:
+            result: int = anyio.run(_dispatch, args, config, server, fork_server)
     except CommandFailed as exc:
         return fail(str(exc))
-    finally:
-        if fork_server is not None:
-            fork_server.close()
     return result
 
 

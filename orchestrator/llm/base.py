@@ -109,6 +109,8 @@ class HTTPProvider(ABC):
         """The HTTP client, made on first use. Its TLS context (the CA bundle read and parsed, 30 to
         60 ms of a small machine's CPU) is made on a worker thread: OpenSSL reads it without the
         interpreter's lock, so the event loop goes on meanwhile."""
+        if self._client is not None:
+            return self._client  # every request after the first: no lock taken
         async with self._making:
             if self._client is None:
                 try:
