@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -127,10 +126,9 @@ class Database:
         try:
             if connector.failure is not None:
                 raise connector.failure
-            foreign_error = () if connector.error_class is sqlite3.Error else (connector.error_class,)
             statements = Statements(
                 conn,
-                foreign_error,
+                connector.error_class,
                 StorageCondition(db_path),
                 inline=Inline(busy_timeout_ms) if inline else None,
             )
@@ -158,8 +156,7 @@ class Database:
         try:
             if connector.failure is not None:
                 raise connector.failure
-            foreign_error = () if connector.error_class is sqlite3.Error else (connector.error_class,)
-            yield Reader(self.path, Statements(conn, foreign_error, StorageCondition(self.path)))
+            yield Reader(self.path, Statements(conn, connector.error_class, StorageCondition(self.path)))
         finally:
             with anyio.CancelScope(shield=True):
                 await conn.close()

@@ -114,14 +114,17 @@ class Statements:
     def __init__(
         self,
         conn: aiosqlite.Connection,
-        foreign_error: tuple[type[Exception], ...],
+        error_class: type[Exception],
         storage: StorageCondition,
         *,
         inline: Inline | None = None,
     ) -> None:
         self._conn = conn
-        self._foreign_error = foreign_error
-        self._errors: tuple[type[Exception], ...] = (sqlite3.Error, *foreign_error)
+        # A driver other than the standard library raises exceptions of its own (``_translated``).
+        self._foreign_error: tuple[type[Exception], ...] = (
+            () if error_class is sqlite3.Error else (error_class,)
+        )
+        self._errors: tuple[type[Exception], ...] = (sqlite3.Error, *self._foreign_error)
         self.storage = storage
         self._inline = inline
         # Hand-overs sent (counted on the loop's thread) and finished (on the worker thread): each
