@@ -8,15 +8,11 @@ the command's own child; a server spawned as its own command would be the comman
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.fakes.llm import FakeLLM, Reply
-from tests.mesh.harness import python_server, write_config
-from tests.orchestrator.test_fork_early import run_probe
+from tests.orchestrator.test_fork_early import probed
 
 DIRECT_PROBE = r"""
 import json, os, sys
@@ -46,24 +42,13 @@ print(json.dumps({"code": code, **seen}))
 """
 
 
-def _direct(tmp_path: Path, command: list[str], **config: Any) -> Any:
-    with FakeLLM(default=Reply("ok")) as fake:
-        path = write_config(
-            tmp_path / "nexo.yaml",
-            state_dir=tmp_path / "state",
-            llm_base_url=fake.openai_base_url,
-            servers={
-                "console": python_server("channel_servers.console"),
-                "pairing": python_server("servers.pairing"),
-                "cron": python_server("servers.cron"),
-                "audit": python_server("servers.audit"),
-                "memory": python_server("servers.memory"),
-            },
-            **config,
-        )
-        ran = run_probe(DIRECT_PROBE, str(path), *command)
-    assert ran.returncode == 0, ran.stderr
-    return json.loads(ran.stdout.splitlines()[-1])
+SERVERS = {
+    "console": "channel_servers.console",
+    "pairing": "servers.pairing",
+    "cron": "servers.cron",
+    "audit": "servers.audit",
+    "memory": "servers.memory",
+}
 
 
 @pytest.mark.scenario
@@ -75,11 +60,11 @@ def _direct(tmp_path: Path, command: list[str], **config: Any) -> Any:
 def test_a_direct_command_forks_its_server_from_a_template_of_itself(
     tmp_path: Path, command: list[str]
 ) -> None:
-    seen = _direct(tmp_path, command)
+    seen = probed(DIRECT_PROBE, tmp_path, SERVERS, args=command)
     assert seen == {"code": 0, "servers": [{"via_template": True, "child_of_command": False}]}
 
 
 @pytest.mark.scenario
 def test_with_fork_server_off_a_direct_command_spawns_its_server(tmp_path: Path) -> None:
-    seen = _direct(tmp_path, ["cron", "list"], extra={"fork_server": False})
+    seen = probed(DIRECT_PROBE, tmp_path, SERVERS, args=["cron", "list"], extra={"fork_server": False})
     assert seen == {"code": 0, "servers": [{"via_template": False, "child_of_command": True}]}

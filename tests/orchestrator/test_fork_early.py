@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -263,9 +264,11 @@ def test_a_forked_template_that_cannot_preload_says_why_and_what_was_asked_of_it
     ) in ran.stderr
 
 
-def _probed(probe: str, tmp_path: Path, servers: dict[str, str], **config: Any) -> Any:
+def probed(
+    probe: str, tmp_path: Path, servers: dict[str, str], *, args: Sequence[str] = (), **config: Any
+) -> Any:
     """What ``probe`` printed last, run in a fresh interpreter on a config with ``servers`` (name ->
-    module) and the scripted model; it must exit 0."""
+    module) and the scripted model, given the config's path and then ``args``; it must exit 0."""
     with FakeLLM(default=Reply("ok")) as fake:
         path = write_config(
             tmp_path / "nexo.yaml",
@@ -274,7 +277,7 @@ def _probed(probe: str, tmp_path: Path, servers: dict[str, str], **config: Any) 
             servers={name: python_server(module) for name, module in servers.items()},
             **config,
         )
-        ran = run_probe(probe, str(path))
+        ran = run_probe(probe, str(path), *args)
     assert ran.returncode == 0, ran.stderr
     return json.loads(ran.stdout.splitlines()[-1])
 
@@ -297,7 +300,7 @@ def test_agent_run_imports_all_it_preloads_before_the_fork_and_none_of_what_it_l
     # One server makes no template, so nothing is imported ahead: what is imported by the end of
     # the goal is what a foreground goal needs. What it preloads before the fork is what it would
     # import anyway; what it leaves to the template it would never import, so never holds twice.
-    seen = _probed(GOAL_PROBE, tmp_path, {"time": "servers.time"}, agent={"channels": []})
+    seen = probed(GOAL_PROBE, tmp_path, {"time": "servers.time"}, agent={"channels": []})
     assert seen == {"code": 0, "imported": [name for name in PRELOAD if name not in SERVERS_ONLY]}
 
 
@@ -331,5 +334,5 @@ def test_the_daemon_imports_all_it_preloads_before_the_fork_and_none_of_what_it_
 ) -> None:
     # As for a foreground goal: one server (the console) makes no template, so what is imported
     # when the daemon is ready is what the daemon needs.
-    seen = _probed(DAEMON_PROBE, tmp_path, {"console": "channel_servers.console"})
+    seen = probed(DAEMON_PROBE, tmp_path, {"console": "channel_servers.console"})
     assert seen == {"code": 0, "imported": [name for name in PRELOAD if name not in DAEMON_LEAVES]}
