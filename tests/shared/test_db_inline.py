@@ -30,10 +30,6 @@ def _thread_of_statements(db: Database) -> None:
     _statements(db)._conn._conn.create_function("tid", 0, threading.get_ident)
 
 
-def _handed_over(db: Database) -> int:
-    return _statements(db)._sent
-
-
 @contextmanager
 def locked_by_another_connection(path: Path) -> Iterator[sqlite3.Connection]:
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -77,27 +73,29 @@ def handovers(monkeypatch: pytest.MonkeyPatch) -> HandOvers:
     return seen
 
 
-async def test_an_idle_connection_runs_statements_on_the_calling_thread(tmp_path: Path) -> None:
+async def test_an_idle_connection_runs_statements_on_the_calling_thread(
+    tmp_path: Path, handovers: HandOvers
+) -> None:
     async with Database.open(tmp_path / "db.sqlite3", [EVENTS], inline=True) as db:
         _thread_of_statements(db)
-        before = _handed_over(db)
+        before = handovers.sent
         async with db.transaction() as tx:
             await tx.insert("INSERT INTO events(body) VALUES ('a')")
             in_transaction = await tx.fetchone("SELECT tid()")
         outside = await db.fetchone("SELECT tid()")
         await db.execute("UPDATE events SET body = 'b'", durable=False)
         rows = await db.fetchall("SELECT body FROM events")
-        handed_over = _handed_over(db) - before
+        handed_over = handovers.sent - before
     here = threading.get_ident()
     assert (in_transaction, outside, rows, handed_over) == ((here,), (here,), [("b",)], 0)
 
 
-async def test_without_inline_every_statement_is_handed_over(tmp_path: Path) -> None:
+async def test_without_inline_every_statement_is_handed_over(tmp_path: Path, handovers: HandOvers) -> None:
     async with Database.open(tmp_path / "db.sqlite3", [EVENTS]) as db:
-        before = _handed_over(db)
+        before = handovers.sent
         await db.fetchone("SELECT 1")
         await db.insert("INSERT INTO events(body) VALUES ('a')")
-        handed_over = _handed_over(db) - before
+        handed_over = handovers.sent - before
     assert handed_over == 2
 
 
