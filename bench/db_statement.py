@@ -101,17 +101,19 @@ async def _rounds(rounds: int, directory: Path, rows: _Rows) -> None:
             "INSERT INTO items (id, name, hits) VALUES (?, ?, 0)",
             [(n, f"item {n}") for n in range(1, ROWS + 1)],
         )
-        read, update = rows.read, rows.update
         for round_ in range(rounds):
             progress(f"db statement: round {round_ + 1} of {rounds}")
-            read.samples.append(await _cpu_per_statement_us(_read(db)))
-            read.baseline.append(await _cpu_per_statement_us(lambda key: _cursor_read(db, key)))
-            update.samples.append(await _cpu_per_statement_us(_update(db)))
-            update.baseline.append(await _cpu_per_statement_us(lambda key: _cursor_update(db, key)))
+            # Ours handed over is the sample of one row and the baseline of the inline row.
+            handed_over = await _cpu_per_statement_us(_read(db))
+            rows.read.samples.append(handed_over)
+            rows.read.baseline.append(await _cpu_per_statement_us(lambda key: _cursor_read(db, key)))
             rows.inline_read.samples.append(await _cpu_per_statement_us(_read(inline)))
-            rows.inline_read.baseline.append(await _cpu_per_statement_us(_read(db)))
+            rows.inline_read.baseline.append(handed_over)
+            handed_over = await _cpu_per_statement_us(_update(db))
+            rows.update.samples.append(handed_over)
+            rows.update.baseline.append(await _cpu_per_statement_us(lambda key: _cursor_update(db, key)))
             rows.inline_update.samples.append(await _cpu_per_statement_us(_update(inline)))
-            rows.inline_update.baseline.append(await _cpu_per_statement_us(_update(db)))
+            rows.inline_update.baseline.append(handed_over)
 
 
 def measure(quick: bool) -> list[Result]:
