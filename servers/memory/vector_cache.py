@@ -31,8 +31,11 @@ _LOAD_CHUNK = 50_000
 _IDS_CHUNK = 10_000
 
 
-def ids_json(ids: Iterable[int]) -> str:
+def ids_json(ids: Iterable[int] | np.ndarray) -> str:
     """Ids as one JSON parameter, read in SQL with json_each (no limit on their number)."""
+    if isinstance(ids, np.ndarray):
+        # tolist() makes Python ints in C: a tenth of the time of converting each numpy scalar.
+        return json.dumps(ids.astype(np.int64, copy=False).tolist())
     return json.dumps([int(i) for i in ids])
 
 
