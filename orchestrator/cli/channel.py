@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, EXIT_WARN, config_label, fail, load_config, print_json
 from orchestrator.cli.status import refusal_lines
+
+if TYPE_CHECKING:
+    from orchestrator.mesh.forkserver import ForkServer
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
 JSON_HELP = "print the report as JSON, with where it came from"
@@ -75,8 +78,13 @@ def command_channel(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.channel_command == "test":
         return _test(args, config)
+    from orchestrator.child_env import child_env
+    from orchestrator.cli.direct import started_unless_running
+
     try:
-        source, probe = anyio.run(_probe, config, config_label(args.config))
+        # Each server's stderr is kept for the report: forked as its connection opens (start=False).
+        with started_unless_running(config, config.servers, child_env(config), start=False) as forked:
+            source, probe = anyio.run(_probe, config, config_label(args.config), forked)
     except OSError as exc:
         return fail(str(exc))
     print(source.line(), file=sys.stderr)
@@ -85,8 +93,11 @@ def command_channel(args: argparse.Namespace) -> int:
     return _doctor(args, source, probe, anyio.run(_refused, config))
 
 
-async def _probe(config: Any, label: str) -> tuple[Source, dict[str, dict[str, Any]]]:
-    """Capabilities of every server: from the running daemon, else by connecting to each once."""
+async def _probe(
+    config: Any, label: str, fork_server: ForkServer | None
+) -> tuple[Source, dict[str, dict[str, Any]]]:
+    """Capabilities of every server: from the running daemon, else by connecting to each once
+    (built-in servers forked from ``fork_server`` when there is one)."""
     from orchestrator.control import ask, ask_status
     from orchestrator.sockets import control_path
 
@@ -99,7 +110,7 @@ async def _probe(config: Any, label: str) -> tuple[Source, dict[str, dict[str, A
     if answer is not None and "servers" in answer:
         servers: dict[str, dict[str, Any]] = answer["servers"]
         return _running_source(status), servers
-    return Source(config, label), await _probe_each(config)
+    return Source(config, label), await _probe_each(config, fork_server)
 
 
 def _running_source(status: dict[str, Any]) -> Source:
@@ -110,17 +121,25 @@ def _running_source(status: dict[str, Any]) -> Source:
     return Source(loaded, label, pid=int(status["pid"]), bound=bound)
 
 
-async def _probe_each(config: Any) -> dict[str, dict[str, Any]]:
+async def _probe_each(config: Any, fork_server: ForkServer | None) -> dict[str, dict[str, Any]]:
+    """Every server started and described at once (each reports its own failure), in config order."""
     from orchestrator.child_env import child_env
+    from orchestrator.cli.direct import serving
     from orchestrator.mesh import ServerConnection
 
     found: dict[str, dict[str, Any]] = {}
-    for name, server in config.servers.items():
-        connection = ServerConnection(
-            name, server, config.supervision, base_env=child_env(config), keep_stderr=True
-        )
-        found[name] = await connection.describe_once()
-    return found
+
+    async def describe(connection: ServerConnection) -> None:
+        found[connection.name] = await connection.describe_once()
+
+    env = child_env(config)
+    async with serving(fork_server), anyio.create_task_group() as tg:
+        for name, server in config.servers.items():
+            connection = ServerConnection(
+                name, server, config.supervision, base_env=env, keep_stderr=True, fork_server=fork_server
+            )
+            tg.start_soon(describe, connection)
+    return {name: found[name] for name in config.servers}
 
 
 async def _refused(config: Any) -> list[dict[str, Any]]:

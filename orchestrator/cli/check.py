@@ -2,16 +2,24 @@
 
 A server the running daemon already holds is checked through the daemon (``nexo status``'s view):
 starting a second copy would fail on what the first one owns (the console's socket, a webhook's
-port) and report a fault that is not there. Servers the daemon does not run are started here.
+port) and report a fault that is not there. Servers the daemon does not run are started here, all
+at once; with no daemon, the built-in ones are forked from a template of this command
+(``orchestrator.cli.direct``), as ``nexo pair`` and friends do.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, EXIT_WARN, config_label, print_json
+
+if TYPE_CHECKING:
+    from orchestrator.mesh import ServerConnection
+    from orchestrator.mesh.forkserver import ForkServer
 
 
 async def running_status(config: Any) -> dict[str, Any] | None:
@@ -25,14 +33,44 @@ async def running_status(config: Any) -> dict[str, Any] | None:
         return None
 
 
-async def check(config: Any, args: argparse.Namespace) -> int:
-    """Reach every server once: an unreachable one is an error naming its key path."""
+async def check(config: Any, args: argparse.Namespace, fork_server: ForkServer | None = None) -> int:
+    """Reach every server once: an unreachable one is an error naming its key path. Those the
+    running daemon does not hold are started here, all at once, built-in ones forked from
+    ``fork_server`` when given (``started_early``)."""
+    from orchestrator.cli.direct import serving
+
+    async with serving(fork_server):
+        return await _check(config, args, fork_server)
+
+
+async def _probed(
+    config: Any, names: list[str], fork_server: ForkServer | None
+) -> dict[str, tuple[ServerConnection, str | None]]:
+    """Each of ``names`` connected once, all at once: the connection and why it failed (or None)."""
     from orchestrator.child_env import child_env
     from orchestrator.mesh import ServerConnection
 
+    env = child_env(config)
+    found: dict[str, tuple[ServerConnection, str | None]] = {}
+
+    async def probe(connection: ServerConnection) -> None:
+        found[connection.name] = (connection, await connection.probe())
+
+    async with anyio.create_task_group() as tg:
+        for name in names:
+            server = config.servers[name]
+            tg.start_soon(
+                probe,
+                ServerConnection(name, server, config.supervision, base_env=env, fork_server=fork_server),
+            )
+    return found
+
+
+async def _check(config: Any, args: argparse.Namespace, fork_server: ForkServer | None) -> int:
     label = config_label(args.config)
     status = await running_status(config)
     live = {server["name"]: server for server in status["servers"]} if status else {}
+    probed = await _probed(config, [name for name in config.servers if name not in live], fork_server)
     report: dict[str, Any] = {
         "config": label,
         "servers": {},
@@ -51,8 +89,7 @@ async def check(config: Any, args: argparse.Namespace) -> int:
             }
             fix = "see `nexo status`; the running nexo keeps reconnecting it"
         else:
-            connection = ServerConnection(name, server, config.supervision, base_env=child_env(config))
-            error = await connection.probe()
+            connection, error = probed[name]
             report["servers"][name] = {
                 "ok": error is None,
                 "tools": len(connection.tools),
@@ -75,7 +112,7 @@ async def check(config: Any, args: argparse.Namespace) -> int:
                 f"{label}: servers.{name}: cannot reach {server.describe()}: {error}. Fix: {fix}",
                 file=sys.stderr,
             )
-    for problem in await _poller_problems(config, report["servers"].get(config.cron.server)):
+    for problem in await _poller_problems(config, report["servers"].get(config.cron.server), fork_server):
         report["ok"] = False
         report.setdefault("pollers", []).append(problem)
         print(f"{label}: {problem}", file=sys.stderr)
@@ -100,7 +137,9 @@ def _timing_warnings(config: Any, label: str) -> list[str]:
     return problems
 
 
-async def _poller_problems(config: Any, cron: dict[str, Any] | None) -> list[str]:
+async def _poller_problems(
+    config: Any, cron: dict[str, Any] | None, fork_server: ForkServer | None
+) -> list[str]:
     """The pollers the cron server refuses, asked of a copy started here. A cron server the running
     nexo holds is not started twice: that nexo's log names the refused pollers."""
     if cron is None or cron["live"] or not cron["ok"] or not any(a.pollers for a in config.agents):
@@ -110,7 +149,9 @@ async def _poller_problems(config: Any, cron: dict[str, Any] | None) -> list[str
     from orchestrator.proactive.pollers import check_pollers
 
     server = config.servers[config.cron.server]
-    connection = ServerConnection(config.cron.server, server, config.supervision, base_env=child_env(config))
+    connection = ServerConnection(
+        config.cron.server, server, config.supervision, base_env=child_env(config), fork_server=fork_server
+    )
     return await check_pollers(config, connection)
 
 

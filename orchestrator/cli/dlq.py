@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from orchestrator.cli.common import EXIT_OK, fail, load_config, print_json
+
+if TYPE_CHECKING:
+    from orchestrator.mesh.forkserver import ForkServer
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
 
@@ -33,7 +36,13 @@ def command_dlq(args: argparse.Namespace) -> int:
     request: dict[str, Any] = {"action": args.dlq_command, "server": getattr(args, "server", None)}
     if args.dlq_command == "replay":
         request["target"] = args.target
-    answer = anyio.run(_ask, config, request)
+    from orchestrator.child_env import child_env
+    from orchestrator.cli.direct import started_unless_running
+
+    bound = {name for agent in config.agents for name in agent.channels}
+    servers = {name: server for name, server in config.servers.items() if name in bound}
+    with started_unless_running(config, servers, child_env(config)) as forked:
+        answer = anyio.run(_ask, config, servers, request, forked)
     if "error" in answer:
         return fail(str(answer["error"]))
     if args.json:
@@ -47,8 +56,11 @@ def command_dlq(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _ask(config: Any, request: dict[str, Any]) -> dict[str, Any]:
-    """Through the running daemon (which owns the channel servers), else by starting them here."""
+async def _ask(
+    config: Any, servers: dict[str, Any], request: dict[str, Any], fork_server: ForkServer | None
+) -> dict[str, Any]:
+    """Through the running daemon (which owns the channel servers), else by starting ``servers``
+    here (forked from ``fork_server`` when there is one)."""
     from orchestrator.control import ask
     from orchestrator.sockets import control_path
 
@@ -60,9 +72,8 @@ async def _ask(config: Any, request: dict[str, Any]) -> dict[str, Any]:
     from orchestrator.dlq import channel_connections, dlq
     from orchestrator.mesh import Mesh
 
-    bound = {name for agent in config.agents for name in agent.channels}
-    servers = {name: s for name, s in config.servers.items() if name in bound}
-    async with Mesh(servers, config.supervision, base_env=child_env(config)) as mesh:
+    mesh = Mesh(servers, config.supervision, base_env=child_env(config), fork_server=fork_server or False)
+    async with mesh:
         missing = await mesh.wait_ready(30.0)
         if missing:
             print(f"nexo: not reachable: {', '.join(missing)}", file=sys.stderr)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from orchestrator.doctor import Finding
     from orchestrator.mesh import ServerConnection
     from orchestrator.mesh.config import ServerConfig
+    from orchestrator.mesh.forkserver import ForkServer
     from orchestrator.setup_doctor import SetupFacts
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
@@ -62,14 +63,18 @@ def command_doctor(args: argparse.Namespace) -> int:
 
 
 def command_setup_doctor(args: argparse.Namespace) -> int:
+    from orchestrator.child_env import child_env
+    from orchestrator.claude_plugins import plugin_findings
+    from orchestrator.cli.direct import started_unless_running
     from orchestrator.setup_doctor import setup
     from orchestrator.storage import storage_findings
 
-    setup_logging("WARNING")
     config = load_config(args.config)
-    from orchestrator.claude_plugins import plugin_findings
-
-    facts = anyio.run(gather, config)
+    # With no daemon, every server gather() asks is started here: forked from a template of this
+    # command, each as its connection opens (their stderr is kept for the report).
+    wanted = {name: config.servers[name] for name in _asked(config, _bound(config)) if name in config.servers}
+    with started_unless_running(config, wanted, child_env(config), start=False) as forked:
+        facts = anyio.run(gather, config, forked)
     storage = storage_findings(config.state_path, _daemon_status(config))
     plugins = [
         f for name, caps in sorted(facts.capabilities.items()) for f in plugin_findings(config, name, caps)
@@ -91,17 +96,17 @@ def _daemon_status(config: NexoConfig) -> dict[str, Any] | None:
         return None
 
 
-async def gather(config: NexoConfig) -> SetupFacts:
+async def gather(config: NexoConfig, fork_server: ForkServer | None = None) -> SetupFacts:
     """Ask the pairing server and each bound channel server. A channel server the running daemon
     holds is asked through the daemon (a second copy could not take its socket or port); the others
-    are started here, like `nexo audit` does."""
+    are started here, like `nexo audit` does, built-in ones forked from ``fork_server`` when given."""
     from orchestrator.cli.check import running_status
     from orchestrator.control import ask
     from orchestrator.setup_doctor import SetupFacts
     from orchestrator.sockets import control_path
 
     facts = SetupFacts()
-    channels = {name for agent in config.agents for name in agent.channels}
+    channels = _bound(config)
     held: dict[str, dict[str, Any]] = {}
     status = await running_status(config)
     if status is not None:
@@ -118,25 +123,44 @@ async def gather(config: NexoConfig) -> SetupFacts:
             continue
         facts.outbound_tools[name] = set(info.get("tools") or ())
         _note_relay(config, facts, name, tuple(info["capabilities"]))
-    workspaces = {name for name, server in config.servers.items() if runs_workspace(server)}
-    await _gather_started(config, facts, channels - set(held), workspaces)
+    await _gather_started(config, facts, channels - set(held), fork_server)
     return facts
 
 
+def _bound(config: NexoConfig) -> set[str]:
+    """The channel servers some agent is bound to."""
+    return {name for agent in config.agents for name in agent.channels}
+
+
+def _asked(config: NexoConfig, channels: set[str]) -> list[str]:
+    """The servers asked here besides those the running nexo holds: ``channels``, every workspace
+    server (whether it offers a shell; a second copy is harmless) and the pairing server."""
+    workspaces = {name for name, server in config.servers.items() if runs_workspace(server)}
+    return sorted(channels | workspaces | ({config.pairing.server} & set(config.servers)))
+
+
 async def _gather_started(
-    config: NexoConfig, facts: SetupFacts, channels: set[str], workspaces: set[str]
+    config: NexoConfig, facts: SetupFacts, channels: set[str], fork_server: ForkServer | None
 ) -> None:
-    """Start the servers the running nexo does not hold (all of them when none runs) and ask them;
-    a workspace server is asked whether it offers a shell (starting a second one is harmless)."""
+    """Start the servers the running nexo does not hold (all of them when none runs) and ask them,
+    built-in ones forked from ``fork_server`` when there is one."""
     from orchestrator.child_env import child_env
     from orchestrator.cli.direct import ready
     from orchestrator.mesh import Mesh
     from orchestrator.setup_doctor import PairedSender
     from shared.protocol import pairing as p
 
-    names = sorted(channels | workspaces | ({config.pairing.server} & set(config.servers)))
+    names = _asked(config, channels)
+    workspaces = {name for name, server in config.servers.items() if runs_workspace(server)}
     servers = {name: config.servers[name] for name in names if name in config.servers}
-    async with Mesh(servers, config.supervision, base_env=child_env(config), keep_stderr=True) as mesh:
+    mesh = Mesh(
+        servers,
+        config.supervision,
+        base_env=child_env(config),
+        keep_stderr=True,
+        fork_server=fork_server or False,
+    )
+    async with mesh:
         for name in names:
             connection = mesh.get(name)
             if connection is None:

@@ -42,7 +42,11 @@ def command_run(args: argparse.Namespace) -> int:
         print(str(ConfigError(problems)), file=sys.stderr)
         return EXIT_FAIL
     if args.check_config:
-        return anyio.run(check, config, args)
+        from orchestrator.child_env import child_env
+        from orchestrator.cli.direct import started_unless_running
+
+        with started_unless_running(config, config.servers, child_env(config)) as forked:
+            return anyio.run(check, config, args, forked)
     from orchestrator.config.nexo import workspace_root
 
     try:
