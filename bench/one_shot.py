@@ -1,6 +1,7 @@
 """What a person feels from one command: wall time and CPU of ``echo hi | nexo chat`` and ``nexo status``
 against a running default mesh, of ``nexo agent run "hi"`` and ``nexo pair seed`` with and without a
-running daemon, and restart to first reply.
+running daemon, of ``nexo run --check-config`` with none (it reaches every server of the default
+mesh), and restart to first reply.
 
 Each command is a real process; its CPU is its own user + system time as the kernel counts it
 (``wait4``), children that it waited for included. Baselines are measured in the same run: the
@@ -102,6 +103,10 @@ def _pair_seed(config: Path) -> list[str]:
     return nexo_argv("pair", "seed", "console", "default", "bench-contact", "--config", str(config))
 
 
+def _check_config(config: Path) -> list[str]:
+    return nexo_argv("run", "--check-config", "--config", str(config))
+
+
 @dataclass
 class Rows:
     chat_wall: Result
@@ -116,6 +121,8 @@ class Rows:
     seed_daemon_cpu: Result
     seed_alone_wall: Result
     seed_alone_cpu: Result
+    check_alone_wall: Result
+    check_alone_cpu: Result
     restart: Result
 
     @classmethod
@@ -142,6 +149,8 @@ class Rows:
             seed_daemon_cpu=Result("nexo pair seed, daemon running (CPU)", "s", python),
             seed_alone_wall=Result("nexo pair seed, no daemon (wall)", "s", python),
             seed_alone_cpu=Result("nexo pair seed, no daemon (CPU)", "s", python),
+            check_alone_wall=Result("nexo run --check-config, no daemon (wall)", "s", python),
+            check_alone_cpu=Result("nexo run --check-config, no daemon (CPU)", "s", python),
             restart=Result(
                 "restart to first reply",
                 "s",
@@ -164,6 +173,8 @@ class Rows:
             self.seed_daemon_cpu,
             self.seed_alone_wall,
             self.seed_alone_cpu,
+            self.check_alone_wall,
+            self.check_alone_cpu,
             self.restart,
         ]
 
@@ -191,6 +202,7 @@ def _baselines(rows: Rows, n: int, env: Mapping[str, str]) -> None:
             (rows.agent_alone_wall, rows.agent_alone_cpu),
             (rows.seed_daemon_wall, rows.seed_daemon_cpu),
             (rows.seed_alone_wall, rows.seed_alone_cpu),
+            (rows.check_alone_wall, rows.check_alone_cpu),
         ):
             wall.baseline.append(idle.wall_s)
             cpu.baseline.append(idle.cpu_s)
@@ -286,6 +298,12 @@ def measure(quick: bool) -> list[Result]:
         for _ in range(runs):
             ran = run_child(_pair_seed(config), env)
             if not _record(rows.seed_alone_wall, rows.seed_alone_cpu, ran, ran.problem("nexo pair seed"), 1):
+                break
+        progress(f"one-shot: {runs} x nexo run --check-config with no daemon")
+        for _ in range(runs):
+            ran = run_child(_check_config(config), env)
+            problem = ran.problem("nexo run --check-config")
+            if not _record(rows.check_alone_wall, rows.check_alone_cpu, ran, problem, 1):
                 break
         progress(f"one-shot: {runs} x restart to first reply")
         for _ in range(runs):
