@@ -3,7 +3,10 @@
 The stdio row's baseline is the same tool called in-process on the server object, timed the same
 way, so its ratio is what the transport, the MCP session and the connection's supervision add to the
 tool's own work. The HTTP rows' baseline is the stdio row of the same run: HTTP should cost at most
-twice what stdio does (a response that waits for a delayed ACK shows here as ~40 ms).
+twice what stdio does (a response that waits for a delayed ACK shows here as ~40 ms). The three
+transports are connected at once and called in turns, one call each per round, so a change of the
+machine's pace during the run (this 2-core machine's varies up to 1.7x within the hour) weighs on
+the stdio figure and the HTTP ones alike instead of on whichever ran then.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 from pydantic import SecretStr
@@ -78,50 +82,74 @@ async def in_process(n: int, warmup: int) -> tuple[list[float], str | None]:
     return await _timed(call, n, warmup), None
 
 
-async def _through_mesh(mesh: Mesh, n: int, warmup: int) -> tuple[list[float], str | None]:
-    async with mesh:
-        problem = await connect(mesh, "time")
-        if problem is not None:
-            return [], problem
-        connection = mesh["time"]
-
-        async def call() -> Any:
-            return await connection.call_tool(TOOL, ARGUMENTS)
-
-        problem = await _checked(call)
-        if problem is not None:
-            return [], problem
-        return await _timed(call, n, warmup), None
+STDIO = "stdio"
 
 
-async def over_stdio(n: int, warmup: int) -> tuple[list[float], str | None]:
-    config = StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", "servers.time"])
-    mesh = Mesh({"time": config}, FAST_SUPERVISION, base_env=CHILD_ENV)
-    return await _through_mesh(mesh, n, warmup)
+async def _open(stack: AsyncExitStack, name: str, mesh: Mesh) -> tuple[Call | None, str | None]:
+    """``mesh`` entered on ``stack`` and its time server checked: the call to time, or why not."""
+    await stack.enter_async_context(mesh)
+    problem = await connect(mesh, "time")
+    if problem is not None:
+        return None, f"{name}: {problem}"
+    connection = mesh["time"]
+
+    async def call() -> Any:
+        return await connection.call_tool(TOOL, ARGUMENTS)
+
+    problem = await _checked(call)
+    return (None, f"{name}: {problem}") if problem is not None else (call, None)
 
 
-async def over_http(n: int, warmup: int) -> dict[Protocol, tuple[list[float], str | None]]:
-    """One ``nexo serve time --http`` server, called through the mesh in each protocol era."""
+async def _interleaved(calls: dict[str, Call], n: int, warmup: int) -> dict[str, list[float]]:
+    """``n`` timed calls through each transport, taken in turns (each round starting with the next
+    transport), so a change of the machine's pace during the run falls on all of them alike."""
+    for call in calls.values():
+        for _ in range(warmup):
+            await call()
+    names = list(calls)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(n):
+        for offset in range(len(names)):
+            name = names[(round_ + offset) % len(names)]
+            start = time.perf_counter()
+            await calls[name]()
+            samples[name].append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+async def through_meshes(n: int, warmup: int) -> dict[str, tuple[list[float], str | None]]:
+    """The time server called through the mesh over stdio and, as ``nexo serve time --http``, over
+    HTTP in each protocol era: all connected at once and called in turns (:func:`_interleaved`)."""
     port, token = free_port(), secrets.token_urlsafe(24)
     argv = nexo_argv("serve", "time", "--http", f"127.0.0.1:{port}")
     env = base_env({"NEXO_SERVER_TOKEN": token, **CHILD_ENV})
-    found: dict[Protocol, tuple[list[float], str | None]] = {}
+    found: dict[str, tuple[list[float], str | None]] = {}
+    calls: dict[str, Call] = {}
     with spawned(argv, env) as (process, log):
-        problem = wait_for_port(process, port, HTTP_START_TIMEOUT_S)
-        if problem is not None:
-            return {era: ([], f"`nexo serve time --http` {problem}: {tail(log)}") for era, _ in ERAS}
-        for era, _ in ERAS:
-            config = HttpServerConfig(
-                transport="http",
-                url=f"http://127.0.0.1:{port}/mcp",
-                token=SecretStr(token),
-                protocol=era,
+        async with AsyncExitStack() as stack:
+            stdio = StdioServerConfig(transport="stdio", command=sys.executable, args=["-m", "servers.time"])
+            call, problem = await _open(
+                stack, "stdio", Mesh({"time": stdio}, FAST_SUPERVISION, base_env=CHILD_ENV)
             )
-            mesh = Mesh({"time": config}, FAST_SUPERVISION)
-            samples, problem = await _through_mesh(mesh, n, warmup)
-            if problem is not None:
-                problem = f"{problem}; server log: {tail(log)}"
-            found[era] = (samples, problem)
+            if call is None:
+                found[STDIO] = ([], problem)
+            else:
+                calls[STDIO] = call
+            problem = wait_for_port(process, port, HTTP_START_TIMEOUT_S)
+            for era, _ in ERAS:
+                if problem is not None:
+                    found[era] = ([], f"`nexo serve time --http` {problem}: {tail(log)}")
+                    continue
+                config = HttpServerConfig(
+                    transport="http", url=f"http://127.0.0.1:{port}/mcp", token=SecretStr(token), protocol=era
+                )
+                call, failed = await _open(stack, era, Mesh({"time": config}, FAST_SUPERVISION))
+                if call is None:
+                    found[era] = ([], f"{failed}; server log: {tail(log)}")
+                else:
+                    calls[era] = call
+            for name, samples in (await _interleaved(calls, n, warmup)).items():
+                found[name] = (samples, None)
     return found
 
 
@@ -137,18 +165,15 @@ async def measure(quick: bool) -> list[Result]:
     stdio = Result("tool call, stdio", "ms", baseline_name, baseline=baseline)
     if base_problem is not None:
         stdio.errors.append(base_problem)
-    progress(f"tool call: {n} calls of time.{TOOL} through the mesh over stdio")
+    progress(f"tool call: {n} calls of time.{TOOL} through the mesh over stdio and over HTTP, in turns")
     try:
-        stdio.samples, problem = await over_stdio(n, warmup)
-    except Exception as exc:  # noqa: BLE001 -- one broken transport must not hide the other figures
-        problem = describe(exc)
+        meshes = await through_meshes(n, warmup)
+    except Exception as exc:  # noqa: BLE001 -- reported in the table instead of aborting the run
+        meshes = {name: ([], describe(exc)) for name in (STDIO, *(era for era, _ in ERAS))}
+    stdio.samples, problem = meshes[STDIO]
     if problem is not None:
         stdio.errors.append(problem)
-    progress(f"tool call: {n} calls of time.{TOOL} through the mesh over HTTP, in each protocol era")
-    try:
-        eras = await over_http(n, warmup)
-    except Exception as exc:  # noqa: BLE001 -- reported in the table instead of aborting the run
-        eras = {era: ([], describe(exc)) for era, _ in ERAS}
+    eras = {era: meshes[era] for era, _ in ERAS}
     results = [stdio]
     for era, label in ERAS:
         samples, problem = eras[era]
