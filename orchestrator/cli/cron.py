@@ -17,6 +17,8 @@ from orchestrator.cli.common import EXIT_OK, fail, load_config, print_json, setu
 from orchestrator.cli.direct import run_with_server
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from orchestrator.mesh import ServerConnection
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
@@ -117,16 +119,19 @@ def _done(args: argparse.Namespace, result: Any, text: str) -> int:
 
 
 def command_autonomy(args: argparse.Namespace) -> int:
-    setup_logging("WARNING")
-    config = load_config(args.config)
+    from orchestrator.cli.locate import state_dir
+
     action = args.autonomy_command
-    answer = anyio.run(_ask_daemon, config, action)
+    # The daemon is found from its state directory alone: the config is loaded (every model behind
+    # it imported) only when none runs and the switch goes into the ledger.
+    answer = anyio.run(_ask_daemon, state_dir(args.config), action)
     if answer is None:
         if action == "status":
             return fail(
                 "nexo is not running; `nexo autonomy status` needs the daemon (start it with `nexo run`)"
             )
-        return anyio.run(_record_offline, config, action, args.json)
+        setup_logging("WARNING")
+        return anyio.run(_record_offline, load_config(args.config), action, args.json)
     if "error" in answer:
         return fail(str(answer["error"]))
     status = answer["autonomy"]
@@ -163,12 +168,12 @@ def _price_text(price: dict[str, Any] | None) -> str:
     )
 
 
-async def _ask_daemon(config: Any, action: str) -> dict[str, Any] | None:
+async def _ask_daemon(state: Path, action: str) -> dict[str, Any] | None:
     from orchestrator.control import ask
     from orchestrator.sockets import control_path
 
     try:
-        return await ask(control_path(config.state_path), {"op": "autonomy", "action": action}, timeout=10)
+        return await ask(control_path(state), {"op": "autonomy", "action": action}, timeout=10)
     except (OSError, TimeoutError):
         return None
 

@@ -1,6 +1,6 @@
 """One-shot commands against a running mesh stay light: they never import the MCP SDK or the mesh,
-``nexo pair`` and ``nexo agent ps`` no pydantic either, and ``nexo chat`` not even an event loop
-library or a YAML parser.
+``nexo pair``, ``nexo agent ps`` and ``nexo autonomy status`` no pydantic either, and ``nexo chat``
+not even an event loop library or a YAML parser.
 
 Each command runs under ``python -X importtime``, whose report (on stderr) names every module the
 process imported; the command's own output is checked too, so a command that failed early (and
@@ -9,6 +9,7 @@ so imported little) cannot pass.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,7 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
             )
             listed, list_modules = _traced("pair", "list", "--config", str(config))
             username, _ = _traced("pair", "seed", "telegram", "default", "@bob", "--config", str(config))
+            autonomy, autonomy_modules = _traced("autonomy", "status", "--json", "--config", str(config))
     assert (chat.returncode, chat.stdout) == (0, "hello back\n"), chat.stderr
     assert status.returncode == 0, status.stderr
     servers = {line.split()[0]: line.split()[1:4] for line in status.stdout.splitlines()[2:5]}
@@ -114,3 +116,7 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
     # The platform comes from the daemon's config: a Telegram channel's ids are numeric.
     assert username.returncode == 1
     assert "is a Telegram username" in username.stderr, username.stderr
+    assert autonomy.returncode == 0, autonomy.stderr
+    assert json.loads(autonomy.stdout)["enabled"] is True
+    assert _heavy(autonomy_modules) == []
+    assert "pydantic" not in autonomy_modules

@@ -126,3 +126,20 @@ async def test_the_kill_switch_skips_fires_without_a_model_call(tmp_path: Path) 
             resumed = _json("autonomy", "resume", *cfg)
             assert resumed["enabled"] is True
     assert llm.requests == []
+
+
+async def test_with_nexo_down_the_switch_goes_into_the_ledger_and_status_needs_the_daemon(
+    tmp_path: Path,
+) -> None:
+    with FakeLLM(default=_model) as llm:
+        cfg = ("--config", str(_config(tmp_path, llm.openai_base_url)))
+        paused = _json("autonomy", "pause", *cfg)
+        status = nexo("autonomy", "status", *cfg)
+        switched = _json("audit", "tail", "--kind", "config_change", *cfg)
+    assert paused == {"enabled": False, "recorded": True, "running": False}
+    assert status.returncode == 1
+    assert "`nexo autonomy status` needs the daemon (start it with `nexo run`)" in status.stderr
+    assert [(e["source"], e["body"]["path"], e["body"]["detail"]) for e in switched] == [
+        ("cli", "autonomy.enabled", "paused by cli")
+    ]
+    assert llm.requests == []
