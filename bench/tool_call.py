@@ -4,7 +4,7 @@ The stdio row's baseline is the same tool called in-process on the server object
 way, so its ratio is what the transport, the MCP session and the connection's supervision add to the
 tool's own work. The HTTP rows' baseline is the stdio row of the same run: HTTP should cost at most
 twice what stdio does (a response that waits for a delayed ACK shows here as ~40 ms). The three
-transports are connected at once and called in turns, one call each per round, so a change of the
+transports are connected at once and called in turns, ten calls each per turn, so a change of the
 machine's pace during the run (this 2-core machine's varies up to 1.7x within the hour) weighs on
 the stdio figure and the HTTP ones alike instead of on whichever ran then.
 """
@@ -83,6 +83,11 @@ async def in_process(n: int, warmup: int) -> tuple[list[float], str | None]:
 
 
 STDIO = "stdio"
+BLOCK = 10
+"""Calls made back to back through one transport before the next transport's turn. One call each
+in turns would time every call on a server that sat idle through the other transports' calls, the
+stdio server twice as long as the HTTP one (which serves both eras): that measured waking idle
+processes, unevenly."""
 
 
 async def _open(stack: AsyncExitStack, name: str, mesh: Mesh) -> tuple[Call | None, str | None]:
@@ -101,19 +106,21 @@ async def _open(stack: AsyncExitStack, name: str, mesh: Mesh) -> tuple[Call | No
 
 
 async def _interleaved(calls: dict[str, Call], n: int, warmup: int) -> dict[str, list[float]]:
-    """``n`` timed calls through each transport, taken in turns (each round starting with the next
-    transport), so a change of the machine's pace during the run falls on all of them alike."""
+    """``n`` timed calls through each transport, in blocks of ``BLOCK`` back-to-back calls taken in
+    turns (each round starting with the next transport), so a change of the machine's pace during
+    the run falls on all of them alike, and each server waits between its blocks alike."""
     for call in calls.values():
         for _ in range(warmup):
             await call()
     names = list(calls)
     samples: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(n):
+    for round_, first in enumerate(range(0, n, BLOCK)):
         for offset in range(len(names)):
             name = names[(round_ + offset) % len(names)]
-            start = time.perf_counter()
-            await calls[name]()
-            samples[name].append((time.perf_counter() - start) * 1000)
+            for _ in range(min(BLOCK, n - first)):
+                start = time.perf_counter()
+                await calls[name]()
+                samples[name].append((time.perf_counter() - start) * 1000)
     return samples
 
 
