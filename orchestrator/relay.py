@@ -17,8 +17,9 @@ from pydantic import ValidationError
 
 from orchestrator.intake.admission import platform_of
 from orchestrator.mesh import Mesh, ServerUnavailable
-from shared.protocol import cron, memory, pairing
+from shared.protocol import cron, cron_terms, memory, pairing
 from shared.protocol.audit import methods as audit_methods
+from shared.protocol.audit.terms import TAIL_METHOD
 from shared.protocol.goal_terms import GOAL_GET_METHOD, GOAL_LIST_METHOD
 
 if TYPE_CHECKING:
@@ -91,10 +92,11 @@ OPERATOR_METHODS: dict[str, Callable[[NexoConfig], str]] = {
         ),
         lambda config: config.pairing.server,
     ),
-    **dict.fromkeys((GOAL_LIST_METHOD, GOAL_GET_METHOD), lambda config: config.audit.server),
+    **dict.fromkeys((GOAL_LIST_METHOD, GOAL_GET_METHOD, TAIL_METHOD), lambda config: config.audit.server),
+    cron_terms.LIST_METHOD: lambda config: config.cron.server,
 }
-"""What ``nexo pair`` and ``nexo agent ps | attach | discover`` ask of the running daemon, and which
-server of its config answers each."""
+"""What ``nexo pair``, ``nexo agent ps | attach | discover``, ``nexo audit tail`` and ``nexo cron
+list`` ask of the running daemon, and which server of its config answers each."""
 
 
 async def relay_operator(mesh: Mesh, config: NexoConfig, request: dict[str, Any]) -> dict[str, Any]:

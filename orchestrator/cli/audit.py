@@ -1,13 +1,16 @@
 """``nexo audit tail | verify``: read and check the audit ledger.
 
-These talk to the audit server directly (the config's ``servers.audit`` entry: a child process of
-this command, or an HTTP service), so they work while ``nexo run`` is down.
+With ``nexo run`` up, ``tail`` asks the daemon's own audit server through the control socket.
+Otherwise, and ``verify`` always (a walk of a large ledger outlasts the socket's wait), they talk to
+the audit server directly (the config's ``servers.audit`` entry: a child process of this command,
+or an HTTP service), so they work while ``nexo run`` is down.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK, fail, load_config, print_json
@@ -15,7 +18,6 @@ from orchestrator.cli.direct import Action, run_with_server, with_server
 
 if TYPE_CHECKING:
     from orchestrator.mesh import ServerConnection
-    from shared.protocol.audit.entries import Entry
 
 AUDIT_SERVER = "audit"
 READ_TIMEOUT_S = 30.0
@@ -58,10 +60,13 @@ def summarize(kind: str, body: dict[str, Any]) -> str:
     return " ".join(pairs)
 
 
-def entry_line(entry: Entry) -> str:
-    text = " ".join((entry.subject or summarize(entry.kind, entry.body)).split())
-    time = entry.at[:19].replace("T", " ")
-    return f"{entry.seq:>7}  {time}  {entry.kind:<18} {entry.source:<20} {entry.goal_id or '-':<16} {text}"
+def entry_line(entry: Mapping[str, Any]) -> str:
+    """One ledger entry (as JSON: from the server's answer or the running daemon's) on one line."""
+    kind = str(entry["kind"])
+    text = " ".join(str(entry.get("subject") or summarize(kind, entry.get("body") or {})).split())
+    time = str(entry["at"])[:19].replace("T", " ")
+    goal = entry.get("goal_id") or "-"
+    return f"{entry['seq']:>7}  {time}  {kind:<18} {entry['source']:<20} {goal:<16} {text}"
 
 
 # -- commands ------------------------------------------------------------------------------------
@@ -123,22 +128,46 @@ def tail_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _tail_params(args: argparse.Namespace) -> dict[str, Any]:
+    return {"goal_id": args.goal, "source": args.source, "kind": args.kind, "limit": args.n}
+
+
 def _tail(args: argparse.Namespace) -> Action:
     from shared.protocol.audit.methods import TailParams, TailRequest, TailResult
 
     async def action(audit: ServerConnection) -> int:
-        params = TailParams(goal_id=args.goal, source=args.source, kind=args.kind, limit=args.n)
-        result = await audit.request(TailRequest(params=params), TailResult, timeout=READ_TIMEOUT_S)
-        if args.json:
-            print_json([entry.model_dump(mode="json") for entry in result.entries])
-            return EXIT_OK
-        if not result.entries:
-            print("no matching entries")
-        for entry in result.entries:
-            print(entry_line(entry))
-        return EXIT_OK
+        request = TailRequest(params=TailParams.model_validate(_tail_params(args)))
+        result = await audit.request(request, TailResult, timeout=READ_TIMEOUT_S)
+        return _show_tail(args, [entry.model_dump(mode="json") for entry in result.entries])
 
     return action
+
+
+def _tail_through_daemon(args: argparse.Namespace) -> int | None:
+    """``nexo audit tail`` answered by the running daemon's own audit server (no config validated,
+    no MCP client, no second server); None when no daemon runs."""
+    from orchestrator.cli.running import ask_running
+    from shared.protocol.audit.terms import TAIL_METHOD
+
+    answer = ask_running(args.config, TAIL_METHOD, _tail_params(args))
+    if answer is None:
+        return None
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        return fail(f"audit: {answer.get('error', answer)}")
+    return _show_tail(args, result["entries"])
+
+
+def _show_tail(args: argparse.Namespace, entries: list[dict[str, Any]]) -> int:
+    """Print the entries (the same JSON from the daemon and from the server itself)."""
+    if args.json:
+        print_json(entries)
+        return EXIT_OK
+    if not entries:
+        print("no matching entries")
+    for entry in entries:
+        print(entry_line(entry))
+    return EXIT_OK
 
 
 def _verify(args: argparse.Namespace) -> Action:
@@ -171,5 +200,8 @@ def command_audit(args: argparse.Namespace) -> int:
     """Run ``nexo audit tail`` or ``nexo audit verify`` (``args.audit_command``)."""
     if args.audit_command == "tail":
         problem = tail_problem(args)
-        return fail(problem) if problem else run_with_audit(args, _tail(args))
+        if problem is not None:
+            return fail(problem)
+        shown = _tail_through_daemon(args)
+        return shown if shown is not None else run_with_audit(args, _tail(args))
     return run_with_audit(args, _verify(args))

@@ -1,8 +1,9 @@
 """``nexo cron list | pause | resume | drop | fire`` and ``nexo autonomy status | pause | resume``.
 
-The cron commands talk to the cron server directly (they work while ``nexo run`` is down). The
-autonomy switch goes through the running daemon; when it is down, the switch is written to the
-audit ledger, where the next start reads it.
+With ``nexo run`` up, ``cron list`` asks the daemon's own cron server through the control socket;
+otherwise, and the other cron commands always, they talk to the cron server directly (they work
+while ``nexo run`` is down). The autonomy switch goes through the running daemon; when it is down,
+the switch is written to the audit ledger, where the next start reads it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def add_cron_parsers(sub: Any) -> None:
 
 
 def command_cron(args: argparse.Namespace) -> int:
+    if args.cron_command == "list":
+        shown = _list_through_daemon(args)
+        if shown is not None:
+            return shown
     config = load_config(args.config)
 
     async def action(connection: ServerConnection) -> int:
@@ -73,23 +78,11 @@ async def _cron(connection: ServerConnection, args: argparse.Namespace) -> int:
     command = args.cron_command
     if command == "list":
         listed = await connection.request(
-            c.ListRequest(params=c.ListParams(binding=args.binding, include_finished=args.all)),
+            c.ListRequest(params=c.ListParams.model_validate(_list_params(args))),
             c.ListResult,
             timeout=TIMEOUT_S,
         )
-        if args.json:
-            print_json(listed.model_dump(mode="json", exclude={"meta"}))
-        elif not listed.entries:
-            print("no cron entries")
-        else:
-            for entry in listed.entries:
-                due = entry.next_due_local or entry.next_due or "-"
-                print(
-                    f"{entry.id}  {entry.binding:<10} {entry.state:<7} {entry.kind:<10} {entry.schedule} "
-                    f"({entry.timezone})  next {due[:19]}  last {entry.last_fire or '-'}  "
-                    f"{' '.join(entry.text.split())[:60]}"
-                )
-        return EXIT_OK
+        return _show_list(args, listed.model_dump(mode="json", exclude={"meta"}))
     if command == "fire":
         fired = await connection.request(
             c.FireRequest(params=c.FireParams(id=args.id)), c.FireResult, timeout=TIMEOUT_S
@@ -108,6 +101,43 @@ async def _cron(connection: ServerConnection, args: argparse.Namespace) -> int:
     )
     entry = changed.entry
     return _done(args, changed, f"{entry.id} is {entry.state}; next {entry.next_due or '-'}")
+
+
+def _list_params(args: argparse.Namespace) -> dict[str, Any]:
+    return {"binding": args.binding, "include_finished": args.all}
+
+
+def _list_through_daemon(args: argparse.Namespace) -> int | None:
+    """``nexo cron list`` answered by the running daemon's own cron server (no config validated, no
+    MCP client, no second server); None when no daemon runs."""
+    from orchestrator.cli.running import ask_running
+    from shared.protocol.cron_terms import LIST_METHOD
+
+    answer = ask_running(args.config, LIST_METHOD, _list_params(args))
+    if answer is None:
+        return None
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        return fail(f"cron: {answer.get('error', answer)}")
+    return _show_list(args, result)
+
+
+def _show_list(args: argparse.Namespace, listed: dict[str, Any]) -> int:
+    """Print the entries (the same JSON from the daemon and from the server itself)."""
+    if args.json:
+        print_json(listed)
+        return EXIT_OK
+    if not listed["entries"]:
+        print("no cron entries")
+    for entry in listed["entries"]:
+        due = entry.get("next_due_local") or entry.get("next_due") or "-"
+        last = entry.get("last_fire") or "-"
+        print(
+            f"{entry['id']}  {entry['binding']:<10} {entry['state']:<7} {entry['kind']:<10} "
+            f"{entry['schedule']} ({entry['timezone']})  next {due[:19]}  last {last}  "
+            f"{' '.join(str(entry['text']).split())[:60]}"
+        )
+    return EXIT_OK
 
 
 def _done(args: argparse.Namespace, result: Any, text: str) -> int:

@@ -1,6 +1,6 @@
 """One-shot commands against a running mesh stay light: they never import the MCP SDK or the mesh,
-``nexo pair``, ``nexo agent ps`` and ``nexo autonomy status`` no pydantic either, and ``nexo chat``
-not even an event loop library or a YAML parser.
+``nexo pair``, ``nexo agent ps``, ``nexo audit tail``, ``nexo cron list`` and ``nexo autonomy status``
+no pydantic either, and ``nexo chat`` not even an event loop library or a YAML parser.
 
 Each command runs under ``python -X importtime``, whose report (on stderr) names every module the
 process imported; the command's own output is checked too, so a command that failed early (and
@@ -73,6 +73,7 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
                 "console": python_server("channel_servers.console"),
                 "pairing": python_server("servers.pairing"),
                 "audit": python_server("servers.audit"),
+                "cron": python_server("servers.cron"),
             },
         )
         with running(config):
@@ -86,6 +87,8 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
             listed, list_modules = _traced("pair", "list", "--config", str(config))
             username, _ = _traced("pair", "seed", "telegram", "default", "@bob", "--config", str(config))
             autonomy, autonomy_modules = _traced("autonomy", "status", "--json", "--config", str(config))
+            tail, tail_modules = _traced("audit", "tail", "--kind", "goal", "--json", "--config", str(config))
+            crons, cron_modules = _traced("cron", "list", "--config", str(config))
     assert (chat.returncode, chat.stdout) == (0, "hello back\n"), chat.stderr
     assert status.returncode == 0, status.stderr
     servers = {line.split()[0]: line.split()[1:4] for line in status.stdout.splitlines()[2:5]}
@@ -120,3 +123,10 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
     assert json.loads(autonomy.stdout)["enabled"] is True
     assert _heavy(autonomy_modules) == []
     assert "pydantic" not in autonomy_modules
+    assert tail.returncode == 0, tail.stderr
+    statuses = [entry["body"]["status"] for entry in json.loads(tail.stdout)]
+    assert statuses.count("done") == 2  # chat's goal and agent run's
+    assert (crons.returncode, crons.stdout) == (0, "no cron entries\n"), crons.stderr
+    for modules in (tail_modules, cron_modules):
+        assert _heavy(modules) == []
+        assert "pydantic" not in modules

@@ -1,5 +1,5 @@
-"""The control socket's ``operator`` operation: what ``nexo pair`` and ``nexo agent ps`` send while the
-daemon runs."""
+"""The control socket's ``operator`` operation: what ``nexo pair``, ``nexo agent ps``, ``nexo audit
+tail`` and ``nexo cron list`` send while the daemon runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ import pytest
 from orchestrator.config.loading import load
 from orchestrator.mesh import Mesh, SupervisionConfig
 from orchestrator.relay import relay_operator
+from shared.protocol import cron
 from shared.protocol import pairing_methods as m
+from shared.protocol.audit.methods import TailRequest
+from shared.protocol.audit.terms import TAIL_METHOD
+from shared.protocol.cron_terms import LIST_METHOD
 from shared.protocol.goal_terms import GOAL_LIST_METHOD
 
 pytestmark = pytest.mark.anyio
@@ -30,10 +34,21 @@ async def test_the_operator_operation_forwards_what_the_commands_send_and_refuse
     goals = await relay_operator(
         mesh, config, {"op": "operator", "method": GOAL_LIST_METHOD, "params": {"active_only": True}}
     )
+    tail = await relay_operator(
+        mesh, config, {"op": "operator", "method": TAIL_METHOD, "params": {"limit": 5}}
+    )
+    crons = await relay_operator(mesh, config, {"op": "operator", "method": LIST_METHOD, "params": {}})
     assert check == {
-        "error": "operator requests are nexo/audit/goals/get, nexo/audit/goals/list, nexo/pairing/approve, "
-        "nexo/pairing/deny, nexo/pairing/list, nexo/pairing/revoke, nexo/pairing/seed; "
-        "not 'nexo/pairing/check'"
+        "error": "operator requests are nexo/audit/goals/get, nexo/audit/goals/list, nexo/audit/tail, "
+        "nexo/cron/list, nexo/pairing/approve, nexo/pairing/deny, nexo/pairing/list, nexo/pairing/revoke, "
+        "nexo/pairing/seed; not 'nexo/pairing/check'"
     }
     assert seed == {"error": "the running mesh has no server 'pairing'; see `nexo status`"}
-    assert goals == {"error": "the running mesh has no server 'audit'; see `nexo status`"}
+    assert goals == tail == {"error": "the running mesh has no server 'audit'; see `nexo status`"}
+    assert crons == {"error": "the running mesh has no server 'cron'; see `nexo status`"}
+
+
+def test_the_names_the_commands_send_are_the_methods_the_servers_serve() -> None:
+    # The commands import the names alone (no pydantic): they must not drift from the models.
+    assert TailRequest.model_fields["method"].default == TAIL_METHOD
+    assert cron.ListRequest.model_fields["method"].default == LIST_METHOD

@@ -7,6 +7,8 @@ from typing import Literal, get_args
 from shared.protocol import goal_terms as _goal_terms
 
 AUDIT_EXTENSION = "nexo/audit"
+TAIL_METHOD = "nexo/audit/tail"
+"""``nexo audit tail`` asks the running daemon with this name (``methods.TailRequest``'s)."""
 MAX_APPEND = 500
 MAX_TAIL = 1_000
 MAX_SUBJECT = 500
