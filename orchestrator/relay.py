@@ -15,7 +15,6 @@ import mcp_types as types
 from mcp import MCPError
 from pydantic import ValidationError
 
-from orchestrator.intake.admission import platform_of
 from orchestrator.mesh import Mesh, ServerUnavailable
 from shared.protocol import cron, cron_terms, memory, pairing
 from shared.protocol.audit import methods as audit_methods
@@ -111,15 +110,16 @@ async def relay_operator(mesh: Mesh, config: NexoConfig, request: dict[str, Any]
     params: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
     channel = params.get("channel")
     if method in (pairing.SEED_METHOD, pairing.REVOKE_METHOD) and isinstance(channel, str):
-        params["platform"] = platform_of(channel, config.channel(channel).pairing)
+        params["platform"] = config.channel(channel).pairing.platform_for(channel)
     # Field names, not the wire's camelCase: the command prints this as its own ``--json``.
     return await relay(
         mesh, {"server": server_of(config), "method": method, "params": params}, by_alias=False
     )
 
 
-RELAYED_TOOLS = frozenset({"audit_search"})
-"""Server tools the control socket forwards: read-only ones whose answer needs no caller identity."""
+RELAYED_TOOLS = frozenset({"audit_search", "workspace_info"})
+"""Server tools the control socket forwards: read-only ones whose answer needs no caller identity
+(``workspace_info``: whether the running nexo's workspace offers a shell, for ``nexo setup doctor``)."""
 
 
 async def relay_tool(mesh: Mesh, request: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from orchestrator.config.nexo import NexoConfig
 from orchestrator.doctor import Finding, bound_channels, by_severity
-from orchestrator.intake.admission import platform_of
 from shared.protocol.identities import InvalidSender, normalize_sender
 
 
@@ -125,7 +124,7 @@ def _channel_setup(
 ) -> list[Finding]:
     options = config.channel(name)
     pairing = options.pairing
-    platform = platform_of(name, pairing)
+    platform = pairing.platform_for(name)
     subject = f"{name}:{pairing.account}"
     found: list[Finding] = []
     for sender in pairing.allow_from:

@@ -9,21 +9,16 @@ module only watches and tells. The condition ends by itself once the disk has ro
 from __future__ import annotations
 
 import logging
-import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import MCPError
 
 from orchestrator.config.nexo import NexoConfig
-from orchestrator.doctor import Finding
 from orchestrator.goals import AuditSink
 from orchestrator.intake.outbound import notify
 from orchestrator.mesh import Mesh, ServerConnection, ServerUnavailable
-from shared.db import RECOVERED_FREE_BYTES
+from orchestrator.storage_report import FullFile
 from shared.protocol.audit.bodies import NoticeBody
 from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.storage import StorageStatusParams, StorageStatusRequest, StorageStatusResult
@@ -32,23 +27,6 @@ logger = logging.getLogger("nexo.storage")
 
 ASK_TIMEOUT_S = 10.0
 NOTICE_TIMEOUT_S = 30.0
-FIX = "free space on that filesystem (`df -h` shows it); writes resume by themselves, nothing stored was lost"
-
-
-@dataclass(frozen=True, slots=True)
-class FullFile:
-    server: str
-    path: str
-    since: str | None
-
-    def detail(self) -> str:
-        return f"the disk holding {self.path} is full since {self.since}: it refuses to store anything new"
-
-    def sentence(self) -> str:
-        return f"server {self.server}: {self.detail()}; {FIX}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"server": self.server, "path": self.path, "since": self.since}
 
 
 async def ask_storage(connection: ServerConnection) -> StorageStatusResult | None:
@@ -126,28 +104,3 @@ class StorageWatch:
                 )
         except Exception as exc:  # noqa: BLE001 -- the log and `nexo status` still say it
             logger.warning("could not tell the operator (%s): %s", operator.channel, exc)
-
-
-def storage_findings(state_dir: Path, daemon_status: Mapping[str, Any] | None) -> list[Finding]:
-    """`nexo setup doctor`: full disks the running daemon knows of, and the local state directory."""
-    found = []
-    for entry in (daemon_status or {}).get("storage", []):
-        file = FullFile(server=str(entry["server"]), path=str(entry["path"]), since=entry.get("since"))
-        found.append(Finding("error", "storage.full", file.server, file.detail(), FIX))
-    probe = state_dir if state_dir.exists() else state_dir.parent
-    try:
-        free = shutil.disk_usage(probe).free
-    except OSError:
-        return found
-    if free < RECOVERED_FREE_BYTES:
-        found.append(
-            Finding(
-                "error",
-                "storage.free",
-                str(state_dir),
-                f"the disk holding the state directory has {free} bytes free: servers refuse to store "
-                "messages",
-                FIX,
-            )
-        )
-    return found

@@ -11,6 +11,8 @@ import anyio
 from orchestrator.cli.common import load_config, print_json, setup_logging
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from orchestrator.config.nexo import NexoConfig
     from orchestrator.doctor import Finding
     from orchestrator.mesh import ServerConnection
@@ -67,7 +69,7 @@ def command_setup_doctor(args: argparse.Namespace) -> int:
     from orchestrator.claude_plugins import plugin_findings
     from orchestrator.cli.direct import started_unless_running
     from orchestrator.setup_doctor import setup
-    from orchestrator.storage import storage_findings
+    from orchestrator.storage_report import storage_findings
 
     config = load_config(args.config)
     # With no daemon, every server gather() asks is started here: forked from a template of this
@@ -97,9 +99,10 @@ def _daemon_status(config: NexoConfig) -> dict[str, Any] | None:
 
 
 async def gather(config: NexoConfig, fork_server: ForkServer | None = None) -> SetupFacts:
-    """Ask the pairing server and each bound channel server. A channel server the running daemon
-    holds is asked through the daemon (a second copy could not take its socket or port); the others
-    are started here, like `nexo audit` does, built-in ones forked from ``fork_server`` when given."""
+    """Ask the pairing server, each workspace server and each bound channel server. Those the running
+    daemon holds are asked through the daemon (a second copy of a channel could not take its socket
+    or port; one of the others would only take seconds to start); the others are started here, like
+    `nexo audit` does, built-in ones forked from ``fork_server`` when given."""
     from orchestrator.cli.check import running_status
     from orchestrator.control import ask
     from orchestrator.setup_doctor import SetupFacts
@@ -108,13 +111,16 @@ async def gather(config: NexoConfig, fork_server: ForkServer | None = None) -> S
     facts = SetupFacts()
     channels = _bound(config)
     held: dict[str, dict[str, Any]] = {}
+    connected: set[str] = set()
     status = await running_status(config)
     if status is not None:
         try:
             answer = await ask(control_path(config.state_path), {"op": "channels"})
         except (OSError, TimeoutError):
             answer = {}  # it stopped in between: start the servers here after all
-        held = {name: info for name, info in answer.get("servers", {}).items() if name in channels}
+        servers: dict[str, dict[str, Any]] = answer.get("servers", {})
+        held = {name: info for name, info in servers.items() if name in channels}
+        connected = {name for name, info in servers.items() if info.get("capabilities") is not None}
         if held:
             facts.through = f"the running nexo (pid {status['pid']}, config {status['config']})"
     for name, info in held.items():
@@ -123,8 +129,41 @@ async def gather(config: NexoConfig, fork_server: ForkServer | None = None) -> S
             continue
         facts.outbound_tools[name] = set(info.get("tools") or ())
         _note_relay(config, facts, name, tuple(info["capabilities"]))
-    await _gather_started(config, facts, channels - set(held), fork_server)
+    # The workspace and pairing servers the daemon holds are asked through it too.
+    asked = {name for name in _asked(config, set()) if name in connected}
+    answered = {name for name in sorted(asked) if await _ask_held(config, facts, name)}
+    await _gather_started(config, facts, channels - set(held), fork_server, answered)
     return facts
+
+
+async def _ask_held(config: NexoConfig, facts: SetupFacts, name: str) -> bool:
+    """Ask ``name`` (a workspace or the pairing server the running nexo holds) through the daemon's
+    control socket; False when the daemon could not be asked (it is then started here)."""
+    from orchestrator.control import ask
+    from orchestrator.setup_doctor import PairedSender
+    from orchestrator.sockets import control_path
+    from shared.protocol.pairing_methods import LIST_METHOD
+
+    path = control_path(config.state_path)
+    try:
+        if runs_workspace(config.servers[name]):
+            request = {"op": "tool", "server": name, "tool": "workspace_info", "arguments": {}}
+            info = (await ask(path, request, timeout=REACH_TIMEOUT_S)).get("result")
+            if isinstance(info, dict) and info.get("shell") is False:
+                facts.shell_unavailable[name] = str(info.get("warning") or "the shell tool is not offered")
+        if name == config.pairing.server:
+            request = {"op": "request", "server": name, "method": LIST_METHOD, "params": {}}
+            listed = (await ask(path, request, timeout=REACH_TIMEOUT_S)).get("result")
+            if isinstance(listed, dict):
+                records = listed["records"]
+                facts.paired = [
+                    PairedSender(r["channel"], r["account"], r["scope"], r["sender"], r["role"])
+                    for r in records
+                ]
+                facts.pending = len(listed["pending"])
+    except (OSError, TimeoutError):
+        return False
+    return True
 
 
 def _bound(config: NexoConfig) -> set[str]:
@@ -140,17 +179,24 @@ def _asked(config: NexoConfig, channels: set[str]) -> list[str]:
 
 
 async def _gather_started(
-    config: NexoConfig, facts: SetupFacts, channels: set[str], fork_server: ForkServer | None
+    config: NexoConfig,
+    facts: SetupFacts,
+    channels: set[str],
+    fork_server: ForkServer | None,
+    answered: Collection[str] = (),
 ) -> None:
     """Start the servers the running nexo does not hold (all of them when none runs) and ask them,
-    built-in ones forked from ``fork_server`` when there is one."""
+    built-in ones forked from ``fork_server`` when there is one; ``answered``: those the daemon
+    answered for already."""
+    names = [name for name in _asked(config, channels) if name not in answered]
+    if not names:
+        return  # without importing the mesh and the SDK (a second of CPU)
     from orchestrator.child_env import child_env
     from orchestrator.cli.direct import ready
     from orchestrator.mesh import Mesh
     from orchestrator.setup_doctor import PairedSender
     from shared.protocol import pairing as p
 
-    names = _asked(config, channels)
     workspaces = {name for name, server in config.servers.items() if runs_workspace(server)}
     servers = {name: config.servers[name] for name in names if name in config.servers}
     mesh = Mesh(

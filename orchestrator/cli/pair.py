@@ -151,9 +151,7 @@ def _through_daemon(args: argparse.Namespace, method: str, params: dict[str, Any
 
 
 def _platform(config: NexoConfig, channel: str) -> str:
-    from orchestrator.intake.admission import platform_of
-
-    return platform_of(channel, config.channel(channel).pairing)
+    return config.channel(channel).pairing.platform_for(channel)
 
 
 def _show(args: argparse.Namespace, result: dict[str, Any]) -> int:

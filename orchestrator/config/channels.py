@@ -8,6 +8,9 @@ from pydantic import Field, model_validator
 
 from orchestrator.config.strict import StrictModel
 
+PAIRING_PLATFORMS = frozenset({"telegram", "slack", "whatsapp", "email", "discord"})
+"""Platforms whose ids the pairing server normalises by their own rules (others: generic)."""
+
 
 class ChannelPairing(StrictModel):
     policy: Literal["pairing", "allowlist", "open", "disabled"] = "pairing"
@@ -35,6 +38,12 @@ class ChannelPairing(StrictModel):
     carry no user id)."""
     principal: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
     """With ``no_sender: principal``, the name its events run as, e.g. ``claude-tg:operator``."""
+
+    def platform_for(self, server: str) -> str:
+        """The platform ``server``'s sender ids are normalised as (``platform``'s doc)."""
+        if self.platform:
+            return self.platform
+        return server if server in PAIRING_PLATFORMS else "generic"
 
     @model_validator(mode="after")
     def _principal_named(self) -> ChannelPairing:

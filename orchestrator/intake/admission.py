@@ -52,8 +52,6 @@ from shared.protocol.pairing import (
 
 logger = logging.getLogger("nexo.pairing")
 
-PLATFORMS = frozenset({"telegram", "slack", "whatsapp", "email", "discord"})
-"""Platforms whose ids the pairing server normalises by their own rules (others: generic)."""
 CHECK_TIMEOUT_S = 10.0
 NO_SOURCE = "no_source"
 """The reason of a sender-less event on a ``no_sender: source`` channel that names no valid source."""
@@ -93,12 +91,6 @@ def source_of(meta: Mapping[str, str]) -> str:
     """What a refusal of a sender-less event is kept and told under: its source name, else ``-``."""
     source = meta.get("source", "")
     return source if re.fullmatch(SOURCE_NAME_PATTERN, source) else "-"
-
-
-def platform_of(server: str, options: ChannelPairing) -> str:
-    if options.platform:
-        return options.platform
-    return server if server in PLATFORMS else "generic"
 
 
 class Admissions:
@@ -149,7 +141,7 @@ class Admissions:
         if sender is None:
             return CheckResult(verdict="drop", reason="invalid_sender")
         scope = scope_of(meta, infer=self.says_no_chat_type(channel))
-        platform = platform_of(channel, options)
+        platform = options.platform_for(channel)
         if _owner_by_config(platform, sender, scope, options):
             # The pairing server's own first rule, decided here: allow_from lives in the config, which
             # no pairing command changes, so the answer cannot differ and the round trip is saved (and

@@ -89,6 +89,7 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
             autonomy, autonomy_modules = _traced("autonomy", "status", "--json", "--config", str(config))
             tail, tail_modules = _traced("audit", "tail", "--kind", "goal", "--json", "--config", str(config))
             crons, cron_modules = _traced("cron", "list", "--config", str(config))
+            doctor, doctor_modules = _traced("setup", "doctor", "--config", str(config))
     assert (chat.returncode, chat.stdout) == (0, "hello back\n"), chat.stderr
     assert status.returncode == 0, status.stderr
     servers = {line.split()[0]: line.split()[1:4] for line in status.stdout.splitlines()[2:5]}
@@ -130,3 +131,7 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
     for modules in (tail_modules, cron_modules):
         assert _heavy(modules) == []
         assert "pydantic" not in modules
+    # The doctor validates the config, and asks the daemon for every server it holds: no SDK.
+    assert doctor.returncode in (0, 2), doctor.stderr
+    assert "asked through the running nexo" in doctor.stdout
+    assert _heavy(doctor_modules, ("mcp", "mcp_types", "orchestrator.mesh.mesh")) == []

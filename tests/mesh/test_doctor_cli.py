@@ -161,3 +161,46 @@ def test_check_config_and_setup_doctor_check_through_a_running_daemon(tmp_path: 
         ],
     )
     assert "Traceback" not in doctor.stderr
+
+
+def test_setup_doctor_asks_the_running_daemon_for_its_workspace_and_pairings_and_starts_no_server(
+    tmp_path: Path,
+) -> None:
+    workspace = python_server("servers.workspace")
+    workspace["env"] = {"NEXO_WORKSPACE_BWRAP": "/nonexistent/bwrap"}
+    config = write_config(
+        tmp_path / "live.yaml",
+        state_dir=tmp_path / "state",
+        llm_base_url=NO_LLM,
+        servers={
+            "console": python_server("channel_servers.console"),
+            "pairing": python_server("servers.pairing"),
+            "workspace": workspace,
+        },
+        extra={
+            "channel_options": {"console": {"pairing": {"policy": "allowlist", "allow_from": ["operator"]}}}
+        },
+    )
+    with running(config) as orchestrator:
+        seeded = nexo("pair", "seed", "old", "default", "bob", "--config", str(config))
+        code, document = _doctor(config, "setup", "doctor")
+        plain = nexo("setup", "doctor", "--config", str(config), timeout=120)
+        pid = orchestrator.process.pid
+    assert seeded.returncode == 0, seeded.stderr
+    # The workspace's answer (no shell) and the pairings (bob's, stale) came through the daemon.
+    assert (code, _rows(document)) == (
+        2,
+        [
+            ("warning", "pairing.stale", "old:default"),
+            ("warning", "sandbox", "workspace"),
+            ("info", "live", "channels"),
+        ],
+    )
+    assert document["findings"][0]["detail"] == "bob is paired on a channel no agent is bound to"
+    assert document["findings"][1]["detail"].startswith(
+        "the agent has no shell: the shell tool is not offered: bubblewrap cannot sandbox commands"
+    )
+    assert str(pid) in document["findings"][2]["detail"]
+    # Nothing was started here: a server of its own says it is ready on stderr (log level INFO).
+    assert plain.returncode == 2
+    assert "ready:" not in plain.stderr, plain.stderr

@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.control import ask_status
 from orchestrator.sockets import control_path
-from orchestrator.storage import FIX, storage_findings
+from orchestrator.storage_report import FIX, storage_findings
 from shared.protocol.console_wire import Error, Say
 from tests.full_disk import FullDisk, refusal
 from tests.mesh.console import operator
