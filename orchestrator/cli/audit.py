@@ -146,16 +146,16 @@ def _tail(args: argparse.Namespace) -> Action:
 def _tail_through_daemon(args: argparse.Namespace) -> int | None:
     """``nexo audit tail`` answered by the running daemon's own audit server (no config validated,
     no MCP client, no second server); None when no daemon runs."""
-    from orchestrator.cli.running import ask_running
+    from orchestrator.cli.running import through_daemon
     from shared.protocol.audit.terms import TAIL_METHOD
 
-    answer = ask_running(args.config, TAIL_METHOD, _tail_params(args))
-    if answer is None:
-        return None
-    result = answer.get("result")
-    if not isinstance(result, dict):
-        return fail(f"audit: {answer.get('error', answer)}")
-    return _show_tail(args, result["entries"])
+    return through_daemon(
+        args.config,
+        TAIL_METHOD,
+        _tail_params(args),
+        "audit",
+        lambda result: _show_tail(args, result["entries"]),
+    )
 
 
 def _show_tail(args: argparse.Namespace, entries: list[dict[str, Any]]) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -110,16 +111,10 @@ def _list_params(args: argparse.Namespace) -> dict[str, Any]:
 def _list_through_daemon(args: argparse.Namespace) -> int | None:
     """``nexo cron list`` answered by the running daemon's own cron server (no config validated, no
     MCP client, no second server); None when no daemon runs."""
-    from orchestrator.cli.running import ask_running
+    from orchestrator.cli.running import through_daemon
     from shared.protocol.cron_terms import LIST_METHOD
 
-    answer = ask_running(args.config, LIST_METHOD, _list_params(args))
-    if answer is None:
-        return None
-    result = answer.get("result")
-    if not isinstance(result, dict):
-        return fail(f"cron: {answer.get('error', answer)}")
-    return _show_list(args, result)
+    return through_daemon(args.config, LIST_METHOD, _list_params(args), "cron", partial(_show_list, args))
 
 
 def _show_list(args: argparse.Namespace, listed: dict[str, Any]) -> int:

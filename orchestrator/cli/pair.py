@@ -8,6 +8,7 @@ its control socket; while it is down they start the pairing server themselves an
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli.common import EXIT_OK, fail, load_config, print_json
@@ -139,15 +140,9 @@ def _role(args: argparse.Namespace) -> str:
 
 def _through_daemon(args: argparse.Namespace, method: str, params: dict[str, Any]) -> int | None:
     """The request answered by the running daemon; None when none is running."""
-    from orchestrator.cli.running import ask_running
+    from orchestrator.cli.running import through_daemon
 
-    answer = ask_running(args.config, method, params)
-    if answer is None:
-        return None
-    result = answer.get("result")
-    if not isinstance(result, dict):
-        return fail(f"pairing: {answer.get('error', answer)}")
-    return _show(args, result)
+    return through_daemon(args.config, method, params, "pairing", partial(_show, args))
 
 
 def _platform(config: NexoConfig, channel: str) -> str:

@@ -7,10 +7,12 @@ imports neither the MCP SDK nor pydantic, validates no config and starts no serv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
+from orchestrator.cli.common import fail
 from orchestrator.cli.locate import state_dir
 from orchestrator.control import ask
 from orchestrator.sockets import control_path
@@ -60,3 +62,22 @@ def ask_running(config: str | None, method: str, params: dict[str, Any]) -> dict
     if isinstance(result, dict):
         result.pop("meta", None)
     return answer
+
+
+def through_daemon(
+    config: str | None,
+    method: str,
+    params: dict[str, Any],
+    label: str,
+    show: Callable[[dict[str, Any]], int],
+) -> int | None:
+    """``show`` the running daemon's result of one operator request and return its exit status; None
+    when no daemon runs (the command then does it itself); exit 1 naming ``label`` when the daemon
+    answered with an error."""
+    answer = ask_running(config, method, params)
+    if answer is None:
+        return None
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        return fail(f"{label}: {answer.get('error', answer)}")
+    return show(result)
