@@ -129,19 +129,25 @@ def test_setup_doctor_says_how_to_install_bubblewrap_when_the_agent_has_no_shell
     assert finding["fix"] == "install bubblewrap with `sudo apt-get install bubblewrap` and restart nexo"
 
 
-def test_check_config_and_setup_doctor_check_through_a_running_daemon(tmp_path: Path) -> None:
-    config = write_config(
+def _live_config(tmp_path: Path, **more: dict[str, Any]) -> Path:
+    """A console (allowlist: the operator) and a pairing server, and ``more`` servers, for a daemon."""
+    return write_config(
         tmp_path / "live.yaml",
         state_dir=tmp_path / "state",
         llm_base_url=NO_LLM,
         servers={
             "console": python_server("channel_servers.console"),
             "pairing": python_server("servers.pairing"),
+            **more,
         },
         extra={
             "channel_options": {"console": {"pairing": {"policy": "allowlist", "allow_from": ["operator"]}}}
         },
     )
+
+
+def test_check_config_and_setup_doctor_check_through_a_running_daemon(tmp_path: Path) -> None:
+    config = _live_config(tmp_path)
     with running(config) as orchestrator:
         checked = nexo("run", "--check-config", "--config", str(config), timeout=120)
         doctor = nexo("setup", "doctor", "--config", str(config), timeout=120)
@@ -168,19 +174,7 @@ def test_setup_doctor_asks_the_running_daemon_for_its_workspace_and_pairings_and
 ) -> None:
     workspace = python_server("servers.workspace")
     workspace["env"] = {"NEXO_WORKSPACE_BWRAP": "/nonexistent/bwrap"}
-    config = write_config(
-        tmp_path / "live.yaml",
-        state_dir=tmp_path / "state",
-        llm_base_url=NO_LLM,
-        servers={
-            "console": python_server("channel_servers.console"),
-            "pairing": python_server("servers.pairing"),
-            "workspace": workspace,
-        },
-        extra={
-            "channel_options": {"console": {"pairing": {"policy": "allowlist", "allow_from": ["operator"]}}}
-        },
-    )
+    config = _live_config(tmp_path, workspace=workspace)
     with running(config) as orchestrator:
         seeded = nexo("pair", "seed", "old", "default", "bob", "--config", str(config))
         code, document = _doctor(config, "setup", "doctor")
