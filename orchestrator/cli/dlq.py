@@ -32,17 +32,14 @@ def add_dlq_parser(sub: Any) -> None:
 
 
 def command_dlq(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
     request: dict[str, Any] = {"action": args.dlq_command, "server": getattr(args, "server", None)}
     if args.dlq_command == "replay":
         request["target"] = args.target
-    from orchestrator.child_env import child_env
-    from orchestrator.cli.direct import started_unless_running
-
-    bound = {name for agent in config.agents for name in agent.channels}
-    servers = {name: server for name, server in config.servers.items() if name in bound}
-    with started_unless_running(config, servers, child_env(config)) as forked:
-        answer = anyio.run(_ask, config, servers, request, forked)
+    # The running daemon owns the channel servers: it is found from the state directory alone, and
+    # the config is loaded (every model behind it imported) only when none runs.
+    answer = _from_daemon(args.config, request)
+    if answer is None:
+        answer = _started_here(load_config(args.config), request)
     if "error" in answer:
         return fail(str(answer["error"]))
     if args.json:
@@ -56,18 +53,37 @@ def command_dlq(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _ask(
-    config: Any, servers: dict[str, Any], request: dict[str, Any], fork_server: ForkServer | None
-) -> dict[str, Any]:
-    """Through the running daemon (which owns the channel servers), else by starting ``servers``
-    here (forked from ``fork_server`` when there is one)."""
+def _from_daemon(config: str | None, request: dict[str, Any]) -> dict[str, Any] | None:
+    """The running daemon's answer; None when none runs."""
+    from orchestrator.cli.locate import state_dir
     from orchestrator.control import ask
     from orchestrator.sockets import control_path
 
     try:
-        return await ask(control_path(config.state_path), {"op": "dlq", **request}, timeout=30)
+        answer: dict[str, Any] = anyio.run(ask, control_path(state_dir(config)), {"op": "dlq", **request}, 30)
     except (OSError, TimeoutError):
-        pass
+        return None
+    return answer
+
+
+def _started_here(config: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """The answer of the bound channel servers, started here (forked from a template of this
+    command when no daemon listens)."""
+    from orchestrator.child_env import child_env
+    from orchestrator.cli.direct import started_unless_running
+
+    bound = {name for agent in config.agents for name in agent.channels}
+    servers = {name: server for name, server in config.servers.items() if name in bound}
+    with started_unless_running(config, servers, child_env(config)) as forked:
+        answer: dict[str, Any] = anyio.run(_ask, config, servers, request, forked)
+    return answer
+
+
+async def _ask(
+    config: Any, servers: dict[str, Any], request: dict[str, Any], fork_server: ForkServer | None
+) -> dict[str, Any]:
+    """The bound channel servers ``servers`` started here (forked from ``fork_server`` when there is
+    one) and asked."""
     from orchestrator.child_env import child_env
     from orchestrator.dlq import channel_connections, dlq
     from orchestrator.mesh import Mesh

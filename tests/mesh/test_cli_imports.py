@@ -1,6 +1,6 @@
 """One-shot commands against a running mesh stay light: they never import the MCP SDK or the mesh,
-``nexo pair``, ``nexo agent ps``, ``nexo audit tail``, ``nexo cron list`` and ``nexo autonomy status``
-no pydantic either, and ``nexo chat`` not even an event loop library or a YAML parser.
+``nexo pair``, ``nexo agent ps``, ``nexo audit tail``, ``nexo cron list``, ``nexo dlq`` and ``nexo
+autonomy status`` no pydantic either, and ``nexo chat`` not even an event loop library or a YAML parser.
 
 Each command runs under ``python -X importtime``, whose report (on stderr) names every module the
 process imported; the command's own output is checked too, so a command that failed early (and
@@ -90,6 +90,7 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
             tail, tail_modules = _traced("audit", "tail", "--kind", "goal", "--json", "--config", str(config))
             crons, cron_modules = _traced("cron", "list", "--config", str(config))
             doctor, doctor_modules = _traced("setup", "doctor", "--config", str(config))
+            dead, dead_modules = _traced("dlq", "list", "--config", str(config))
     assert (chat.returncode, chat.stdout) == (0, "hello back\n"), chat.stderr
     assert status.returncode == 0, status.stderr
     servers = {line.split()[0]: line.split()[1:4] for line in status.stdout.splitlines()[2:5]}
@@ -128,7 +129,8 @@ def test_one_shot_commands_against_a_running_mesh_import_neither_mcp_nor_the_mes
     statuses = [entry["body"]["status"] for entry in json.loads(tail.stdout)]
     assert statuses.count("done") == 2  # chat's goal and agent run's
     assert (crons.returncode, crons.stdout) == (0, "no cron entries\n"), crons.stderr
-    for modules in (tail_modules, cron_modules):
+    assert (dead.returncode, dead.stdout) == (0, "no dead letters\n"), dead.stderr
+    for modules in (tail_modules, cron_modules, dead_modules):
         assert _heavy(modules) == []
         assert "pydantic" not in modules
     # The doctor validates the config, and asks the daemon for every server it holds: no SDK.
