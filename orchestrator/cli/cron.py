@@ -19,12 +19,11 @@ from orchestrator.cli.common import EXIT_OK, fail, load_config, print_json, setu
 from orchestrator.cli.direct import run_with_server
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from orchestrator.mesh import ServerConnection
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
 TIMEOUT_S = 30.0
+AUTONOMY_TIMEOUT_S = 10.0
 CRON_HINT = "add it under servers: in the config, e.g. cron: {transport: stdio, args: [-m, servers.cron]}"
 
 
@@ -144,12 +143,12 @@ def _done(args: argparse.Namespace, result: Any, text: str) -> int:
 
 
 def command_autonomy(args: argparse.Namespace) -> int:
-    from orchestrator.cli.locate import state_dir
+    from orchestrator.cli.running import answer_if_running
 
     action = args.autonomy_command
-    # The daemon is found from its state directory alone: the config is loaded (every model behind
-    # it imported) only when none runs and the switch goes into the ledger.
-    answer = anyio.run(_ask_daemon, state_dir(args.config), action)
+    # The config is loaded (every model behind it imported) only when no daemon runs and the switch
+    # goes into the ledger.
+    answer = answer_if_running(args.config, {"op": "autonomy", "action": action}, AUTONOMY_TIMEOUT_S)
     if answer is None:
         if action == "status":
             return fail(
@@ -191,16 +190,6 @@ def _price_text(price: dict[str, Any] | None) -> str:
         f"{price['key']}: ${price['input_per_mtok']:g} in / ${price['output_per_mtok']:g} out per "
         "million tokens"
     )
-
-
-async def _ask_daemon(state: Path, action: str) -> dict[str, Any] | None:
-    from orchestrator.control import ask
-    from orchestrator.sockets import control_path
-
-    try:
-        return await ask(control_path(state), {"op": "autonomy", "action": action}, timeout=10)
-    except (OSError, TimeoutError):
-        return None
 
 
 async def _record_offline(config: Any, action: str, as_json: bool) -> int:

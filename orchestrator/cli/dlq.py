@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from orchestrator.mesh.forkserver import ForkServer
 
 CONFIG_HELP = "YAML config (default: $NEXO_CONFIG or the built-in defaults)"
+DAEMON_TIMEOUT_S = 30.0
 
 
 def add_dlq_parser(sub: Any) -> None:
@@ -37,7 +38,9 @@ def command_dlq(args: argparse.Namespace) -> int:
         request["target"] = args.target
     # The running daemon owns the channel servers: it is found from the state directory alone, and
     # the config is loaded (every model behind it imported) only when none runs.
-    answer = _from_daemon(args.config, request)
+    from orchestrator.cli.running import answer_if_running
+
+    answer = answer_if_running(args.config, {"op": "dlq", **request}, DAEMON_TIMEOUT_S)
     if answer is None:
         answer = _started_here(load_config(args.config), request)
     if "error" in answer:
@@ -51,19 +54,6 @@ def command_dlq(args: argparse.Namespace) -> int:
     else:
         print(f"purged {answer['purged']} dead letters")
     return EXIT_OK
-
-
-def _from_daemon(config: str | None, request: dict[str, Any]) -> dict[str, Any] | None:
-    """The running daemon's answer; None when none runs."""
-    from orchestrator.cli.locate import state_dir
-    from orchestrator.control import ask
-    from orchestrator.sockets import control_path
-
-    try:
-        answer: dict[str, Any] = anyio.run(ask, control_path(state_dir(config)), {"op": "dlq", **request}, 30)
-    except (OSError, TimeoutError):
-        return None
-    return answer
 
 
 def _started_here(config: Any, request: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,17 @@ def daemon_answer(config: str | None, request: dict[str, Any]) -> dict[str, Any]
     return answer
 
 
+def answer_if_running(config: str | None, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+    """The answer of ``config``'s running daemon to one control request; None when none answered
+    (no socket, one left behind by a daemon that is gone, or no answer within ``timeout``): the
+    command then does without it. Found from the state directory alone: no config validated."""
+    try:
+        answer: dict[str, Any] = anyio.run(ask, control_path(state_dir(config)), request, timeout)
+    except (OSError, TimeoutError):
+        return None
+    return answer
+
+
 ANSWER_TIMEOUT_S = 35.0
 """The daemon's own wait for the server (30 s), and a little more."""
 
