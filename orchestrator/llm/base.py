@@ -21,6 +21,7 @@ from orchestrator.llm.errors import (
 )
 from orchestrator.llm.retry import RetryTarget, send_with_retries
 from orchestrator.llm.types import Completion, Message, ToolSpec
+from shared.http1 import Http1Transport, proxied
 
 _MAX_ERROR_CHARS = 500
 
@@ -123,7 +124,10 @@ class HTTPProvider(ABC):
                         base_url=self.base_url,
                         reason="tls",
                     ) from exc
-                self._client = httpx2.AsyncClient(timeout=self._timeout, verify=context)
+                # nexo's own HTTP/1.1 transport (shared/http1.py): a millisecond less of CPU per
+                # call than httpx2's pool. Through a proxy from the environment, httpx2's own.
+                transport = None if proxied(self.base_url) else Http1Transport(ssl_context=context)
+                self._client = httpx2.AsyncClient(timeout=self._timeout, verify=context, transport=transport)
         return self._client
 
     async def complete(

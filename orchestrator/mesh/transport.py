@@ -23,6 +23,7 @@ from orchestrator.mesh.forkserver import ForkServer
 from orchestrator.mesh.http_reuse import ConnectionKeepingTransport
 from orchestrator.mesh.lane import ClientLane
 from orchestrator.mesh.stderr_tail import StderrTail, teed_stderr
+from shared.http1 import Http1Transport
 
 TransportStreams = tuple[Any, Any]
 
@@ -172,5 +173,5 @@ def http_client_for(config: HttpServerConfig) -> httpx2.AsyncClient:
         headers["Authorization"] = f"Bearer {config.token.get_secret_value()}"
     # Reads must outlast a long-poll; connects should fail fast so backoff can take over.
     timeout = httpx2.Timeout(10.0, read=max(300.0, config.call_timeout_s + 30))
-    transport = ConnectionKeepingTransport(httpx2.AsyncHTTPTransport())
+    transport = ConnectionKeepingTransport(Http1Transport())
     return httpx2.AsyncClient(headers=headers, timeout=timeout, follow_redirects=False, transport=transport)
