@@ -227,6 +227,9 @@ class ServerConnection:
         return self._client is not None and self._lane is not None
 
     async def wait_ready(self, timeout: float | None = None) -> Client:
+        client = self._client
+        if client is not None and not self._closed.is_set():
+            return client  # ready: no deadline to set up (every request asks)
         wait = self.config.connect_wait_s if timeout is None else timeout
         with anyio.move_on_after(wait):
             while self._client is None or self._closed.is_set():

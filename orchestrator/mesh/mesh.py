@@ -6,6 +6,7 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -75,6 +76,9 @@ class Mesh:
     ) -> None:
         sup = supervision or SupervisionConfig()
         self._base_env = dict(base_env or {})
+        self._catalogs: dict[
+            tuple[tuple[str, ...], frozenset[tuple[str, str]]], tuple[dict[str, list[Any]], Catalog]
+        ] = {}
         if isinstance(fork_server, ForkServer):
             self.fork_server: ForkServer | None = fork_server
         else:
@@ -157,4 +161,16 @@ class Mesh:
         self, *, allowed: Sequence[str] = ("*",), hidden: Collection[tuple[str, str]] = ()
     ) -> Catalog:
         tools = {name: c.tools for name, c in self.connections.items() if c.client is not None}
-        return Catalog.build(tools, allowed=allowed, hidden=hidden)
+        # Built again only when a server's tool list changed (a new list at each listing) or the
+        # filter did: every goal asks, the lists change at a connect or a health check's listing.
+        key = (tuple(allowed), frozenset(hidden))
+        cached = self._catalogs.get(key)
+        if cached is not None and _same_lists(cached[0], tools):
+            return cached[1]
+        catalog = Catalog.build(tools, allowed=allowed, hidden=hidden)
+        self._catalogs[key] = (tools, catalog)
+        return catalog
+
+
+def _same_lists(before: Mapping[str, list[Any]], now: Mapping[str, list[Any]]) -> bool:
+    return before.keys() == now.keys() and all(before[name] is now[name] for name in now)
