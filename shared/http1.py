@@ -69,6 +69,15 @@ def proxied(url: str) -> bool:
     return not urllib.request.proxy_bypass_environment(parts.hostname or "", proxies)  # type: ignore[attr-defined]
 
 
+class _ClosingProtocol(asyncio.StreamReaderProtocol):
+    """asyncio's stream protocol, except that a server's end of the connection closes ours too: an
+    idle kept connection the server let go is not left half open (and unclosed) in the pool."""
+
+    def eof_received(self) -> bool:
+        super().eof_received()
+        return False
+
+
 class _Fresh(Exception):
     """A kept connection ended before any byte of its response: send again on a new one."""
 
@@ -136,20 +145,19 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             if self._ssl_context is None:
                 self._ssl_context = httpx2.create_ssl_context()
             context = self._ssl_context
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_HEAD_BYTES, loop=loop)
+        protocol = _ClosingProtocol(reader, loop=loop)
         try:
             async with asyncio.timeout(timeouts.get("connect")):
-                reader, writer = await asyncio.open_connection(
-                    host,
-                    port,
-                    ssl=context,
-                    server_hostname=host if context is not None else None,
-                    limit=MAX_HEAD_BYTES,
+                transport, _ = await loop.create_connection(
+                    lambda: protocol, host, port, ssl=context, server_hostname=host if context else None
                 )
         except TimeoutError:
             raise httpx2.ConnectTimeout(f"connecting to {host}:{port} timed out", request=request) from None
         except (OSError, ssl.SSLError) as exc:
             raise httpx2.ConnectError(f"cannot connect to {host}:{port}: {exc}", request=request) from exc
-        return _Connection(origin, reader, writer)
+        return _Connection(origin, reader, asyncio.StreamWriter(transport, protocol, reader, loop))
 
     async def _exchange(
         self,

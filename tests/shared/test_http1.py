@@ -259,3 +259,17 @@ def test_which_urls_the_environment_sends_through_a_proxy(
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     assert shared.http1.proxied(url) is expected
+
+
+async def test_a_kept_connection_the_server_lets_go_is_closed_on_our_side_too() -> None:
+    async def answer_then_hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(answer(b"bye"))  # keep-alive as far as the headers say, then the server ends it
+        await writer.drain()
+
+    transport = Http1Transport()
+    async with serving(answer_then_hang_up) as server, httpx2.AsyncClient(transport=transport) as http:
+        assert (await http.get(f"http://127.0.0.1:{server.port}/")).text == "bye"
+        [kept] = [c for idle in transport._idle.values() for c in idle]
+        assert await kept.reader.read() == b""  # the server's end reached us
+        assert kept.writer.is_closing()  # and closed our end: nothing left half open for the collector
