@@ -12,6 +12,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -20,6 +21,7 @@ from playwright.async_api import BrowserContext, Page, async_playwright
 
 from orchestrator.cli.chat_loop import ChatSession
 from orchestrator.dashboard.feed import LedgerFollower
+from orchestrator.goals import AuditSink
 from shared.protocol.console_wire import Approval, Reply, Say
 from tests.dashboard.mesh import ledger, login_link, nexo
 from tests.fakes.llm import CallTool, FakeLLM, RecordedRequest
@@ -90,10 +92,16 @@ class Journey:
     console: ChatSession
     llm: FakeLLM
     follower: LedgerFollower
+    sink: AuditSink
 
     @property
     def state(self) -> Path:
         return self.tmp_path / "state"
+
+    async def ledger(self, **params: Any) -> list[dict[str, Any]]:
+        """The ledger once the orchestrator's entries so far are in (its sink sends them in bursts)."""
+        assert await self.sink.flush(timeout=WAIT_MS / 1000)
+        return await ledger(self.state, **params)
 
     async def live_feed(self, path: str) -> None:
         await self.page.goto(self.base + path)
@@ -134,7 +142,7 @@ async def approval_from_the_page(journey: Journey) -> None:
     assert await flash(stale) == expected
     await next_frame(journey.console, Reply)
     assert (journey.tmp_path / "notes").read_text() == "buy milk\n"
-    [answered] = await ledger(journey.state, kind="approval_answered", limit=5)
+    [answered] = await journey.ledger(kind="approval_answered", limit=5)
     assert answered["subject"] == asked.request_id
     assert (answered["body"]["answered_by"], answered["body"]["approver"]) == ("dashboard", "dashboard:ana")
 
@@ -189,7 +197,7 @@ async def memory_revision_diff(journey: Journey) -> None:
     await journey.console.send(Say(id="m5", text=f"yes {asked.request_id}"))
     while (await next_frame(journey.console, Reply)).text != "done":
         pass
-    [call] = await ledger(journey.state, kind="tool_call", limit=1)
+    [call] = await journey.ledger(kind="tool_call", limit=1)
     assert (call["body"]["tool"], call["body"]["outcome"]) == ("memory__memory_note", "ok"), call
     await page.goto(journey.base + "/memory")
     assert await page.locator("main ol a code").count() == 1, await page.locator("main").inner_text()
@@ -305,7 +313,14 @@ async def test_the_operator_works_from_the_dashboard(tmp_path: Path, shots: Path
                 page = await login(context, tmp_path / "state")
                 async with operator(tmp_path / "state") as console:
                     journey = Journey(
-                        tmp_path, orch.dashboard.url, context, page, console, llm, orch.dashboard.follower
+                        tmp_path,
+                        orch.dashboard.url,
+                        context,
+                        page,
+                        console,
+                        llm,
+                        orch.dashboard.follower,
+                        orch.sink,
                     )
                     await console_message_reaches_the_feed(journey)
                     await approval_from_the_page(journey)
