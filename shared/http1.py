@@ -172,8 +172,11 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             writer.write(head + body if len(body) < 65536 else head)
             if len(body) >= 65536:
                 writer.write(body)
-            async with asyncio.timeout(timeouts.get("write")):
-                await writer.drain()
+            try:
+                async with asyncio.timeout(timeouts.get("write")):
+                    await writer.drain()
+            except TimeoutError as exc:
+                raise httpx2.WriteTimeout("the request could not be sent in time", request=request) from exc
             async with asyncio.timeout(timeouts.get("read")):
                 status, reason, version, headers = await _response_head(connection, request)
         except TimeoutError as exc:

@@ -273,3 +273,16 @@ async def test_a_kept_connection_the_server_lets_go_is_closed_on_our_side_too() 
         [kept] = [c for idle in transport._idle.values() for c in idle]
         assert await kept.reader.read() == b""  # the server's end reached us
         assert kept.writer.is_closing()  # and closed our end: nothing left half open for the collector
+
+
+async def test_a_request_the_server_does_not_take_in_time_is_a_write_timeout() -> None:
+    done = asyncio.Event()
+
+    async def never_reads(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await done.wait()
+
+    async with serving(never_reads) as server:
+        async with client(timeout=httpx2.Timeout(5.0, write=0.1)) as http:
+            with pytest.raises(httpx2.WriteTimeout):
+                await http.post(f"http://127.0.0.1:{server.port}/", content=b"x" * (64 << 20))
+        done.set()
