@@ -6,8 +6,8 @@ that is about a millisecond of CPU per request on each side of a turn's model ca
 call over Streamable HTTP. This one speaks the same wire with asyncio's streams and a parser of the
 status line and headers, behind the same interface (``httpx2.AsyncBaseTransport``), so the client
 above it (its timeouts, headers, errors and response objects) does not change. What it leaves to
-httpx2: proxies (:func:`proxied` tells a caller to build its client without this transport when the
-environment names one), HTTP/2 and Unix sockets.
+httpx2: proxies (:func:`shared.http1_wire.proxied` tells a caller to build its client without
+this transport when the environment names one), HTTP/2 and Unix sockets.
 
 Errors are httpx2's: a connect that fails is ``ConnectError`` (``ConnectTimeout`` past its timeout),
 a response that does not come in time ``ReadTimeout``, a malformed or cut response
@@ -21,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import httpx2
+
+from shared.http1_wire import framing, keeps_alive, request_body, request_head
 
 KEEPALIVE_S = 5.0
 """How long an idle connection is kept (uvicorn closes its own side after 5 s idle)."""
@@ -34,7 +34,6 @@ MAX_IDLE_PER_ORIGIN = 8
 MAX_HEAD_BYTES = 256 * 1024
 """A status line and headers longer than this are refused as malformed."""
 _READ_SIZE = 256 * 1024
-_NO_BODY_STATUS = frozenset({204, 304})
 
 
 @dataclass(eq=False)
@@ -55,18 +54,6 @@ class _Connection:
 
     def close(self) -> None:
         self.writer.close()
-
-
-def proxied(url: str) -> bool:
-    """Whether the environment sends ``url`` through a proxy (``HTTPS_PROXY``, ``HTTP_PROXY``,
-    ``ALL_PROXY``, less ``NO_PROXY``): such a client is left to httpx2's own transports, which an
-    httpx2 client given a transport of its own would not build."""
-    parts = urllib.parse.urlsplit(url)
-    proxies = urllib.request.getproxies_environment()
-    if not (proxies.get(parts.scheme) or proxies.get("all")):
-        return False
-    # In CPython since 3.x, not in its type stubs: NO_PROXY as urllib reads it.
-    return not urllib.request.proxy_bypass_environment(parts.hostname or "", proxies)  # type: ignore[attr-defined]
 
 
 class _ClosingProtocol(asyncio.StreamReaderProtocol):
@@ -101,8 +88,8 @@ class Http1Transport(httpx2.AsyncBaseTransport):
             raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}", request=request)
         origin = (url.raw_scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
         timeouts = request.extensions.get("timeout", {})
-        head = _request_head(request)
-        body = await _request_body(request)
+        head = request_head(request)
+        body = await request_body(request)
         connection = self._take(origin)
         if connection is not None:
             try:
@@ -193,7 +180,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
         except BaseException:
             connection.close()
             raise
-        keep = _keeps_alive(version, request, headers)
+        keep = keeps_alive(version, request, headers)
         stream = _Body(self, connection, request, headers, status, keep, timeouts.get("read"))
         return httpx2.Response(
             status,
@@ -228,7 +215,7 @@ class _Body(httpx2.AsyncByteStream):
         self._request = request
         self._keep = keep
         self._timeout = read_timeout
-        self._framing = _framing(request.method, status, headers)
+        self._framing = framing(request.method, status, headers)
         self._reading: AsyncIterator[bytes] | None = None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -321,26 +308,6 @@ class _Body(httpx2.AsyncByteStream):
             connection.close()
 
 
-def _request_head(request: httpx2.Request) -> bytes:
-    lines = [b"%s %s HTTP/1.1" % (request.method.encode("ascii"), request.url.raw_path)]
-    lines.extend(b"%s: %s" % (name, value) for name, value in request.headers.raw)
-    lines.append(b"\r\n")
-    return b"\r\n".join(lines)
-
-
-async def _request_body(request: httpx2.Request) -> bytes:
-    """The request's body as bytes, chunk-framed when its headers say so."""
-    chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"
-    parts: list[bytes] = []
-    async for part in request.stream:  # type: ignore[union-attr]
-        if not part:
-            continue
-        parts.append(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part)
-    if chunked:
-        parts.append(b"0\r\n\r\n")
-    return b"".join(parts)
-
-
 async def _response_head(
     connection: _Connection, request: httpx2.Request
 ) -> tuple[int, bytes, bytes, list[tuple[bytes, bytes]]]:
@@ -373,34 +340,3 @@ async def _response_head(
             continue
         reason = parts[2] if len(parts) > 2 else b""
         return status, reason, parts[0], headers
-
-
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
-    for key, value in headers:
-        if key.lower() == name:
-            return value
-    return None
-
-
-def _framing(method: str, status: int, headers: list[tuple[bytes, bytes]]) -> tuple[str, int]:
-    """How the body ends (RFC 9112, 6.3): none, a length, chunked, or the connection's close."""
-    if method == "HEAD" or status in _NO_BODY_STATUS or status < 200:
-        return "none", 0
-    encoding = _header(headers, b"transfer-encoding")
-    if encoding is not None and encoding.lower().rsplit(b",", 1)[-1].strip() == b"chunked":
-        return "chunked", 0
-    length = _header(headers, b"content-length")
-    if length is not None:
-        if not length.strip().isdigit():
-            return "close", 0
-        return "length", int(length)
-    return "close", 0
-
-
-def _keeps_alive(version: bytes, request: httpx2.Request, headers: list[tuple[bytes, bytes]]) -> bool:
-    if request.headers.get("connection", "").lower() == "close":
-        return False
-    connection = (_header(headers, b"connection") or b"").lower()
-    if version == b"HTTP/1.0":
-        return connection == b"keep-alive"
-    return connection != b"close"

@@ -21,7 +21,8 @@ from orchestrator.llm.errors import (
 )
 from orchestrator.llm.retry import RetryTarget, send_with_retries
 from orchestrator.llm.types import Completion, Message, ToolSpec
-from shared.http1 import Http1Transport, proxied
+from shared.http1 import Http1Transport
+from shared.http1_wire import proxied
 
 _MAX_ERROR_CHARS = 500
 

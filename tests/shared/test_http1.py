@@ -13,6 +13,7 @@ import pytest
 
 import shared.http1
 from shared.http1 import Http1Transport
+from shared.http1_wire import proxied
 from tests.channel_servers.email.certificates import make_certificates
 from tests.raw_http import read_request, serving
 
@@ -258,7 +259,7 @@ def test_which_urls_the_environment_sends_through_a_proxy(
         monkeypatch.delenv(name.lower(), raising=False)
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    assert shared.http1.proxied(url) is expected
+    assert proxied(url) is expected
 
 
 async def test_a_kept_connection_the_server_lets_go_is_closed_on_our_side_too() -> None:
