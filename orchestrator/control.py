@@ -88,14 +88,17 @@ async def _answer(command: str, status: StatusFn, commands: CommandFn | None, em
     return await commands(request, emit)
 
 
-async def ask(path: Path, request: str | dict[str, Any], timeout: float | None = 5.0) -> dict[str, Any]:
-    """Send one request and read its answer; ``timeout=None`` waits as long as the request runs."""
+async def ask(
+    path: Path, request: str | dict[str, Any], timeout: float | None = 5.0, *, max_bytes: int = 1024 * 1024
+) -> dict[str, Any]:
+    """Send one request and read its answer (at most ``max_bytes``); ``timeout=None`` waits as long
+    as the request runs."""
     line = request if isinstance(request, str) else json.dumps(request)
     with anyio.fail_after(timeout):
         async with await anyio.connect_unix(path) as stream:
             await stream.send(line.encode() + b"\n")
             reader = BufferedByteReceiveStream(stream)
-            answer = await reader.receive_until(b"\n", 1024 * 1024)
+            answer = await reader.receive_until(b"\n", max_bytes)
     data: dict[str, Any] = json.loads(answer)
     return data
 

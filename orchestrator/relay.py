@@ -16,7 +16,7 @@ from mcp import MCPError
 from pydantic import ValidationError
 
 from orchestrator.mesh import Mesh, ServerUnavailable
-from shared.protocol import cron, cron_terms, memory, pairing
+from shared.protocol import cron, cron_terms, memory, memory_terms, pairing
 from shared.protocol.audit import methods as audit_methods
 from shared.protocol.audit.terms import TAIL_METHOD
 from shared.protocol.goal_terms import GOAL_GET_METHOD, GOAL_LIST_METHOD
@@ -38,9 +38,13 @@ RELAYED: dict[str, tuple[type[types.Request[Any, Any]], type[types.Result]]] = {
         (cron.ResumeRequest, cron.EntryResult),
         (cron.DropRequest, cron.DropResult),
         (memory.SearchRequest, memory.SearchResult),
+        (memory.ListRequest, memory.ListResult),
         (memory.HistoryRequest, memory.HistoryResult),
+        (memory.RollbackRequest, memory.RollbackResult),
         (memory.ImportRequest, memory.ImportResult),
         (memory.ForgetRequest, memory.ForgetResult),
+        (memory.StatsRequest, memory.StatsResult),
+        (memory.MetricsRequest, memory.MetricsResult),
         (pairing.ListRequest, pairing.ListResult),
         (pairing.ApproveRequest, pairing.ApproveResult),
         (pairing.DenyRequest, pairing.DenyResult),
@@ -93,9 +97,10 @@ OPERATOR_METHODS: dict[str, Callable[[NexoConfig], str]] = {
     ),
     **dict.fromkeys((GOAL_LIST_METHOD, GOAL_GET_METHOD, TAIL_METHOD), lambda config: config.audit.server),
     cron_terms.LIST_METHOD: lambda config: config.cron.server,
+    **dict.fromkeys(memory_terms.OPERATOR_METHODS, lambda config: memory_terms.OPERATOR_SERVER),
 }
-"""What ``nexo pair``, ``nexo agent ps | attach | discover``, ``nexo audit tail`` and ``nexo cron
-list`` ask of the running daemon, and which server of its config answers each."""
+"""What ``nexo pair``, ``nexo agent ps | attach | discover``, ``nexo audit tail``, ``nexo cron
+list`` and ``nexo memory`` ask of the running daemon, and which server of its config answers each."""
 
 
 async def relay_operator(mesh: Mesh, config: NexoConfig, request: dict[str, Any]) -> dict[str, Any]:
@@ -111,10 +116,15 @@ async def relay_operator(mesh: Mesh, config: NexoConfig, request: dict[str, Any]
     channel = params.get("channel")
     if method in (pairing.SEED_METHOD, pairing.REVOKE_METHOD) and isinstance(channel, str):
         params["platform"] = config.channel(channel).pairing.platform_for(channel)
+    if method in memory_terms.FOR_ONE_AGENT and not params.get("agent"):
+        params["agent"] = config.agent(None).id
     # Field names, not the wire's camelCase: the command prints this as its own ``--json``.
-    return await relay(
+    answer = await relay(
         mesh, {"server": server_of(config), "method": method, "params": params}, by_alias=False
     )
+    if method in memory_terms.FOR_ONE_AGENT:
+        answer["agent"] = params["agent"]  # the agent the command names in its output
+    return answer
 
 
 RELAYED_TOOLS = frozenset({"audit_search", "workspace_info"})

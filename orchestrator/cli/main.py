@@ -253,7 +253,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return command_channel(args)
     if args.command == "memory":
-        from orchestrator.cli.memory import command_memory
+        from orchestrator.cli.memory_view import command_memory
 
         return command_memory(args)
     if args.command == "mcp-server":

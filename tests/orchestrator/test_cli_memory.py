@@ -21,8 +21,8 @@ import yaml
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from orchestrator.cli.memory import command_memory
 from orchestrator.cli.memory_args import add_memory_parser
+from orchestrator.cli.memory_view import command_memory
 from orchestrator.cli.progress import ProgressBar
 from servers.memory.reindex import recorded_model
 from servers.memory.settings import MemorySettings
