@@ -80,13 +80,14 @@ async def _through_daemon(args: argparse.Namespace) -> int | None:
     if not path.exists():
         return None
     agent: list[str] = []
+    answered: list[str] = []
 
     async def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
         request = {"op": "operator", "method": method, "params": params}
         try:
             answer = await ask(path, request, ANSWER_TIMEOUT_S, max_bytes=MAX_ANSWER_BYTES)
         except (ConnectionRefusedError, FileNotFoundError) as exc:
-            if agent or answered:
+            if answered:
                 raise CommandFailed(f"the running nexo went away ({exc}); see `nexo status`") from exc
             raise _NoDaemon from exc  # a socket left behind by a daemon that is gone
         except (OSError, TimeoutError, anyio.EndOfStream, anyio.IncompleteRead) as exc:
@@ -103,7 +104,6 @@ async def _through_daemon(args: argparse.Namespace) -> int | None:
             agent[:] = [answer["agent"]]
         return result
 
-    answered: list[str] = []
     try:
         return await run(args, call, lambda: agent[0] if agent else args.agent or "-")
     except _NoDaemon:
