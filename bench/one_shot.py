@@ -1,7 +1,7 @@
 """What a person feels from one command: wall time and CPU of ``echo hi | nexo chat`` and ``nexo status``
 against a running default mesh, of ``nexo agent run "hi"`` and ``nexo pair seed`` with and without a
-running daemon, of ``nexo run --check-config`` with none (it reaches every server of the default
-mesh), and restart to first reply.
+running daemon, of ``nexo memory search`` with one, of ``nexo run --check-config`` with none (it
+reaches every server of the default mesh), and restart to first reply.
 
 Each command is a real process; its CPU is its own user + system time as the kernel counts it
 (``wait4``), children that it waited for included. Baselines are measured in the same run: the
@@ -103,6 +103,10 @@ def _pair_seed(config: Path) -> list[str]:
     return nexo_argv("pair", "seed", "console", "default", "bench-contact", "--config", str(config))
 
 
+def _memory_search(config: Path) -> list[str]:
+    return nexo_argv("memory", "search", "what time is it", "--config", str(config))
+
+
 def _check_config(config: Path) -> list[str]:
     return nexo_argv("run", "--check-config", "--config", str(config))
 
@@ -121,6 +125,8 @@ class Rows:
     seed_daemon_cpu: Result
     seed_alone_wall: Result
     seed_alone_cpu: Result
+    memory_daemon_wall: Result
+    memory_daemon_cpu: Result
     check_alone_wall: Result
     check_alone_cpu: Result
     restart: Result
@@ -149,6 +155,8 @@ class Rows:
             seed_daemon_cpu=Result("nexo pair seed, daemon running (CPU)", "s", python),
             seed_alone_wall=Result("nexo pair seed, no daemon (wall)", "s", python),
             seed_alone_cpu=Result("nexo pair seed, no daemon (CPU)", "s", python),
+            memory_daemon_wall=Result("nexo memory search, daemon running (wall)", "s", python),
+            memory_daemon_cpu=Result("nexo memory search, daemon running (CPU)", "s", python),
             check_alone_wall=Result("nexo run --check-config, no daemon (wall)", "s", python),
             check_alone_cpu=Result("nexo run --check-config, no daemon (CPU)", "s", python),
             restart=Result(
@@ -173,6 +181,8 @@ class Rows:
             self.seed_daemon_cpu,
             self.seed_alone_wall,
             self.seed_alone_cpu,
+            self.memory_daemon_wall,
+            self.memory_daemon_cpu,
             self.check_alone_wall,
             self.check_alone_cpu,
             self.restart,
@@ -202,6 +212,7 @@ def _baselines(rows: Rows, n: int, env: Mapping[str, str]) -> None:
             (rows.agent_alone_wall, rows.agent_alone_cpu),
             (rows.seed_daemon_wall, rows.seed_daemon_cpu),
             (rows.seed_alone_wall, rows.seed_alone_cpu),
+            (rows.memory_daemon_wall, rows.memory_daemon_cpu),
             (rows.check_alone_wall, rows.check_alone_cpu),
         ):
             wall.baseline.append(idle.wall_s)
@@ -236,6 +247,12 @@ def _against_running_mesh(rows: Rows, config: Path, n: int, env: Mapping[str, st
     for _ in range(n):
         ran = run_child(_pair_seed(config), env)
         if not _record(rows.seed_daemon_wall, rows.seed_daemon_cpu, ran, ran.problem("nexo pair seed"), 1):
+            break
+    progress(f"one-shot: {n} x nexo memory search with the daemon running")
+    for _ in range(n):
+        ran = run_child(_memory_search(config), env)
+        problem = ran.problem("nexo memory search")
+        if not _record(rows.memory_daemon_wall, rows.memory_daemon_cpu, ran, problem, 1):
             break
 
 
