@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from bench.mesh_run import MeshNotReady, default_mesh, mesh_config, scripted_model, workdir
@@ -228,31 +229,32 @@ def _against_running_mesh(rows: Rows, config: Path, n: int, env: Mapping[str, st
         rows.chat_wall.errors.append(problem)
         rows.chat_cpu.errors.append(problem)
         return
-    progress(f"one-shot: {n} x echo hi | nexo chat against the running mesh")
+    times = partial(_times, env=env)
+    times(n, rows.chat_wall, rows.chat_cpu, _chat(config), "nexo chat", 1000, stdin_text="hi\n")
+    times(n, rows.status_wall, rows.status_cpu, _status(config), "nexo status", 1000)
+    times(n, rows.agent_daemon_wall, rows.agent_daemon_cpu, _agent_run(config), "nexo agent run", 1)
+    times(n, rows.seed_daemon_wall, rows.seed_daemon_cpu, _pair_seed(config), "nexo pair seed", 1)
+    times(n, rows.memory_daemon_wall, rows.memory_daemon_cpu, _memory_search(config), "nexo memory search", 1)
+
+
+def _times(
+    n: int,
+    wall: Result,
+    cpu: Result,
+    argv: list[str],
+    label: str,
+    scale: float,
+    *,
+    env: Mapping[str, str],
+    stdin_text: str = "",
+) -> None:
+    """``n`` runs of ``argv`` into the two rows (``scale`` converts seconds to their unit), stopping
+    at the first that fails; ``nexo chat`` must print the scripted reply."""
+    progress(f"one-shot: {n} x {wall.name.removesuffix(' (wall)')}")
+    expected = f"{REPLY}\n" if stdin_text else None
     for _ in range(n):
-        ran = run_child(_chat(config), env, stdin_text="hi\n")
-        if not _record(rows.chat_wall, rows.chat_cpu, ran, ran.problem("nexo chat", f"{REPLY}\n"), 1000):
-            break
-    progress(f"one-shot: {n} x nexo status against the running mesh")
-    for _ in range(n):
-        ran = run_child(_status(config), env)
-        if not _record(rows.status_wall, rows.status_cpu, ran, ran.problem("nexo status"), 1000):
-            break
-    progress(f"one-shot: {n} x nexo agent run with the daemon running")
-    for _ in range(n):
-        ran = run_child(_agent_run(config), env)
-        if not _record(rows.agent_daemon_wall, rows.agent_daemon_cpu, ran, ran.problem("nexo agent run"), 1):
-            break
-    progress(f"one-shot: {n} x nexo pair seed with the daemon running")
-    for _ in range(n):
-        ran = run_child(_pair_seed(config), env)
-        if not _record(rows.seed_daemon_wall, rows.seed_daemon_cpu, ran, ran.problem("nexo pair seed"), 1):
-            break
-    progress(f"one-shot: {n} x nexo memory search with the daemon running")
-    for _ in range(n):
-        ran = run_child(_memory_search(config), env)
-        problem = ran.problem("nexo memory search")
-        if not _record(rows.memory_daemon_wall, rows.memory_daemon_cpu, ran, problem, 1):
+        ran = run_child(argv, env, stdin_text=stdin_text)
+        if not _record(wall, cpu, ran, ran.problem(label, expected), scale):
             break
 
 
@@ -304,24 +306,11 @@ def measure(quick: bool) -> list[Result]:
             ):
                 row.errors.append(str(exc))
         config = mesh_config(fake, tmp, "one-shot")
-        progress(f"one-shot: {runs} x nexo agent run with no daemon")
-        for _ in range(runs):
-            ran = run_child(_agent_run(config), env)
-            if not _record(
-                rows.agent_alone_wall, rows.agent_alone_cpu, ran, ran.problem("nexo agent run"), 1
-            ):
-                break
-        progress(f"one-shot: {runs} x nexo pair seed with no daemon")
-        for _ in range(runs):
-            ran = run_child(_pair_seed(config), env)
-            if not _record(rows.seed_alone_wall, rows.seed_alone_cpu, ran, ran.problem("nexo pair seed"), 1):
-                break
-        progress(f"one-shot: {runs} x nexo run --check-config with no daemon")
-        for _ in range(runs):
-            ran = run_child(_check_config(config), env)
-            problem = ran.problem("nexo run --check-config")
-            if not _record(rows.check_alone_wall, rows.check_alone_cpu, ran, problem, 1):
-                break
+        times = partial(_times, env=env)
+        times(runs, rows.agent_alone_wall, rows.agent_alone_cpu, _agent_run(config), "nexo agent run", 1)
+        times(runs, rows.seed_alone_wall, rows.seed_alone_cpu, _pair_seed(config), "nexo pair seed", 1)
+        check = _check_config(config)
+        times(runs, rows.check_alone_wall, rows.check_alone_cpu, check, "nexo run --check-config", 1)
         progress(f"one-shot: {runs} x restart to first reply")
         for _ in range(runs):
             try:
