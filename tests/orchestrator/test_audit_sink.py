@@ -1,5 +1,6 @@
-"""The ledger's sink in the orchestrator: a burst of entries (one turn's) goes to the audit server in
-one append after a short wait, and ``flush`` sends what is queued at once."""
+"""The ledger's sink in the orchestrator: a burst of a turn's entries goes to the audit server in one
+append after a short wait; ``flush``, and any entry that is not a turn's own (a refusal, a notice),
+send what is queued at once."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from orchestrator.goals import AuditSink
 from orchestrator.mesh import ServerConnection
-from shared.protocol.audit.bodies import NoticeBody
+from shared.protocol.audit.bodies import ChannelBody, NoticeBody
 from shared.protocol.audit.entries import EntryDraft
 from shared.protocol.audit.methods import AppendRequest
 
@@ -30,7 +31,13 @@ class Audit:
 
 
 def entry(subject: str) -> EntryDraft:
-    return EntryDraft.of(NoticeBody(level="info", message=subject), source="test", subject=subject)
+    """A turn's own kind of entry (a channel traffic marker), which may wait for its burst."""
+    body = ChannelBody(direction="in", chat_id="c1", status="received", message_id=None, chars=1)
+    return EntryDraft.of(body, source="channel:console", subject=subject)
+
+
+def notice(subject: str) -> EntryDraft:
+    return EntryDraft.of(NoticeBody(level="warning", message=subject), source="test", subject=subject)
 
 
 async def test_a_burst_goes_in_one_append_once_flushed() -> None:
@@ -67,3 +74,20 @@ async def test_without_a_flush_the_burst_goes_when_the_linger_ends() -> None:
             await audit.appended.wait()
         tg.cancel_scope.cancel()
     assert audit.appends == [["one", "two"], ["later"]]
+
+
+async def test_an_entry_that_is_not_a_turns_own_is_sent_at_once_with_what_waits() -> None:
+    audit = Audit()
+    sink = AuditSink(cast(ServerConnection, audit), linger_s=60.0)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sink.run)
+        await anyio.lowlevel.checkpoint()
+        sink.record(entry("in"))
+        for _ in range(10):
+            await anyio.lowlevel.checkpoint()
+        assert audit.appends == []  # a turn's marker waits for its burst
+        sink.record(notice("refused bob"))
+        with anyio.fail_after(5):
+            await audit.appended.wait()  # no flush: the refusal's record goes now, the marker with it
+        tg.cancel_scope.cancel()
+    assert audit.appends == [["in", "refused bob"]]
