@@ -6,12 +6,15 @@ The bench is the console's client: it writes a ``say`` frame to the console serv
 times until the ``reply`` frame to it arrives, so the figure holds the channel server's inbox, the
 orchestrator's pull, pairing gate, session, memory recall, the loop, the audit ledger and the reply's
 way back out. The scripted model answers at once; its own time, the round trip of one of its
-answers measured from the bench, is the baseline and is subtracted from each sample (one model call
-per turn).
+answers measured from the bench with no HTTP library in between (the request's bytes on a kept
+connection, the answer read by its length), is the baseline and is subtracted from each sample (one
+model call per turn): the orchestrator's own HTTP client counts as nexo's overhead.
 """
 
 from __future__ import annotations
 
+import json
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -68,13 +71,33 @@ async def _turns(path: Path, n: int) -> list[float]:
 
 
 def _model_round_trips(fake: FakeLLM, n: int) -> list[float]:
-    """Seconds of one answer of the scripted model, asked directly (what each turn waits on it)."""
-    body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+    """Seconds of one answer of the scripted model: the same request bytes written on a kept
+    connection and its answer read by its length, with no HTTP library in between, so the baseline is
+    the model server's own time and the loopback's. The orchestrator's HTTP client is nexo's work and
+    stays in the turn's overhead."""
+    url = httpx2.URL(f"{fake.openai_base_url}/chat/completions")
+    body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    head = (
+        f"POST {url.raw_path.decode()} HTTP/1.1\r\nhost: {url.host}:{url.port}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    request = head.encode() + body
     samples = []
-    with httpx2.Client(base_url=fake.openai_base_url) as client:
+    with socket.create_connection((url.host, url.port or 80), timeout=REPLY_TIMEOUT_S) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = conn.makefile("rb")
         for _ in range(n + WARMUP_TURNS):
             start = time.perf_counter()
-            client.post("/chat/completions", json=body).raise_for_status()
+            conn.sendall(request)
+            status = reader.readline()
+            length = None
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if not status.startswith(b"HTTP/1.1 200") or length is None:
+                raise RuntimeError(f"the scripted model answered {status.strip()!r} without a length")
+            reader.read(length)
             samples.append(time.perf_counter() - start)
     return samples[WARMUP_TURNS:]
 
