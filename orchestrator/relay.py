@@ -116,8 +116,7 @@ async def relay_operator(mesh: Mesh, config: NexoConfig, request: dict[str, Any]
     channel = params.get("channel")
     if method in (pairing.SEED_METHOD, pairing.REVOKE_METHOD) and isinstance(channel, str):
         params["platform"] = config.channel(channel).pairing.platform_for(channel)
-    if method in memory_terms.FOR_ONE_AGENT and not params.get("agent"):
-        params["agent"] = config.agent(None).id
+    params = with_default_agent(config, str(method), params)
     # Field names, not the wire's camelCase: the command prints this as its own ``--json``.
     answer = await relay(
         mesh, {"server": server_of(config), "method": method, "params": params}, by_alias=False
@@ -125,6 +124,14 @@ async def relay_operator(mesh: Mesh, config: NexoConfig, request: dict[str, Any]
     if method in memory_terms.FOR_ONE_AGENT:
         answer["agent"] = params["agent"]  # the agent the command names in its output
     return answer
+
+
+def with_default_agent(config: NexoConfig, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A request about one agent's memory (``memory_terms.FOR_ONE_AGENT``) for the config's first
+    agent when it names none: ``nexo memory`` through the daemon and on a server of its own alike."""
+    if method in memory_terms.FOR_ONE_AGENT and not params.get("agent"):
+        return {**params, "agent": config.agent(None).id}
+    return params
 
 
 RELAYED_TOOLS = frozenset({"audit_search", "workspace_info"})

@@ -26,7 +26,6 @@ from orchestrator.cli.direct import started_early
 from orchestrator.cli.memory_view import THROUGH_DAEMON, CommandFailed, run
 from orchestrator.cli.progress import ProgressBar
 from orchestrator.cli.wording import for_person
-from shared.protocol import memory_terms as terms
 from shared.protocol.memory import admin
 from shared.protocol.memory.records import ImportRecord
 
@@ -75,8 +74,7 @@ async def _dispatch(
         try:
             connection = _Server(await _ready(mesh[SERVER], server.describe()))
             if args.memory_command in THROUGH_DAEMON:
-                agent = args.agent if getattr(args, "agent", None) else config.agent(None).id
-                outcome = await run(args, partial(connection.call_json, agent), lambda: agent)
+                outcome = await run(args, partial(connection.call_json, config), connection.agent)
             else:
                 outcome = await handlers[args.memory_command](connection, args, config)
         except CommandFailed as exc:
@@ -92,16 +90,21 @@ async def _dispatch(
 class _Server:
     def __init__(self, connection: Any) -> None:
         self._connection = connection
+        self._agent = "-"
 
-    async def call_json(self, agent: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The request as the running daemon would relay it: ``agent`` filled in where the request
-        is about one agent's memory, the result dumped to JSON by field name."""
+    def agent(self) -> str:
+        """The agent the last request was about (the config's first when the command named none)."""
+        return self._agent
+
+    async def call_json(self, config: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The request as the running daemon relays it (its default agent filled in the same way),
+        the result dumped to JSON by field name."""
         from pydantic import ValidationError
 
-        from orchestrator.relay import RELAYED
+        from orchestrator.relay import RELAYED, with_default_agent
 
-        if method in terms.FOR_ONE_AGENT:
-            params = {"agent": agent, **params}
+        params = with_default_agent(config, method, params)
+        self._agent = str(params.get("agent") or "-")
         request_model, result_model = RELAYED[method]
         try:
             request = request_model.model_validate({"method": method, "params": params})

@@ -21,7 +21,7 @@ import anyio
 
 from orchestrator.cli.common import EXIT_OK, EXIT_WARN, fail, print_json
 from orchestrator.cli.locate import state_dir
-from orchestrator.control import ask
+from orchestrator.cli.running import ask_operator
 from orchestrator.sockets import control_path
 from shared.protocol import memory_terms as terms
 
@@ -34,8 +34,6 @@ HISTORY, ROLLBACK = terms.HISTORY_METHOD, terms.ROLLBACK_METHOD
 STATS, METRICS = terms.STATS_METHOD, terms.METRICS_METHOD
 PAGE = 100
 PREVIEW_CHARS = 100
-ANSWER_TIMEOUT_S = 35.0
-"""The daemon's own wait for its server (30 s), and a little more."""
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 """A page of memories may hold large ones (``NEXO_MEMORY_MAX_CONTENT_BYTES`` goes up to 1 MiB)."""
 
@@ -83,23 +81,15 @@ async def _through_daemon(args: argparse.Namespace) -> int | None:
     answered: list[str] = []
 
     async def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
-        request = {"op": "operator", "method": method, "params": params}
-        try:
-            answer = await ask(path, request, ANSWER_TIMEOUT_S, max_bytes=MAX_ANSWER_BYTES)
-        except (ConnectionRefusedError, FileNotFoundError) as exc:
+        answer = await ask_operator(path, method, params, max_bytes=MAX_ANSWER_BYTES)
+        if answer is None:
             if answered:
-                raise CommandFailed(f"the running nexo went away ({exc}); see `nexo status`") from exc
-            raise _NoDaemon from exc  # a socket left behind by a daemon that is gone
-        except (OSError, TimeoutError, anyio.EndOfStream, anyio.IncompleteRead) as exc:
-            raise CommandFailed(
-                f"the running nexo did not answer ({exc.__class__.__name__}); "
-                "see `nexo status`, then try again"
-            ) from exc
+                raise CommandFailed("the running nexo went away; see `nexo status`")
+            raise _NoDaemon  # a socket left behind by a daemon that is gone
         answered.append(method)
         result = answer.get("result")
         if not isinstance(result, dict):
             raise CommandFailed(str(answer.get("error", answer)))
-        result.pop("meta", None)
         if isinstance(answer.get("agent"), str):
             agent[:] = [answer["agent"]]
         return result

@@ -8,6 +8,7 @@ imports neither the MCP SDK nor pydantic, validates no config and starts no serv
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -58,9 +59,17 @@ def ask_running(config: str | None, method: str, params: dict[str, Any]) -> dict
     path = control_path(state_dir(config))
     if not path.exists():
         return None
+    return anyio.run(ask_operator, path, method, params)
+
+
+async def ask_operator(
+    path: Path, method: str, params: dict[str, Any], *, max_bytes: int = 1024 * 1024
+) -> dict[str, Any] | None:
+    """One operator request to the daemon listening on ``path``: as :func:`ask_running`, for a
+    command that asks several in one event loop (an answer of up to ``max_bytes``)."""
     request = {"op": "operator", "method": method, "params": params}
     try:
-        answer: dict[str, Any] = anyio.run(ask, path, request, ANSWER_TIMEOUT_S)
+        answer: dict[str, Any] = await ask(path, request, ANSWER_TIMEOUT_S, max_bytes=max_bytes)
     except (ConnectionRefusedError, FileNotFoundError):
         return None  # a socket left behind by a daemon that is gone
     except (OSError, TimeoutError, anyio.EndOfStream, anyio.IncompleteRead) as exc:
@@ -68,7 +77,6 @@ def ask_running(config: str | None, method: str, params: dict[str, Any]) -> dict
             "error": f"the running nexo did not answer ({exc.__class__.__name__}); "
             "see `nexo status`, then try again"
         }
-
     result = answer.get("result")
     if isinstance(result, dict):
         result.pop("meta", None)
