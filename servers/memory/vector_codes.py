@@ -41,6 +41,8 @@ __all__ = [
 
 WORD_BITS = 64
 _CHUNK = 65_536  # rows per pass: the temporaries stay in the CPU cache
+_GROUP = 3
+"""Words whose popcounts (at most 64 each) are summed in 8 bits before widening."""
 SAMPLE_ABOVE = 65_536
 """Past this many distances, `smallest` estimates its cut-off from a sample (module docstring)."""
 SAMPLE_STRIDE = 64
@@ -92,21 +94,37 @@ def codes_from_blobs(blobs: list[bytes], words: int) -> np.ndarray:
 
 def hamming_distances(columns: np.ndarray, query: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Distance from `query` (words,) to each code stored column-wise in `columns` (words, n), written
-    into `out` (n,) uint16 when given."""
+    into `out` (n,) uint16 when given.
+
+    Each word's popcounts are summed in 8 bits, three words at a time (at most 192), and widened to
+    16 bits once per group: adding 8-bit counts into a 16-bit total word by word made numpy cast
+    every add, and took the scan of a million 384-bit codes from 6.4 to 11.7 ms of one core.
+    """
     words, n = columns.shape
     if out is None:
         out = np.empty(n, dtype=np.uint16)
-    scratch = np.empty(min(n, _CHUNK), dtype=np.uint64)
-    counts = np.empty(min(n, _CHUNK), dtype=np.uint8)
+    width = min(n, _CHUNK)
+    scratch = np.empty(width, dtype=np.uint64)
+    counts = np.empty(width, dtype=np.uint8)
+    groups = np.empty((-(-words // _GROUP), width), dtype=np.uint8)
     for start in range(0, n, _CHUNK):
         stop = min(n, start + _CHUNK)
         size = stop - start
-        total = out[start:stop]
-        total[:] = 0
         for word in range(words):
             np.bitwise_xor(columns[word, start:stop], query[word], out=scratch[:size])
-            np.bitwise_count(scratch[:size], out=counts[:size])
-            np.add(total, counts[:size], out=total)
+            group = groups[word // _GROUP, :size]
+            if word % _GROUP == 0:
+                np.bitwise_count(scratch[:size], out=group)
+            else:
+                np.bitwise_count(scratch[:size], out=counts[:size])
+                np.add(group, counts[:size], out=group)
+        total = out[start:stop]
+        if len(groups) == 1:
+            total[:] = groups[0, :size]
+            continue
+        np.add(groups[0, :size], groups[1, :size], out=total, dtype=np.uint16)
+        for group in groups[2:]:
+            np.add(total, group[:size], out=total)
     return out
 
 

@@ -411,6 +411,24 @@ def test_hamming_distances_count_differing_signs_including_past_255() -> None:
     assert expected[:2] == [0, 384]
 
 
+@pytest.mark.parametrize("words", [1, 2, 3, 4, 6, 7, 12])
+def test_hamming_distances_match_a_bit_count_for_any_width_and_across_chunks(words: int) -> None:
+    # Popcounts are summed in 8 bits three words at a time: widths on either side of a group,
+    # every bit differing (64 per word), and more codes than one chunk of the scan.
+    rng = np.random.default_rng(words)
+    n = 65_536 + 17
+    columns = rng.integers(0, 2**63, size=(words, n), dtype=np.uint64)
+    columns[:, 1] |= np.uint64(2**63)
+    query = rng.integers(0, 2**63, size=words, dtype=np.uint64)
+    columns[:, 0] = query
+    columns[:, 1] = ~query
+    expected = sum(np.bitwise_count(columns[w] ^ query[w]).astype(np.int64) for w in range(words))
+    distances = hamming_distances(columns, query)
+    assert distances.dtype == np.uint16
+    assert distances.tolist() == expected.tolist()
+    assert distances[:2].tolist() == [0, 64 * words]
+
+
 def test_smallest_takes_the_m_lowest_breaking_ties_by_position() -> None:
     distances = np.array([5, 1, 3, 1, 3, 0, 3], dtype=np.uint16)
     assert sorted(smallest(distances, 4).tolist()) == [1, 2, 3, 5]
