@@ -31,6 +31,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 from servers.memory.keyword import KeywordQuery, Term
 from servers.memory.terms import document_tokens
@@ -240,10 +241,14 @@ async def rare_first(
         " UNION ALL ".join([each] * len(query.terms)),
         [value for n, w in enumerate(query.terms) for value in (n, w.term.fts, max(w.documents, RANK_CAP))],
     )
+    # Per row a list index, not a term's hash: a question reads up to MAX_TERMS * RANK_CAP rows.
+    term_weight = [weight[w.term] for w in query.terms]
     partial: dict[int, float] = {}
     for n, memory_id in rows:
-        partial[memory_id] = partial.get(memory_id, 0.0) + weight[query.terms[n].term]
-    return sorted(partial, key=lambda memory_id: (-partial[memory_id], -memory_id)), partial
+        partial[memory_id] = partial.get(memory_id, 0.0) + term_weight[n]
+    # Highest partial score first, newest (highest id) first among equals: ids are distinct.
+    ranked = sorted(partial.items(), key=itemgetter(1, 0), reverse=True)
+    return [memory_id for memory_id, _ in ranked], partial
 
 
 async def newest(db: Reads, match: str, window: int) -> list[int]:
