@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import httpx2
 
 from shared.http1_wire import framing, keeps_alive, request_body, request_head
+from shared.tls import default_context
 
 KEEPALIVE_S = 5.0
 """How long an idle connection is kept (uvicorn closes its own side after 5 s idle)."""
@@ -130,7 +131,7 @@ class Http1Transport(httpx2.AsyncBaseTransport):
         context = None
         if scheme == b"https":
             if self._ssl_context is None:
-                self._ssl_context = httpx2.create_ssl_context()
+                self._ssl_context = default_context()
             context = self._ssl_context
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=MAX_HEAD_BYTES, loop=loop)

@@ -6,6 +6,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
@@ -23,6 +24,7 @@ from orchestrator.llm.retry import RetryTarget, send_with_retries
 from orchestrator.llm.types import Completion, Message, ToolSpec
 from shared.http1 import Http1Transport
 from shared.http1_wire import proxied
+from shared.tls import default_context
 
 _MAX_ERROR_CHARS = 500
 
@@ -110,25 +112,34 @@ class HTTPProvider(ABC):
     async def _http(self) -> httpx2.AsyncClient:
         """The HTTP client, made on first use. Its TLS context (the CA bundle read and parsed, 30 to
         60 ms of a small machine's CPU) is made on a worker thread: OpenSSL reads it without the
-        interpreter's lock, so the event loop goes on meanwhile."""
+        interpreter's lock, so the event loop goes on meanwhile. A provider reached over plain HTTP
+        (a model on this machine or the local network), and not through a proxy, needs none."""
         if self._client is not None:
             return self._client  # every request after the first: no lock taken
         async with self._making:
             if self._client is None:
-                try:
-                    context = await anyio.to_thread.run_sync(httpx2.create_ssl_context)
-                except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-                    raise ProviderUnavailable(
-                        f"{self.describe()}: its HTTPS client cannot be set up ({exc}); check the CA "
-                        "certificates (SSL_CERT_FILE or SSL_CERT_DIR, if set, must name readable PEM files)",
-                        provider=self.name,
-                        base_url=self.base_url,
-                        reason="tls",
-                    ) from exc
+                via_proxy = proxied(self.base_url)
+                context = None
+                if via_proxy or urlsplit(self.base_url).scheme == "https":
+                    try:
+                        context = await anyio.to_thread.run_sync(default_context)
+                    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                        raise ProviderUnavailable(
+                            f"{self.describe()}: its HTTPS client cannot be set up ({exc}); check the "
+                            "CA certificates (SSL_CERT_FILE or SSL_CERT_DIR, if set, must name readable "
+                            "PEM files)",
+                            provider=self.name,
+                            base_url=self.base_url,
+                            reason="tls",
+                        ) from exc
                 # nexo's own HTTP/1.1 transport (shared/http1.py): a millisecond less of CPU per
                 # call than httpx2's pool. Through a proxy from the environment, httpx2's own.
-                transport = None if proxied(self.base_url) else Http1Transport(ssl_context=context)
-                self._client = httpx2.AsyncClient(timeout=self._timeout, verify=context, transport=transport)
+                if via_proxy:
+                    self._client = httpx2.AsyncClient(timeout=self._timeout, verify=context or True)
+                else:
+                    self._client = httpx2.AsyncClient(
+                        timeout=self._timeout, transport=Http1Transport(ssl_context=context)
+                    )
         return self._client
 
     async def complete(
