@@ -25,9 +25,12 @@ SERVERS_ONLY = (
     "aiosqlite",
     "shared.db",
     "shared.events",
+    "shared.protocol.audit.methods",
+    "shared.protocol.cron",
     "shared.protocol.events",
     "shared.protocol.memory.admin",
     "shared.protocol.memory.sessions",
+    "shared.protocol.pairing",
     "shared.protocol.storage",
 )
 """What of ``shared.forkserver.PRELOAD`` a foreground goal never imports: the template imports it
