@@ -4,34 +4,17 @@ a goal's calls, and httpx2's own transports when the environment names a proxy f
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
 from orchestrator.llm import UserMessage
 from tests.fakes.llm import FakeLLM, Reply
-from tests.orchestrator.llm.support import VirtualTime, openai
+from tests.orchestrator.llm.support import VirtualTime, completion_response, openai
 from tests.raw_http import read_request, serving
 
 pytestmark = pytest.mark.anyio
 
 PROXY_VARIABLES = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
-
-
-def completion_response(text: str) -> bytes:
-    body = json.dumps(
-        {
-            "id": "c-1",
-            "object": "chat.completion",
-            "model": "gpt-test",
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-        }
-    ).encode()
-    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body)
-    return head + body
 
 
 async def test_a_goals_calls_share_one_connection(monkeypatch: pytest.MonkeyPatch) -> None:

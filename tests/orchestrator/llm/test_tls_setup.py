@@ -6,7 +6,6 @@ no TLS context at all."""
 from __future__ import annotations
 
 import asyncio
-import json
 import ssl
 import threading
 from collections.abc import AsyncIterator
@@ -22,7 +21,7 @@ from orchestrator.llm import Provider, ProviderUnavailable, UserMessage
 from shared.tls import default_context as shared_default_context
 from tests.channel_servers.email.certificates import make_certificates
 from tests.fakes.llm import FakeLLM, Reply
-from tests.orchestrator.llm.support import VirtualTime, openai
+from tests.orchestrator.llm.support import VirtualTime, completion_response, openai
 from tests.raw_http import read_request, serving
 
 pytestmark = pytest.mark.anyio
@@ -44,24 +43,6 @@ class Contexts:
         return ssl.create_default_context(cafile=str(self.ca_file))
 
 
-def _answer(text: str) -> bytes:
-    body = json.dumps(
-        {
-            "id": "c-1",
-            "object": "chat.completion",
-            "model": "qwen-test",
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-        }
-    ).encode()
-    return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
-        len(body),
-        body,
-    )
-
-
 @asynccontextmanager
 async def https_provider(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, fail: bool = False
@@ -76,7 +57,7 @@ async def https_provider(
     async def api(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
             await read_request(reader)
-            writer.write(_answer("hello"))
+            writer.write(completion_response("hello"))
             await writer.drain()
 
     async with serving(api, server_context) as server, FakeLLM(default=Reply("unused")) as fake:
