@@ -98,7 +98,7 @@ def hamming_distances(columns: np.ndarray, query: np.ndarray, out: np.ndarray | 
 
     Each word's popcounts are summed in 8 bits, three words at a time (at most 192), and widened to
     16 bits once per group: adding 8-bit counts into a 16-bit total word by word made numpy cast
-    every add, and took the scan of a million 384-bit codes from 6.4 to 11.7 ms of one core.
+    every add (a million 384-bit codes took 11.7 ms of one core so, 6.4 to 7.4 ms this way).
     """
     words, n = columns.shape
     if out is None:
