@@ -28,7 +28,6 @@ from shared.protocol import memory_terms as terms
 Call = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 """One control-plane request (method, params) to the memory server; its result as JSON."""
 
-THROUGH_DAEMON = frozenset({"search", "list", "forget", "history", "rollback", "stats"})
 SEARCH, LIST, FORGET = terms.SEARCH_METHOD, terms.LIST_METHOD, terms.FORGET_METHOD
 HISTORY, ROLLBACK = terms.HISTORY_METHOD, terms.ROLLBACK_METHOD
 STATS, METRICS = terms.STATS_METHOD, terms.METRICS_METHOD
@@ -103,15 +102,7 @@ async def _through_daemon(args: argparse.Namespace) -> int | None:
 async def run(args: argparse.Namespace, call: Call, agent: Callable[[], str]) -> int:
     """Run one of :data:`THROUGH_DAEMON`; ``agent()`` is the agent the request was for (known once
     the answer is in: the daemon fills in its default agent)."""
-    handlers = {
-        "search": _search,
-        "list": _list,
-        "forget": _forget,
-        "history": _history,
-        "rollback": _rollback,
-        "stats": _stats,
-    }
-    return await handlers[args.memory_command](call, args, agent)
+    return await _HANDLERS[args.memory_command](call, args, agent)
 
 
 def _when(epoch: float) -> str:
@@ -239,3 +230,15 @@ async def _stats(call: Call, args: argparse.Namespace, agent: Callable[[], str])
         return EXIT_OK
     print(f"              the index holds {embedder['recorded_model_id']} vectors: run `nexo memory reindex`")
     return EXIT_WARN
+
+
+_HANDLERS: dict[str, Callable[[Call, argparse.Namespace, Callable[[], str]], Awaitable[int]]] = {
+    "search": _search,
+    "list": _list,
+    "forget": _forget,
+    "history": _history,
+    "rollback": _rollback,
+    "stats": _stats,
+}
+THROUGH_DAEMON = frozenset(_HANDLERS)
+"""The subcommands the running daemon answers (the others always run on a server of their own)."""

@@ -134,12 +134,10 @@ class HTTPProvider(ABC):
                         ) from exc
                 # nexo's own HTTP/1.1 transport (shared/http1.py): a millisecond less of CPU per
                 # call than httpx2's pool. Through a proxy from the environment, httpx2's own.
-                if via_proxy:
-                    self._client = httpx2.AsyncClient(timeout=self._timeout, verify=context or True)
-                else:
-                    self._client = httpx2.AsyncClient(
-                        timeout=self._timeout, transport=Http1Transport(ssl_context=context)
-                    )
+                transport = None if via_proxy else Http1Transport(ssl_context=context)
+                self._client = httpx2.AsyncClient(
+                    timeout=self._timeout, verify=context or True, transport=transport
+                )
         return self._client
 
     async def complete(
