@@ -18,6 +18,7 @@ import pytest
 
 from orchestrator.config.loading import load
 from orchestrator.daemon.orchestrator import Orchestrator
+from orchestrator.intake.intake import Intake
 from tests.fakes.llm import FakeLLM, RecordedRequest
 from tests.fakes.llm import Reply as ModelReply
 from tests.mesh.harness import python_server, write_config
@@ -87,21 +88,23 @@ def _ledger_subjects(tmp_path: Path) -> list[str]:
         return [row[0] for row in db.execute("SELECT subject FROM ledger WHERE kind = 'notice'")]
 
 
-async def _answer_after_restart(config: Path, tmp_path: Path, replies: int) -> None:
+async def _answer_after_restart(
+    config: Path, tmp_path: Path, replies: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A restart and one new message; stops once ``replies`` answers went out (the drain acknowledges
-    the last). Anything left over from before the restart is answered before the new message."""
+    the last). Anything left over from before the restart is answered before the new message, and
+    may be answered before the restarted daemon reports ready: the count starts before the start."""
+    original, sent = Intake.send, [0]
+    enough = anyio.Event()
+
+    async def counted(self: Intake, *args: Any, **kwargs: Any) -> None:
+        await original(self, *args, **kwargs)
+        sent[0] += 1
+        if sent[0] == replies:
+            enough.set()
+
+    monkeypatch.setattr(Intake, "send", counted)
     async with _orchestrator(config) as (orch, stopped):
-        intake = orch.intakes[0]
-        original, sent = intake.send, [0]
-        enough = anyio.Event()
-
-        async def counted(*args: Any, **kwargs: Any) -> None:
-            await original(*args, **kwargs)
-            sent[0] += 1
-            if sent[0] == replies:
-                enough.set()
-
-        intake.send = counted  # type: ignore[method-assign]
         await say(tmp_path, "m2", "and now?")
         with anyio.fail_after(WAIT_S):
             await enough.wait()
@@ -111,7 +114,9 @@ async def _answer_after_restart(config: Path, tmp_path: Path, replies: int) -> N
     assert _unacked(tmp_path) == []
 
 
-async def test_sigterm_during_a_slow_model_call_delivers_the_answer_then_exits(tmp_path: Path) -> None:
+async def test_sigterm_during_a_slow_model_call_delivers_the_answer_then_exits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model = SlowModel("the answer")
     with FakeLLM(default=model) as llm:
         config = _config(tmp_path, llm.openai_base_url, drain_s=WAIT_S)
@@ -132,13 +137,13 @@ async def test_sigterm_during_a_slow_model_call_delivers_the_answer_then_exits(t
         assert reply_texts(tmp_path) == ["the answer #1"]
         assert _unacked(tmp_path) == []
         assert "shutdown cancelled goals" not in _ledger_subjects(tmp_path)
-        await _answer_after_restart(config, tmp_path, replies=1)
+        await _answer_after_restart(config, tmp_path, replies=1, monkeypatch=monkeypatch)
     assert reply_texts(tmp_path) == ["the answer #1", "the answer #2"]  # m1 was not answered again
     assert len(llm.requests) == 2
 
 
 async def test_a_call_longer_than_the_drain_is_cancelled_recorded_and_answered_after_the_restart(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     model = SlowModel("answer")
     with FakeLLM(default=model) as llm:
@@ -158,5 +163,5 @@ async def test_a_call_longer_than_the_drain_is_cancelled_recorded_and_answered_a
         assert texts[0].startswith("[shutdown] nexo is stopping while working on this")
         assert _unacked(tmp_path) != []
         assert "shutdown cancelled goals" in _ledger_subjects(tmp_path)
-        await _answer_after_restart(config, tmp_path, replies=2)
+        await _answer_after_restart(config, tmp_path, replies=2, monkeypatch=monkeypatch)
     assert reply_texts(tmp_path)[1:] == ["answer #2", "answer #3"]  # m1 answered after the restart, then m2
