@@ -42,6 +42,7 @@ exact search and the old keyword query, many minutes at a million.
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import os
 import re
@@ -292,6 +293,17 @@ def disk_read_bytes() -> int | None:
 
 
 async def _ask(recaller: Recaller, asked: Sequence[Question]) -> Pass:
+    """Every question in every mode, in this process. What the benchmark made so far (its corpus,
+    a million rows' worth) is frozen out of the collector meanwhile, as a server's start is
+    (``shared.hosting.serve.run``): a full collection walking it landed in whichever recall ran."""
+    gc.freeze()
+    try:
+        return await _asked(recaller, asked)
+    finally:
+        gc.unfreeze()
+
+
+async def _asked(recaller: Recaller, asked: Sequence[Question]) -> Pass:
     result = Pass(
         {m: [] for m in MODES}, {m: [] for m in MODES}, {m: [] for m in MODES}, {m: [] for m in MODES}, {}
     )
