@@ -42,7 +42,6 @@ exact search and the old keyword query, many minutes at a million.
 from __future__ import annotations
 
 import argparse
-import gc
 import gzip
 import os
 import re
@@ -61,7 +60,7 @@ from bench.hashed_vectors import DIM, HashedEmbedder, cache_dir, unit
 from bench.memory_server import pss_mb
 from bench.recall_scale_mcp import Asked, over_mcp
 from bench.stats import Result, table
-from bench.support import progress
+from bench.support import collector_frozen, progress
 from servers.memory import vector_q8
 from servers.memory.consolidate import Policy, consolidate
 from servers.memory.guard import SecretGuard
@@ -293,14 +292,10 @@ def disk_read_bytes() -> int | None:
 
 
 async def _ask(recaller: Recaller, asked: Sequence[Question]) -> Pass:
-    """Every question in every mode, in this process. What the benchmark made so far (its corpus,
-    a million rows' worth) is frozen out of the collector meanwhile, as a server's start is
-    (``shared.hosting.serve.run``): a full collection walking it landed in whichever recall ran."""
-    gc.freeze()
-    try:
+    """Every question in every mode, in this process (the benchmark's corpus out of the collector's
+    reach meanwhile, as a server's start is: ``bench.support.collector_frozen``)."""
+    with collector_frozen():
         return await _asked(recaller, asked)
-    finally:
-        gc.unfreeze()
 
 
 async def _asked(recaller: Recaller, asked: Sequence[Question]) -> Pass:

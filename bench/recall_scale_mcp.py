@@ -31,7 +31,7 @@ from mcp import Client
 
 from bench.memory_server import memory_server, pss_mb
 from bench.stats import Result, percentile
-from bench.support import cpu_seconds, progress
+from bench.support import collector_frozen, cpu_seconds, progress
 from servers.memory.settings import MemorySettings
 from shared.protocol.memory.memory_md import ConsolidateParams, ConsolidateRequest, ConsolidateResult
 from shared.protocol.memory.meta import tool_meta
@@ -73,12 +73,13 @@ async def _ask(
         await _recall(client, agent, question.text, mode, limit)
     figures = ModeFigures()
     cpu_before = None if pid is None else cpu_seconds(pid)
-    for question in asked:
-        started = time.perf_counter()
-        ids = await _recall(client, agent, question.text, mode, limit)
-        figures.wall_ms.append((time.perf_counter() - started) * 1000)
-        figures.found.append(question.target in ids)
-        figures.first.append(ids[:1] == [question.target])
+    with collector_frozen():  # the client's corpus: its collections are not the server's time
+        for question in asked:
+            started = time.perf_counter()
+            ids = await _recall(client, agent, question.text, mode, limit)
+            figures.wall_ms.append((time.perf_counter() - started) * 1000)
+            figures.found.append(question.target in ids)
+            figures.first.append(ids[:1] == [question.target])
     cpu_after = None if pid is None else cpu_seconds(pid)
     if cpu_before is not None and cpu_after is not None:
         figures.cpu_ms_per_question = (cpu_after - cpu_before) * 1000 / len(asked)

@@ -26,7 +26,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from bench.mesh_run import MeshNotReady, default_mesh, scripted_model, workdir
 from bench.stats import Result, percentile
-from bench.support import describe, progress
+from bench.support import collector_frozen, describe, progress
 from orchestrator.sockets import console_path
 from shared.protocol.console_wire import MAX_FRAME_BYTES, Hello, Reply, Say, decode_server, encode
 from tests.fakes.llm import FakeLLM
@@ -67,7 +67,10 @@ async def _turns(path: Path, n: int) -> list[float]:
         await stream.send(encode(Hello(chat_id="bench")))
         for i in range(WARMUP_TURNS):
             await console.turn(f"warm up {i}")
-        return [await console.turn(f"what time is it? ({i})") for i in range(n)]
+        # This process is the console's client and the scripted model: its own collections are
+        # not the turn's (bench.support.collector_frozen).
+        with collector_frozen():
+            return [await console.turn(f"what time is it? ({i})") for i in range(n)]
 
 
 def _model_round_trips(fake: FakeLLM, n: int) -> list[float]:
@@ -83,7 +86,10 @@ def _model_round_trips(fake: FakeLLM, n: int) -> list[float]:
     )
     request = head.encode() + body
     samples = []
-    with socket.create_connection((url.host, url.port or 80), timeout=REPLY_TIMEOUT_S) as conn:
+    with (
+        collector_frozen(),
+        socket.create_connection((url.host, url.port or 80), timeout=REPLY_TIMEOUT_S) as conn,
+    ):
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         reader = conn.makefile("rb")
         for _ in range(n + WARMUP_TURNS):
