@@ -292,26 +292,20 @@ def disk_read_bytes() -> int | None:
 
 
 async def _ask(recaller: Recaller, asked: Sequence[Question]) -> Pass:
-    """Every question in every mode, in this process (the benchmark's corpus out of the collector's
-    reach meanwhile, as a server's start is: ``bench.support.collector_frozen``)."""
-    with collector_frozen():
-        return await _asked(recaller, asked)
-
-
-async def _asked(recaller: Recaller, asked: Sequence[Question]) -> Pass:
     result = Pass(
         {m: [] for m in MODES}, {m: [] for m in MODES}, {m: [] for m in MODES}, {m: [] for m in MODES}, {}
     )
     for mode in MODES:
         read_before = disk_read_bytes()
-        for question in asked:
-            started, cpu = time.perf_counter(), time.process_time()
-            recalled = await recaller.recall(AGENT, question.text, mode=mode, limit=K, touch=False)
-            result.latency[mode].append((time.perf_counter() - started) * 1000)
-            result.cpu[mode].append((time.process_time() - cpu) * 1000)
-            ids = [m.id for m in recalled.memories]
-            result.found[mode].append(question.target in ids)
-            result.first[mode].append(ids[:1] == [question.target])
+        with collector_frozen():  # the benchmark's corpus: its collections are not the recall's time
+            for question in asked:
+                started, cpu = time.perf_counter(), time.process_time()
+                recalled = await recaller.recall(AGENT, question.text, mode=mode, limit=K, touch=False)
+                result.latency[mode].append((time.perf_counter() - started) * 1000)
+                result.cpu[mode].append((time.process_time() - cpu) * 1000)
+                ids = [m.id for m in recalled.memories]
+                result.found[mode].append(question.target in ids)
+                result.first[mode].append(ids[:1] == [question.target])
         read_after = disk_read_bytes()
         result.disk_kb[mode] = (
             None
