@@ -30,6 +30,7 @@ from bench.stats import Result
 from bench.support import describe, progress
 from bench.turn_overhead import Console
 from orchestrator.sockets import console_path
+from shared import unix_socket
 from shared.protocol.console_wire import Hello, encode
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram_api import TOKEN as TELEGRAM_TOKEN
@@ -150,7 +151,7 @@ async def _run(
             await anyio.to_thread.run_sync(
                 partial(orch.wait_for_line, f"server {platform.name} ready", READY_TIMEOUT_S)
             )
-            stream = await anyio.connect_unix(console_path(state))
+            stream = await unix_socket.connect(console_path(state))
             async with stream:
                 console = Console(stream)
                 await stream.send(encode(Hello(chat_id="bench")))

@@ -29,6 +29,7 @@ import anyio
 
 from bench.support import progress
 from bench.turn_overhead import Console
+from shared import unix_socket
 from shared.protocol.console_wire import Hello, encode
 
 HOLD = (
@@ -80,7 +81,7 @@ async def alternate(sockets: dict[str, Path], rounds: int, block: int) -> dict[s
     consoles: dict[str, Console] = {}
     async with AsyncExitStack() as stack:
         for name, path in sockets.items():
-            stream = await stack.enter_async_context(await anyio.connect_unix(path))
+            stream = await stack.enter_async_context(await unix_socket.connect(path))
             console = Console(stream)
             await stream.send(encode(Hello(chat_id="bench")))
             for i in range(WARMUP_TURNS):

@@ -25,6 +25,7 @@ from bench.stats import Result, percentile, run_alone
 from bench.support import cpu_seconds, describe, process_tree, progress
 from bench.turn_overhead import Console
 from orchestrator.sockets import console_path
+from shared import unix_socket
 from shared.protocol.console_wire import Hello, encode
 
 WARMUP_TURNS = 5
@@ -44,7 +45,7 @@ async def _rounds(
     path: Path, labels: dict[int, str], rounds: int, turns: int
 ) -> list[tuple[float, dict[str, float]]]:
     """Per round: the turns' median wall time (ms) and each process's CPU per turn (ms)."""
-    stream = await anyio.connect_unix(path)
+    stream = await unix_socket.connect(path)
     measured = []
     async with stream:
         console = Console(stream)

@@ -21,14 +21,15 @@ from pathlib import Path
 
 import anyio
 import httpx2
-from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from bench.mesh_run import MeshNotReady, default_mesh, scripted_model, workdir
 from bench.stats import Result, percentile
 from bench.support import collector_frozen, describe, progress
 from orchestrator.sockets import console_path
+from shared import unix_socket
 from shared.protocol.console_wire import MAX_FRAME_BYTES, Hello, Reply, Say, decode_server, encode
+from shared.unix_socket import UnixStream
 from tests.fakes.llm import FakeLLM
 
 TARGET_MS = 15.0
@@ -40,7 +41,7 @@ CONNECT_TIMEOUT_S = 20.0
 class Console:
     """The operator's side of the console socket, speaking its frames."""
 
-    def __init__(self, stream: SocketStream) -> None:
+    def __init__(self, stream: UnixStream) -> None:
         self.stream = stream
         self.reader = BufferedByteReceiveStream(stream)
 
@@ -61,7 +62,7 @@ class Console:
 
 async def _turns(path: Path, n: int) -> list[float]:
     with anyio.fail_after(CONNECT_TIMEOUT_S):
-        stream = await anyio.connect_unix(path)
+        stream = await unix_socket.connect(path)
     async with stream:
         console = Console(stream)
         await stream.send(encode(Hello(chat_id="bench")))

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
+
+from shared import unix_socket
+from shared.unix_socket import UnixStream
 
 StatusFn = Callable[[], dict[str, Any]]
 Emit = Callable[[dict[str, Any]], Awaitable[None]]
@@ -30,10 +32,10 @@ async def serve_control(
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # noqa: ASYNC240 -- once at startup, before serving
     # The mode is set on the socket itself: the state directory (0700) keeps others out until then.
-    listener = await anyio.create_unix_listener(path, mode=0o600)
+    listener = await unix_socket.listen(path, mode=0o600)
     task_status.started()
 
-    async def handle(stream: SocketStream) -> None:
+    async def handle(stream: UnixStream) -> None:
         async with stream:
             reader = BufferedByteReceiveStream(stream)
             with contextlib.suppress(
@@ -95,7 +97,7 @@ async def ask(
     as the request runs."""
     line = request if isinstance(request, str) else json.dumps(request)
     with anyio.fail_after(timeout):
-        async with await anyio.connect_unix(path) as stream:
+        async with await unix_socket.connect(path) as stream:
             await stream.send(line.encode() + b"\n")
             reader = BufferedByteReceiveStream(stream)
             answer = await reader.receive_until(b"\n", max_bytes)
@@ -108,7 +110,7 @@ async def ask_with_progress(
 ) -> dict[str, Any]:
     """Send one request and read its answer, handing each ``{"progress": ...}`` line before it to
     ``on_progress``; waits as long as the request runs (closing the connection cancels it)."""
-    async with await anyio.connect_unix(path) as stream:
+    async with await unix_socket.connect(path) as stream:
         await stream.send(json.dumps(request).encode() + b"\n")
         reader = BufferedByteReceiveStream(stream)
         while True:

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from shared import unix_socket
 from shared.db import StorageFull
 from shared.private import make_private_dirs
 from shared.protocol.console_wire import (
@@ -25,6 +25,7 @@ from shared.protocol.console_wire import (
     decode_client,
     encode,
 )
+from shared.unix_socket import UnixStream
 
 logger = logging.getLogger("nexo.console")
 
@@ -41,7 +42,7 @@ class ConsoleInUse(Exception):
 
 
 class ChatClient:
-    def __init__(self, stream: SocketStream) -> None:
+    def __init__(self, stream: UnixStream) -> None:
         self.stream = stream
         self.chat_id = "operator"
         self._lock = anyio.Lock()
@@ -87,7 +88,7 @@ class Hub:
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self._claim_socket()
         # The socket's directory is private (0700), so nobody else can reach it before the chmod.
-        listener = await anyio.create_unix_listener(self.path, mode=0o600)
+        listener = await unix_socket.listen(self.path, mode=0o600)
         task_status.started()
         try:
             async with listener:
@@ -96,7 +97,7 @@ class Hub:
             with contextlib.suppress(OSError):
                 self.path.unlink()
 
-    async def _handle(self, stream: SocketStream) -> None:
+    async def _handle(self, stream: UnixStream) -> None:
         client = ChatClient(stream)
         reader = BufferedByteReceiveStream(stream)
         try:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TextIO
 
 import anyio
-from anyio.abc import SocketStream
 
 from orchestrator.cli.chat_view import (
     ANSWERED,
@@ -25,7 +24,9 @@ from orchestrator.cli.chat_view import (
     not_permitted,
 )
 from orchestrator.cli.common import EXIT_FAIL, EXIT_OK
+from shared import unix_socket
 from shared.protocol.console_wire import Hello, LineSplitter, Say, ServerFrame, encode
+from shared.unix_socket import UnixStream
 
 _STREAM_ENDED = (
     anyio.EndOfStream,
@@ -34,13 +35,13 @@ _STREAM_ENDED = (
 )
 
 
-async def connect(path: Path, wait_s: float) -> SocketStream:
+async def connect(path: Path, wait_s: float) -> UnixStream:
     """Connect, waiting briefly for a console that is still starting."""
     start = anyio.current_time()
     with anyio.move_on_after(wait_s):
         while True:
             try:
-                return await anyio.connect_unix(path)
+                return await unix_socket.connect(path)
             except (FileNotFoundError, ConnectionRefusedError):
                 await anyio.sleep(connect_retry_delay(anyio.current_time() - start))
             except PermissionError:
@@ -51,7 +52,7 @@ async def connect(path: Path, wait_s: float) -> SocketStream:
 class ChatSession:
     """The console's socket as an anyio stream; frames received ahead of their turn wait in ``ready``."""
 
-    def __init__(self, stream: SocketStream) -> None:
+    def __init__(self, stream: UnixStream) -> None:
         self.stream = stream
         self.splitter = LineSplitter()
         self.ready: list[ServerFrame] = []

@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 import anyio
 import mcp_types as types
-from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server import Server
@@ -38,6 +37,9 @@ from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from pydantic import BaseModel, ValidationError
+
+from shared import unix_socket
+from shared.unix_socket import UnixStream
 
 logger = logging.getLogger("claude_channel")
 
@@ -91,7 +93,7 @@ def parse_line(line: str) -> ChannelParams:
     return ChannelParams(content=line, meta={"chat_id": "local", "user": "local", "user_id": "local"})
 
 
-async def _read_lines(state: State, stream: SocketStream) -> None:
+async def _read_lines(state: State, stream: UnixStream) -> None:
     reader = BufferedByteReceiveStream(stream)
     async with stream:
         while True:
@@ -112,7 +114,7 @@ async def _serve_inbox(
     state: State, inbox: Path, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
     await anyio.Path(inbox).unlink(missing_ok=True)
-    async with await anyio.create_unix_listener(inbox) as listener:
+    async with await unix_socket.listen(inbox) as listener:
         task_status.started()
         await listener.serve(lambda stream: _read_lines(state, stream))
 

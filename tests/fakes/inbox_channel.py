@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.server import MCPServer
 from pydantic_settings import SettingsConfigDict
 
+from shared import unix_socket
 from shared.channelkit import Channel, ChannelSettings, channel_main, define_channel
 from shared.protocol.channel import PermissionRequestParams
+from shared.unix_socket import UnixStream
 
 MAX_LINE = 1 << 20
 
@@ -46,7 +47,7 @@ class Inbox:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     async def receive(self, channel: Channel) -> None:
-        async def serve(client: SocketStream) -> None:
+        async def serve(client: UnixStream) -> None:
             async with client:
                 lines = BufferedByteReceiveStream(client)
                 while True:
@@ -58,7 +59,7 @@ class Inbox:
                     await channel.inbound(message["content"], message["meta"], message["id"])
 
         self.settings.socket.unlink(missing_ok=True)
-        listener = await anyio.create_unix_listener(self.settings.socket)
+        listener = await unix_socket.listen(self.settings.socket)
         channel.ready()
         await listener.serve(serve)
 

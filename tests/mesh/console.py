@@ -11,6 +11,7 @@ import anyio
 
 from orchestrator.cli.chat_loop import ChatSession
 from orchestrator.sockets import console_path
+from shared import unix_socket
 from shared.protocol.console_wire import Hello
 
 WAIT_S = 30.0
@@ -19,7 +20,7 @@ F = TypeVar("F")
 
 @asynccontextmanager
 async def operator(state_dir: Path, chat_id: str = "operator") -> AsyncIterator[ChatSession]:
-    stream = await anyio.connect_unix(console_path(state_dir))
+    stream = await unix_socket.connect(console_path(state_dir))
     async with stream:
         session = ChatSession(stream)
         await session.send(Hello(chat_id=chat_id))

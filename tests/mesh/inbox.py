@@ -11,8 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import anyio
-
+from shared import unix_socket
 from tests.mesh.harness import python_server
 
 OPERATOR = "operator"
@@ -43,7 +42,7 @@ def reply_texts(directory: Path) -> list[str]:
 
 async def send(directory: Path, messages: Iterable[dict[str, Any]]) -> None:
     """Messages ``{"content", "meta"}`` (and optionally ``"id"``, else the meta's message_id)."""
-    stream = await anyio.connect_unix(directory / "inbox.sock")
+    stream = await unix_socket.connect(directory / "inbox.sock")
     async with stream:
         batch: list[bytes] = []
         for n, message in enumerate(messages):

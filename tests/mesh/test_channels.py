@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+from shared import unix_socket
 from shared.protocol.console_wire import Reply, Say
 from tests.fakes.llm import FakeLLM, RecordedRequest, ScriptItem
 from tests.fakes.llm import Reply as ModelReply
@@ -178,7 +179,7 @@ async def test_a_claude_code_channel_server_works_unmodified(tmp_path: Path) -> 
         )
         with running(config) as orch:
             orch.wait_for_line("server cc ready")
-            stream = await anyio.connect_unix(inbox)
+            stream = await unix_socket.connect(inbox)
             async with stream:
                 await stream.send(
                     b'{"content": "hello from claude", '

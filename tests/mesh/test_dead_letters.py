@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
+from shared import unix_socket
 from shared.protocol.console_wire import Reply, Say
 from tests.fakes.llm import FakeLLM, ScriptItem
 from tests.fakes.llm import Reply as ModelReply
@@ -101,7 +101,7 @@ async def test_a_reply_that_keeps_failing_is_retried_then_set_aside_and_the_oper
         with running(config) as orch:
             orch.wait_for_line("server cc ready")
             async with operator(tmp_path / "state") as session:
-                stream = await anyio.connect_unix(inbox)
+                stream = await unix_socket.connect(inbox)
                 async with stream:
                     await stream.send(
                         b'{"content": "hello", "meta": {"chat_id": "local", "user_id": "local"}}\n'

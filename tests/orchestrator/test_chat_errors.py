@@ -8,12 +8,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from orchestrator.cli.main import main
 from orchestrator.sockets import console_path
+from shared import unix_socket
 from shared.protocol.console_wire import MAX_FRAME_BYTES, Error, Welcome, encode
+from shared.unix_socket import UnixStream
 from tests.mesh.harness import write_config
 
 pytestmark = pytest.mark.anyio
@@ -21,14 +22,14 @@ pytestmark = pytest.mark.anyio
 REFUSAL = "not stored: the disk holding /state/console/console.db is full. Fix: free space on that filesystem"
 WAIT_S = 20
 
-Answer = Callable[[SocketStream], Awaitable[None]]
+Answer = Callable[[UnixStream], Awaitable[None]]
 
 
-async def refuse(stream: SocketStream) -> None:
+async def refuse(stream: UnixStream) -> None:
     await stream.send(encode(Error(message=REFUSAL)))
 
 
-async def hang_up(stream: SocketStream) -> None:
+async def hang_up(stream: UnixStream) -> None:
     await stream.aclose()
 
 
@@ -40,7 +41,7 @@ async def chat_against(tmp_path: Path, answer: Answer, monkeypatch: pytest.Monke
     path.parent.mkdir(parents=True)
     monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
 
-    async def serve(stream: SocketStream) -> None:
+    async def serve(stream: UnixStream) -> None:
         async with stream:
             reader = BufferedByteReceiveStream(stream)
             await reader.receive_until(b"\n", MAX_FRAME_BYTES)  # hello
@@ -49,7 +50,7 @@ async def chat_against(tmp_path: Path, answer: Answer, monkeypatch: pytest.Monke
             await answer(stream)
 
     with anyio.fail_after(WAIT_S):
-        async with await anyio.create_unix_listener(path) as listener, anyio.create_task_group() as tg:
+        async with await unix_socket.listen(path) as listener, anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, serve)
             code = await anyio.to_thread.run_sync(main, ["chat", "--config", str(config)])
             tg.cancel_scope.cancel()

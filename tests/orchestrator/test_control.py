@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from orchestrator.control import Emit, ask, serve_control
+from shared import unix_socket
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +39,7 @@ async def test_a_request_is_answered_and_a_long_one_is_cancelled_when_its_client
             await tg.start(serve_control, path, _status, commands)
             assert await ask(path, "status") == {"pid": 1}
             assert await ask(path, {"op": "echo", "value": 3}) == {"echo": 3}
-            async with await anyio.connect_unix(path) as client:
+            async with await unix_socket.connect(path) as client:
                 await client.send(b'{"op": "wait"}\n')
                 await started.wait()
             await cancelled.wait()

@@ -14,6 +14,7 @@ from mcp import Client
 from channel_servers.console.server import build_server
 from channel_servers.console.settings import ConsoleSettings
 from orchestrator.cli.chat_loop import ChatSession
+from shared import unix_socket
 from shared.protocol.console_wire import Error, Hello, Queued, Say, Welcome
 from shared.protocol.events import PullParams, PullRequest, PullResult
 from shared.protocol.storage import StorageStatusParams, StorageStatusRequest, StorageStatusResult
@@ -27,7 +28,7 @@ WAIT_S = 20
 
 @asynccontextmanager
 async def chat(settings: ConsoleSettings) -> AsyncIterator[ChatSession]:
-    stream = await anyio.connect_unix(settings.socket)
+    stream = await unix_socket.connect(settings.socket)
     async with stream:
         session = ChatSession(stream)
         await session.send(Hello(chat_id="operator"))

@@ -9,6 +9,7 @@ import pytest
 
 from channel_servers.console import hub as hub_module
 from channel_servers.console.hub import ChatClient, Hub
+from shared import unix_socket
 from shared.protocol.console_wire import Hello, Reply, Say, encode
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +32,7 @@ async def test_a_chat_that_stops_reading_is_disconnected_and_the_others_still_ge
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
             await tg.start(hub.serve)
-            stalled = await anyio.connect_unix(tmp_path / "console.sock")
+            stalled = await unix_socket.connect(tmp_path / "console.sock")
             await stalled.send(encode(Hello(chat_id="operator")))
             while len(hellos) < 1:
                 await anyio.wait_all_tasks_blocked()

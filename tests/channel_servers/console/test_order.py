@@ -11,6 +11,7 @@ from mcp import Client
 from channel_servers.console.server import build_server
 from channel_servers.console.settings import ConsoleSettings
 from orchestrator.cli.chat_loop import ChatSession
+from shared import unix_socket
 from shared.channelkit.outbox import Outbox, OutboxEntry
 from shared.protocol.console_wire import Hello, Reply, Welcome
 
@@ -39,7 +40,7 @@ async def test_a_reply_sent_while_a_terminal_connects_comes_after_the_replies_qu
             assert queued.structured_content is not None
             assert queued.structured_content["status"] == "queued"
             monkeypatch.setattr(Outbox, "pending", slow_pending)
-            stream = await anyio.connect_unix(settings.socket)
+            stream = await unix_socket.connect(settings.socket)
             async with stream, anyio.create_task_group() as tg:
                 session = ChatSession(stream)
                 await session.send(Hello(chat_id="operator"))

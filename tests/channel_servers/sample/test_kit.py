@@ -24,6 +24,7 @@ from websockets.asyncio.client import connect
 
 from channel_servers.sample.server import WebChat, build_server
 from channel_servers.sample.settings import SampleSettings
+from shared import unix_socket
 from shared.protocol.events import PullParams, PullRequest, PullResult
 from tests.fakes import claude_channel
 from tests.fakes.claude_channel import ChannelParams
@@ -61,7 +62,7 @@ class ClaudeCodeLike(ClientExtension):
 
 
 async def write_lines(inbox: Path, *lines: str) -> None:
-    async with await anyio.connect_unix(inbox) as stream:
+    async with await unix_socket.connect(inbox) as stream:
         await stream.send("".join(line + "\n" for line in lines).encode())
 
 
