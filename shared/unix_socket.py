@@ -21,60 +21,26 @@ import contextlib
 import os
 import socket
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
+T = TypeVar("T")
 RECEIVE_BYTES = 65_536
 """What ``receive()`` reads at most by default, as anyio's socket streams do."""
 
 
-class UnixStream(anyio.abc.ByteStream):
-    """One connected Unix stream socket (non-blocking, owned by this stream)."""
+class _Owned:
+    """A non-blocking socket this object owns and closes."""
 
     def __init__(self, sock: socket.socket) -> None:
         sock.setblocking(False)
         self._socket = sock
         self._closed = False
-
-    async def receive(self, max_bytes: int = RECEIVE_BYTES) -> bytes:
-        await anyio.lowlevel.checkpoint()
-        while True:
-            self._check_open()
-            try:
-                data = self._socket.recv(max_bytes)
-            except BlockingIOError:
-                await self._wait(anyio.wait_readable)
-            except OSError as exc:
-                raise _failed(exc, closed=self._closed) from exc
-            else:
-                if not data:
-                    raise anyio.EndOfStream
-                return data
-
-    async def send(self, item: bytes) -> None:
-        await anyio.lowlevel.checkpoint()
-        view = memoryview(item)
-        while view:
-            self._check_open()
-            try:
-                sent = self._socket.send(view)
-            except BlockingIOError:
-                await self._wait(anyio.wait_writable)
-            except OSError as exc:
-                raise _failed(exc, closed=self._closed) from exc
-            else:
-                view = view[sent:]
-
-    async def send_eof(self) -> None:
-        self._check_open()
-        try:
-            self._socket.shutdown(socket.SHUT_WR)
-        except OSError as exc:
-            raise _failed(exc, closed=self._closed) from exc
 
     async def aclose(self) -> None:
         if not self._closed:
@@ -87,36 +53,55 @@ class UnixStream(anyio.abc.ByteStream):
         if self._closed:
             raise anyio.ClosedResourceError
 
-    async def _wait(self, until: Callable[[socket.socket], Awaitable[None]]) -> None:
+    async def _when_ready(
+        self, attempt: Callable[[], T], wait: Callable[[socket.socket], Awaitable[None]]
+    ) -> T:
+        """``attempt()`` once the socket is ready for it (``wait``), as often as it would block."""
+        while True:
+            self._check_open()
+            try:
+                return attempt()
+            except BlockingIOError:
+                try:
+                    await wait(self._socket)
+                except OSError as exc:  # the descriptor went bad under the wait
+                    raise _failed(exc, closed=self._closed) from exc
+            except OSError as exc:
+                raise _failed(exc, closed=self._closed) from exc
+
+
+class UnixStream(_Owned, anyio.abc.ByteStream):
+    """One connected Unix stream socket."""
+
+    async def receive(self, max_bytes: int = RECEIVE_BYTES) -> bytes:
+        await anyio.lowlevel.checkpoint()
+        data = await self._when_ready(partial(self._socket.recv, max_bytes), anyio.wait_readable)
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    async def send(self, item: bytes) -> None:
+        await anyio.lowlevel.checkpoint()
+        view = memoryview(item)
+        while view:
+            sent = await self._when_ready(partial(self._socket.send, view), anyio.wait_writable)
+            view = view[sent:]
+
+    async def send_eof(self) -> None:
+        self._check_open()
         try:
-            await until(self._socket)
-        except OSError as exc:  # the descriptor went bad under the wait
+            self._socket.shutdown(socket.SHUT_WR)
+        except OSError as exc:
             raise _failed(exc, closed=self._closed) from exc
 
 
-class UnixListener(anyio.abc.Listener[UnixStream]):
+class UnixListener(_Owned, anyio.abc.Listener[UnixStream]):
     """A listening Unix stream socket; ``serve()`` hands each connection to its own task."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        sock.setblocking(False)
-        self._socket = sock
-        self._closed = False
 
     async def accept(self) -> UnixStream:
         await anyio.lowlevel.checkpoint()
-        while True:
-            if self._closed:
-                raise anyio.ClosedResourceError
-            try:
-                connection, _ = self._socket.accept()
-            except BlockingIOError:
-                await anyio.wait_readable(self._socket)
-            except OSError as exc:
-                raise (
-                    anyio.ClosedResourceError() if self._closed else anyio.BrokenResourceError(str(exc))
-                ) from exc
-            else:
-                return UnixStream(connection)
+        connection, _ = await self._when_ready(self._socket.accept, anyio.wait_readable)
+        return UnixStream(connection)
 
     async def serve(
         self,
@@ -128,13 +113,6 @@ class UnixListener(anyio.abc.Listener[UnixStream]):
                 task_group = await stack.enter_async_context(anyio.create_task_group())
             while True:
                 task_group.start_soon(handler, await self.accept())
-
-    async def aclose(self) -> None:
-        if not self._closed:
-            self._closed = True
-            anyio.notify_closing(self._socket)
-            self._socket.close()
-        await anyio.lowlevel.checkpoint()
 
 
 def _failed(exc: OSError, *, closed: bool) -> Exception:
