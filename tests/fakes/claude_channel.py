@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import anyio
 import mcp_types as types
+from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server import Server
@@ -37,9 +38,6 @@ from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from pydantic import BaseModel, ValidationError
-
-from shared import unix_socket
-from shared.unix_socket import UnixStream
 
 logger = logging.getLogger("claude_channel")
 
@@ -93,7 +91,7 @@ def parse_line(line: str) -> ChannelParams:
     return ChannelParams(content=line, meta={"chat_id": "local", "user": "local", "user_id": "local"})
 
 
-async def _read_lines(state: State, stream: UnixStream) -> None:
+async def _read_lines(state: State, stream: SocketStream) -> None:
     reader = BufferedByteReceiveStream(stream)
     async with stream:
         while True:
@@ -114,7 +112,8 @@ async def _serve_inbox(
     state: State, inbox: Path, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
     await anyio.Path(inbox).unlink(missing_ok=True)
-    async with await unix_socket.listen(inbox) as listener:
+    # anyio's own listener, as a third party would use it (nexo's servers use shared.unix_socket).
+    async with await anyio.create_unix_listener(inbox) as listener:  # noqa: TID251
         task_status.started()
         await listener.serve(lambda stream: _read_lines(state, stream))
 
