@@ -60,13 +60,11 @@ class _Owned:
         while True:
             self._check_open()
             try:
-                return attempt()
-            except BlockingIOError:
                 try:
+                    return attempt()
+                except BlockingIOError:
                     await wait(self._socket)
-                except OSError as exc:  # the descriptor went bad under the wait
-                    raise _failed(exc, closed=self._closed) from exc
-            except OSError as exc:
+            except OSError as exc:  # the attempt failed, or the descriptor went bad under the wait
                 raise _failed(exc, closed=self._closed) from exc
 
 
