@@ -71,12 +71,14 @@ async def start_dashboard(
     try:
         url = await tg.start(dashboard.serve, name="dashboard")
     except OSError as exc:
-        logger.error(
-            "dashboard not served on %s:%d (%s); choose a free dashboard.port",
-            options.host,
-            options.port,
-            exc.strerror or exc,
+        from shared.hosting.listener import ListenError
+
+        why = (
+            exc.advice("dashboard.port")
+            if isinstance(exc, ListenError)
+            else f"{exc}; choose a free dashboard.port"
         )
+        logger.error("dashboard not served: %s (nexo goes on without it)", why)
         return None
     logger.info("dashboard at %s/ (log in with `nexo dashboard`)", url)
     return dashboard

@@ -26,7 +26,9 @@ class DashboardServer:
 
         port = self.options.port if self.options.port is not None else 0
         host = self.options.host
-        async with anyio.create_task_group() as tg, serve_asgi(self.app, listen(host, port)) as bound:
+        # The listener first: a port in use is then this call's own OSError, which the caller
+        # reports (``start_dashboard``), not an error inside a task group.
+        async with serve_asgi(self.app, listen(host, port)) as bound, anyio.create_task_group() as tg:
             shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
             self.url = self.options.public_origin or f"http://{shown}:{bound[1]}"
             tg.start_soon(self.follower.run, name="dashboard-feed")

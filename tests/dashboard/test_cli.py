@@ -4,6 +4,7 @@ the dashboard is off or nexo is not running."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +84,33 @@ async def test_nexo_dashboard_prints_a_login_link_that_opens_a_session_once(
     code, _, err = await _nexo_dashboard(config, capsys)
     assert code == 1
     assert "start it with `nexo run`" in err
+
+
+async def test_a_dashboard_port_in_use_is_logged_and_the_daemon_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from orchestrator.config.loading import load
+    from orchestrator.dashboard.ops import start_dashboard
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = load(
+            write_config(
+                tmp_path / "agents.yaml",
+                state_dir=state,
+                llm_base_url="http://127.0.0.1:9/v1",
+                extra={"dashboard": {"port": port}},
+            )
+        )
+        async with anyio.create_task_group() as tg:
+            assert await start_dashboard(tg, config, control_path(state)) is None
+            tg.cancel_scope.cancel()
+    assert (
+        f"dashboard not served: cannot listen on 127.0.0.1:{port}: Address already in use; another process "
+        f"already listens there (see it with `ss -ltnp 'sport = :{port}'`); stop it, or choose another port "
+        "with dashboard.port (nexo goes on without it)"
+    ) in caplog.text
