@@ -19,7 +19,9 @@ The wire, over the ``SOCK_SEQPACKET`` socket whose descriptor is the first argum
 - orchestrator -> template: ``{"module", "args", "env", "cwd", "title"}`` with three descriptors
   (the child's stdin, stdout, stderr) attached;
 - template -> orchestrator: ``{"forked": PID}`` with a pidfd of the child attached, so signals reach
-  exactly that process even after it is reaped, or ``{"error": REASON}``;
+  exactly that process even after it is reaped, or ``{"error": REASON}``; a request whose stdin
+  has no writer left (the orchestrator stopped before the template got to it) is answered with an
+  error and not forked, so a stop never leaves a server starting that nobody waits for;
 - template -> orchestrator: ``{"exited": PID, "returncode": CODE}`` when a child ends (negative:
   killed by that signal, as ``subprocess`` reports it).
 
@@ -37,6 +39,7 @@ import io
 import json
 import logging
 import os
+import select
 import selectors
 import signal
 import socket
@@ -117,6 +120,11 @@ def _fork(control: socket.socket, request: dict[str, Any], fds: list[int], closi
     try:
         if len(fds) != CHILD_FDS:
             raise ValueError(f"a fork request carries {CHILD_FDS} descriptors, not {len(fds)}")
+        if _writer_gone(fds[0]):
+            _send(
+                control, {"error": "not started: its stdin was closed first (the orchestrator is stopping)"}
+            )
+            return
         pid = os.fork()
         if pid == 0:
             become(request, fds, closing)  # never returns
@@ -131,6 +139,13 @@ def _fork(control: socket.socket, request: dict[str, Any], fds: list[int], closi
         _send(control, {"forked": pid}, [pidfd])
     finally:
         os.close(pidfd)
+
+
+def _writer_gone(stdin: int) -> bool:
+    """Whether every writer of the pipe ``stdin`` reads has closed it (a hang-up, seen at once)."""
+    poller = select.poll()
+    poller.register(stdin, select.POLLIN)
+    return any(events & select.POLLHUP for _fd, events in poller.poll(0))
 
 
 def _reap(control: socket.socket) -> None:

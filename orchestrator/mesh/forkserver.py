@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+import anyio.to_thread
 from anyio.abc import Process, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -124,16 +125,30 @@ class ForkServer:
 
     def close(self) -> None:
         """Outside the event loop (the state directory turned out to be in use, a Ctrl-C came while
-        starting): end the forked template and whatever it started early, and wait for them, so
-        that nothing outlives the command. They end at the end of their input; one still there
-        after ``EXIT_WAIT_S`` is killed."""
-        pidfds: list[int] = []
-        if self._preforked is not None and self._unanswered:
-            pidfds = early_answers(self._preforked.control, len(self._unanswered), EXIT_WAIT_S)
+        starting), or in a worker thread when the loop never used the template: end the forked
+        template and whatever it started early, and wait for them, so that nothing outlives the
+        command.
+
+        The early servers' stdin is closed first: a server already forked ends at the end of its
+        input, and one the template has not forked yet is refused (the template forks nothing
+        whose stdin has no writer left). The answers are read for up to ``EXIT_WAIT_S``; a template
+        still preloading by then is killed, and what it answered before it died is still read, so
+        every server it forked is waited for. One still there after ``EXIT_WAIT_S`` is killed."""
         for early in self._early:
             early.child.close()
+        unanswered = len(self._unanswered)
         self._early = self._unanswered = []
-        self._abandon_preforked()
+        pidfds: list[int] = []
+        preforked, self._preforked = self._preforked, None
+        if preforked is not None:
+            if unanswered:
+                pidfds, answered = early_answers(preforked.control, unanswered, EXIT_WAIT_S)
+                unanswered -= answered
+            preforked.process.kill()
+            preforked.process.reap()
+            if unanswered:
+                pidfds += early_answers(preforked.control, unanswered, 0.0)[0]  # sent before it died
+            preforked.control.close()
         wait_ended(pidfds, EXIT_WAIT_S)
 
     def _abandon_preforked(self) -> None:
@@ -350,10 +365,14 @@ class ForkServer:
 
     async def _end_unadopted(self) -> None:
         """End the servers started early that no connection adopted, as a connection ends its
-        server: end of input first, SIGKILL to its process group if it is still there after that."""
-        if self._unanswered and self._control is None and self._unusable is None:
-            await self._start()  # no connection asked: the answers are still to be read
-        await self._read_early_answers(EXIT_WAIT_S)
+        server: end of input first, SIGKILL to its process group if it is still there after that.
+
+        When nothing in the event loop has asked the template yet, its answers are all still in the
+        socket and this process's task group may already be cancelled (a Ctrl-C while starting),
+        with no task left to read them: :meth:`close` reads them itself, in a worker thread. Any
+        request or adoption in the loop reads every early answer first, so none is left unread."""
+        if self._unanswered:
+            await anyio.to_thread.run_sync(self.close)
         early, self._early = self._early, []
         for each in early:
             each.child.close()

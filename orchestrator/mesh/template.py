@@ -220,9 +220,10 @@ def _ask_one(control: socket.socket, request: dict[str, object], stderr: int) ->
     return EarlyChild(stdin_write, stdout_read)
 
 
-def early_answers(control: socket.socket, count: int, timeout: float) -> list[int]:
+def early_answers(control: socket.socket, count: int, timeout: float) -> tuple[list[int], int]:
     """Read the template's answers to ``count`` requests made by :func:`ask_for_children`, within
-    ``timeout``: the pidfds of the children it forked. Blocking: only outside an event loop."""
+    ``timeout``: the pidfds of the children it forked, and how many requests were answered (forked
+    or refused). Blocking: only outside an event loop."""
     pidfds: list[int] = []
     answered = 0
     deadline = time.monotonic() + timeout
@@ -245,7 +246,7 @@ def early_answers(control: socket.socket, count: int, timeout: float) -> list[in
             for fd in fds:
                 os.close(fd)
         answered += "forked" in message or "error" in message
-    return pidfds
+    return pidfds, answered
 
 
 def wait_ended(pidfds: list[int], timeout: float) -> None:

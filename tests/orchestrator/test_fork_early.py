@@ -158,7 +158,7 @@ from orchestrator.mesh import StdioServerConfig
 from orchestrator.mesh.mesh import early_fork_server, prestart
 from tests.mesh.terminal import processes_of
 
-state, when = Path(os.environ["NEXO_STATE_DIR"]), sys.argv[1]
+state, when, where = Path(os.environ["NEXO_STATE_DIR"]), sys.argv[1], sys.argv[2]
 """
     + FORK_TIME_AND_AUDIT
     + r"""
@@ -175,19 +175,32 @@ deadline = time.monotonic() + 30
 while when == "once they run" and len(servers_running()) < asked and time.monotonic() < deadline:
     time.sleep(0.005)
 before = len(servers_running())
-fork_server.close()
+if where == "before the event loop":
+    fork_server.close()
+else:
+    import anyio
+
+    async def stopped_at_once() -> None:
+        # A Ctrl-C as the event loop starts: the mesh's scope is cancelled before any connection
+        # asked the template for its server, and the fork server is left in a cancelled scope.
+        with anyio.CancelScope() as scope:
+            async with fork_server:
+                scope.cancel()
+                await anyio.sleep_forever()
+
+    anyio.run(stopped_at_once)
 print(json.dumps({"asked": asked, "before": before, "left": servers_running()}))
 """
 )
 
 
+@pytest.mark.parametrize("where", ["before the event loop", "as the event loop starts"])
 @pytest.mark.parametrize("when", ["once they run", "while the template preloads"])
-def test_a_start_given_up_before_the_event_loop_leaves_no_server_it_asked_for(
-    when: str, tmp_path: Path
-) -> None:
-    """A Ctrl-C or an instance lock held elsewhere ends ``nexo run`` before its event loop: the
-    servers asked of the template must be gone when it returns, not end some time later."""
-    ran = run_probe(CLOSE_PROBE, when, env={"NEXO_STATE_DIR": str(tmp_path / "state")})
+def test_a_start_given_up_early_leaves_no_server_it_asked_for(when: str, where: str, tmp_path: Path) -> None:
+    """A Ctrl-C or an instance lock held elsewhere ends ``nexo run`` before its event loop, or a
+    Ctrl-C as it starts, before any connection asked for its server: the servers asked of the
+    template must be gone when it returns, not end some time later."""
+    ran = run_probe(CLOSE_PROBE, when, where, env={"NEXO_STATE_DIR": str(tmp_path / "state")})
     assert ran.returncode == 0, ran.stderr
     seen = json.loads(ran.stdout)
     assert (seen["asked"], seen["left"]) == (2, [])
