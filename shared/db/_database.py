@@ -121,8 +121,7 @@ class Database:
         db_path = Path(path)
         check_options(db_path, migrations, synchronous, busy_timeout_ms)
         connector = Connector(db_path, tuple(migrations), synchronous, busy_timeout_ms, load_vec, inline)
-        conn = aiosqlite.Connection(connector, iter_chunk_size=64)
-        await conn
+        conn = await _opened(aiosqlite.Connection(connector, iter_chunk_size=64))
         try:
             if connector.failure is not None:
                 raise connector.failure
@@ -151,8 +150,7 @@ class Database:
     async def reader(self) -> AsyncIterator[Reader]:
         """A read-only connection of its own to this file, whose reads overlap this one's (`_reader`)."""
         connector = ReadConnector(self.path, self.driver, self._busy_timeout_ms)
-        conn = aiosqlite.Connection(connector, iter_chunk_size=64)
-        await conn
+        conn = await _opened(aiosqlite.Connection(connector, iter_chunk_size=64))
         try:
             if connector.failure is not None:
                 raise connector.failure
@@ -253,3 +251,17 @@ class Database:
             finally:
                 transaction._close()
                 self._current.reset(token)
+
+
+async def _opened(conn: aiosqlite.Connection) -> aiosqlite.Connection:
+    """``conn`` once its thread has opened (and migrated) the file, even when cancelled meanwhile.
+
+    Given up halfway, the thread would go on opening after the caller returned, and a process that
+    was stopping (a server whose input closed while it started) could close its event loop first:
+    the thread then fails handing the connection over ("Event loop is closed") and prints a
+    traceback. Waiting for it costs the open's own time (milliseconds; at most the busy timeout when
+    another process holds the file), and the caller's ``finally`` then closes the connection.
+    """
+    with anyio.CancelScope(shield=True):
+        await conn
+    return conn
