@@ -108,6 +108,32 @@ async def test_a_forked_child_runs_its_module_as_python_dash_m_would_and_reports
 
 
 @pytest.mark.scenario
+async def test_a_request_whose_stdin_has_no_writer_left_is_refused_not_forked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The requester closed the child's stdin before the template got to it (a stop while
+    starting): nothing is forked that would start only to find its input gone."""
+    (tmp_path / "fork_probe.py").write_text(PROBE)
+    env = {"PATH": os.environ["PATH"]}
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    os.close(stdin_write)
+    try:
+        async with ForkServer(template_environment({})) as server:
+            refused = await server.fork(
+                ForkRequest("fork_probe", ["exit", "0"], env, str(tmp_path)), (stdin_read, stdout_write, 2)
+            )
+            os.close(stdout_write)
+            assert refused is None
+            assert child_pids(server.pid, "fork_probe") == []
+            with os.fdopen(stdout_read, "rb") as out:
+                assert out.read() == b""  # no child holds the other end
+    finally:
+        os.close(stdin_read)
+    assert "could not fork fork_probe: not started: its stdin was closed first" in caplog.text
+
+
+@pytest.mark.scenario
 async def test_built_in_servers_are_forked_and_after_the_template_dies_spawned_with_one_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
