@@ -125,6 +125,7 @@ async def test_a_request_whose_stdin_has_no_writer_left_is_refused_not_forked(
             )
             os.close(stdout_write)
             assert refused is None
+            assert server.pid is not None  # the template runs: it refused, it did not fail
             assert child_pids(server.pid, "fork_probe") == []
             with os.fdopen(stdout_read, "rb") as out:
                 assert out.read() == b""  # no child holds the other end
