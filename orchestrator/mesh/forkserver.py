@@ -38,9 +38,8 @@ from orchestrator.mesh.template import (
     ForkedTemplate,
     Preforked,
     ask_for_children,
-    early_answers,
+    end_early,
     fork_template,
-    wait_ended,
 )
 
 logger = logging.getLogger("nexo.mesh")
@@ -127,29 +126,12 @@ class ForkServer:
         """Outside the event loop (the state directory turned out to be in use, a Ctrl-C came while
         starting), or in a worker thread when the loop never used the template: end the forked
         template and whatever it started early, and wait for them, so that nothing outlives the
-        command.
-
-        The early servers' stdin is closed first: a server already forked ends at the end of its
-        input, and one the template has not forked yet is refused (the template forks nothing
-        whose stdin has no writer left). The answers are read for up to ``EXIT_WAIT_S``; a template
-        still preloading by then is killed, and what it answered before it died is still read, so
-        every server it forked is waited for. One still there after ``EXIT_WAIT_S`` is killed."""
-        for early in self._early:
-            early.child.close()
+        command (:func:`~orchestrator.mesh.template.end_early`)."""
+        children = [early.child for early in self._early]
         unanswered = len(self._unanswered)
         self._early = self._unanswered = []
-        pidfds: list[int] = []
         preforked, self._preforked = self._preforked, None
-        if preforked is not None:
-            if unanswered:
-                pidfds, answered = early_answers(preforked.control, unanswered, EXIT_WAIT_S)
-                unanswered -= answered
-            preforked.process.kill()
-            preforked.process.reap()
-            if unanswered:
-                pidfds += early_answers(preforked.control, unanswered, 0.0)[0]  # sent before it died
-            preforked.control.close()
-        wait_ended(pidfds, EXIT_WAIT_S)
+        end_early(preforked, children, unanswered, EXIT_WAIT_S)
 
     def _abandon_preforked(self) -> None:
         if self._preforked is not None:

@@ -268,3 +268,28 @@ def _still_running(pidfds: set[int], timeout: float) -> set[int]:
         ended, _, _ = select.select(list(pidfds), [], [], left)
         pidfds = pidfds - set(ended)
     return pidfds
+
+
+def end_early(preforked: Preforked | None, children: list[EarlyChild], unanswered: int, wait: float) -> None:
+    """End a forked template and the servers asked of it early, and wait for them. Blocking: only
+    outside an event loop (or in a worker thread).
+
+    The early servers' stdin is closed first: a server already forked ends at the end of its
+    input, and one the template has not forked yet is refused (it forks nothing whose stdin has no
+    writer left). The ``unanswered`` answers are read for up to ``wait``; a template still
+    preloading by then is killed, and what it answered before it died is still read, so every
+    server it forked is waited for. One still there after ``wait`` is killed.
+    """
+    for child in children:
+        child.close()
+    pidfds: list[int] = []
+    if preforked is not None:
+        if unanswered:
+            pidfds, answered = early_answers(preforked.control, unanswered, wait)
+            unanswered -= answered
+        preforked.process.kill()
+        preforked.process.reap()
+        if unanswered:
+            pidfds += early_answers(preforked.control, unanswered, 0.0)[0]  # sent before it died
+        preforked.control.close()
+    wait_ended(pidfds, wait)
