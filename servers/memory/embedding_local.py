@@ -12,7 +12,6 @@ Each call tokenizes its texts once and batches them by token length (`batching`)
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import importlib.util
 import logging
@@ -27,6 +26,7 @@ import anyio
 import anyio.to_thread
 
 from servers.memory.embeddings import EmbeddingError, check_texts, unit_rows
+from servers.memory.heap import return_memory_to_the_system
 from servers.memory.model_files import MODEL_SHA256, TOKENIZER_SHA256, PinnedFile, VerifiedReader
 
 if TYPE_CHECKING:
@@ -118,15 +118,6 @@ class _Model:
     tokenizer: Any  # tokenizers.Tokenizer
 
 
-def _return_memory_to_the_system() -> None:
-    """glibc keeps freed heap pages; malloc_trim hands them back (elsewhere this is a no-op)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return
-    libc.malloc_trim(0)
-
-
 class LocalEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions), loaded on first use or by `start()`."""
 
@@ -202,7 +193,7 @@ class LocalEmbedder:
                 return False
             self._model = None
         gc.collect()
-        _return_memory_to_the_system()
+        return_memory_to_the_system()
         logger.info("embedding model %s unloaded after %.0f s idle", self.model_id, idle_s)
         return True
 
@@ -228,7 +219,7 @@ class LocalEmbedder:
             # what they freed: an import held about 120 MB more until the model was unloaded. The
             # trim costs a few milliseconds, and the next run faults its pages in again: about 2 %
             # of a batch of 64 texts, but 30 % of one text of 256 tokens, so single texts skip it.
-            await anyio.to_thread.run_sync(_return_memory_to_the_system, limiter=self._limiter)
+            await anyio.to_thread.run_sync(return_memory_to_the_system, limiter=self._limiter)
         return out
 
     async def tokenize(self, texts: Sequence[str]) -> list[Encoding]:
@@ -260,7 +251,7 @@ class LocalEmbedder:
                 self._model = await anyio.to_thread.run_sync(self._load)
                 # Building the session copies the model and its graph (about 70 MB) and frees the
                 # copies; without a trim the heap would keep them for as long as the model lives.
-                _return_memory_to_the_system()
+                return_memory_to_the_system()
             return self._model
 
     def _load(self) -> _Model:

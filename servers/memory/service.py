@@ -16,10 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
+
 from servers.memory.consolidate import Report, consolidate
 from servers.memory.embeddings import Embedder, EmbeddingError
 from servers.memory.errors import MemoryRefused
 from servers.memory.guard import SecretBlocked, SecretGuard
+from servers.memory.heap import return_memory_to_the_system
 from servers.memory.metrics import MemoryMetrics
 from servers.memory.models import Memory, NewMemory, Stored, Vector
 from servers.memory.notebook import Notebooks, Promotions
@@ -38,6 +42,8 @@ from shared.protocol.memory_terms import KINDS, MAX_SEARCH_LIMIT, RECALL_MODES, 
 logger = logging.getLogger("nexo.memory")
 
 MAX_TAGS = 16
+TRIM_AFTER_SCORED = 10_000
+"""A consolidation pass that scored more memories hands its freed heap back (``servers.memory.heap``)."""
 MAX_TAG_CHARS = 64
 
 
@@ -312,6 +318,9 @@ class MemoryService:
         report = await consolidate(
             self.store, notebook, agent, policy=self.settings.consolidation.policy(), now=self.clock()
         )
+        if report.scored > TRIM_AFTER_SCORED:
+            # Scoring held a row per memory: tens of MB at a million, freed but kept by glibc.
+            await anyio.to_thread.run_sync(return_memory_to_the_system)
         logger.info(
             "consolidated agent %s: %d scored, %d promoted, %d archived",
             agent,

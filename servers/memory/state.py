@@ -122,6 +122,7 @@ async def open_service(
                 if owned and load is not None and idle_s == 0:
                     await load()  # kept loaded for good: load it before the first request waits for it
                 tg.start_soon(_flush_access_every, service.store, settings.access_flush_s)
+                tg.start_soon(service.store.index.keep_filed)  # the int8 copies' file: vector_file
                 if await backfill_pending(db):
                     # A store of the previous version: its int8 copies are built while it answers.
                     from servers.memory.vector_q8 import keep_backfilling  # numpy: only then

@@ -12,23 +12,37 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import numpy as np
 
+from servers.memory.heap import return_memory_to_the_system
 from servers.memory.vector_codes import CodeBlock, VectorDimensionError, codes_from_blobs, words_for
+from servers.memory.vector_file import Q8File
 from shared.db import Database, Transaction
 
 logger = logging.getLogger("nexo.memory.vectors")
+
+Quantized = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""(q (n, dim) int8, scale, error) of n vectors (``vector_q8.quantized``)."""
 
 RESYNC_LIMIT = 50_000
 """Past this many written ids awaiting their check, the cache is rebuilt instead."""
 _LOAD_CHUNK = 50_000
 _IDS_CHUNK = 10_000
+FILE_CHUNK = 10_000
+"""Int8 copies written to an agent's file per step of :meth:`CodeCache.keep_filed` (4 MB): the
+event loop is held for a few milliseconds by each."""
+FILE_SLACK = 100_000
+"""Records of replaced vectors a file may hold beyond its live ones before it is written anew."""
+FILE_RETRY_S = 60.0
 
 
 def ids_json(ids: Iterable[int] | np.ndarray) -> str:
@@ -64,6 +78,12 @@ class CodeCache:
         self._written: list[_Written] = []
         self._written_ids = 0
         self._maintenance = anyio.Lock()
+        self._unfiled = anyio.Event()
+        """Set when some agent's int8 copies have no file (:meth:`keep_filed`)."""
+        self._no_file: str | None = None
+        """Why the int8 copies cannot be kept in files, once that happened: read from SQLite."""
+        self._generation = 0
+        """Counts rebuilds: a fill of the blocks of an older one stops."""
 
     @property
     def agents(self) -> int:
@@ -74,7 +94,10 @@ class CodeCache:
 
     # -- changes made by writes (inside the caller's transaction) ----------------------------------
 
-    def put(self, tx: Transaction, ids: np.ndarray, agents: list[str], codes: np.ndarray) -> None:
+    def put(
+        self, tx: Transaction, ids: np.ndarray, agents: list[str], codes: np.ndarray, q8: Quantized
+    ) -> None:
+        """``q8``: the vectors' int8 copies (``vector_q8.quantized``), row for row."""
         self._note(tx, ids.tolist())
         if not self.loaded:
             return
@@ -85,7 +108,10 @@ class CodeCache:
             for other, block in self._blocks.items():
                 if other != agent:
                     block.discard(ids[positions])  # the memory moved to another agent
-            self._block(agent).upsert(ids[positions], codes[positions])
+            block = self._block(agent)
+            block.upsert(
+                ids[positions], codes[positions], self._filed(block, *(part[positions] for part in q8))
+            )
 
     def drop(self, tx: Transaction, agent: str, memory_id: int) -> None:
         self._note(tx, [memory_id])
@@ -96,16 +122,137 @@ class CodeCache:
     def drop_all(self, tx: Transaction, dim: int) -> None:
         self._note(tx, [], everything=True)
         self._blocks = {}
+        self._generation += 1
         self.dim, self.words = dim, words_for(dim)
 
     def suspect(self, ids: list[int]) -> None:
         """Check these ids against SQLite at the next search (a rerank did not find their rows)."""
         self._written.append(_Written(None, ids))
 
+    # -- the int8 copies' files (vector_file) -----------------------------------------------------
+
+    def _filed(
+        self, block: CodeBlock, q: np.ndarray, scale: np.ndarray, error: np.ndarray
+    ) -> np.ndarray | None:
+        """The slots of these copies appended to ``block``'s file; None when it has none."""
+        if block.q8 is None:
+            return None
+        if block.q8.records > 2 * len(block) + FILE_SLACK:
+            block.forget_records()  # mostly replaced vectors' records: written anew from SQLite
+            self._unfiled.set()
+            return None
+        try:
+            return block.q8.append(q, scale, error)
+        except OSError as exc:
+            self.give_up_files(exc)
+            return None
+
+    def give_up_files(self, exc: OSError) -> None:
+        """Keep no int8 copies in files from now on (a full disk, a read-only directory): every
+        search reads them from SQLite, as before the files, until the server restarts."""
+        if self._no_file is None:
+            self._no_file = f"{type(exc).__name__}: {exc}"
+            logger.warning(
+                "the int8 copies of the memory vectors cannot be kept in a file beside %s (%s); "
+                "recall reads them from SQLite, slower at scale, until the memory server restarts",
+                self.db.path,
+                self._no_file,
+            )
+        for block in self._blocks.values():
+            block.forget_records()
+
+    async def keep_filed(self) -> None:
+        """Run for good beside the server: after each build of the codes, give every agent a file
+        of its vectors' int8 copies, written from SQLite a chunk at a time while searches go on
+        (they read from SQLite the copies not in a file yet)."""
+        while self._no_file is None:
+            await self._unfiled.wait()
+            self._unfiled = anyio.Event()
+            try:
+                await self._fill()
+            except sqlite3.Error as exc:
+                logger.warning(
+                    "int8 copies not written to their file yet (%s); retrying in %g s", exc, FILE_RETRY_S
+                )
+                await anyio.sleep(FILE_RETRY_S)
+                self._unfiled.set()
+
+    def filed(self, agent: str) -> tuple[int, int]:
+        """(vectors, of which with their int8 copy in the agent's file) of ``agent``."""
+        block = self._blocks.get(agent)
+        if block is None:
+            return 0, 0
+        snapshot = block.snapshot()
+        return snapshot.ids.size, int(snapshot.q8_slots(snapshot.ids)[0].size)
+
+    async def _fill(self) -> None:
+        started = time.monotonic()
+        generation, blocks = self._generation, dict(self._blocks)
+        try:
+            for block in blocks.values():
+                if block.q8 is None:
+                    block.q8 = Q8File(self.db.path.parent, self.dim)
+        except OSError as exc:
+            self.give_up_files(exc)
+            return
+        after = -(2**63)
+        while generation == self._generation and self._no_file is None:
+            in_flight = self._in_flight()
+            rows = await self.db.fetchall(
+                "SELECT memory_id, agent, scale, error, q FROM memory_vectors_q8 WHERE memory_id > ? "
+                "ORDER BY memory_id LIMIT ?",
+                (after, FILE_CHUNK),
+            )
+            if not rows or generation != self._generation:
+                break
+            after = int(rows[-1][0])
+            self._file_rows(blocks, rows, in_flight | self._in_flight())
+        await anyio.to_thread.run_sync(return_memory_to_the_system)  # as after a rebuild
+        if generation == self._generation and self._no_file is None:
+            logger.info(
+                "int8 copies of %d memory vectors in their file(s), read from there from now on (%.1f s)",
+                sum(self.filed(agent)[1] for agent in blocks),
+                time.monotonic() - started,
+            )
+
+    def _in_flight(self) -> set[int]:
+        """Ids written by transactions that have not ended: their copies may still change."""
+        return {i for written in self._written if not written.ended for i in written.ids}
+
+    def _file_rows(
+        self, blocks: dict[str, CodeBlock], rows: list[tuple[Any, ...]], in_flight: set[int]
+    ) -> None:
+        """Append the copies of ``rows`` (memory_id, agent, scale, error, q) that their agent's
+        block holds without a record, except those of transactions that were open while the rows
+        were read (checked against SQLite when they end): no await, so no write comes between the
+        check and the slot."""
+        pending = np.array(sorted(in_flight), dtype=np.int64)
+        for agent, group in groupby(sorted(rows, key=lambda row: str(row[1])), key=lambda row: str(row[1])):
+            block = blocks.get(agent)
+            if block is None or block.q8 is None or self._blocks.get(agent) is not block:
+                continue
+            listed = list(group)
+            ids = np.array([row[0] for row in listed], dtype=np.int64)
+            wanted = np.setdiff1d(block.without_record(ids), pending, assume_unique=True)
+            if not wanted.size:
+                continue
+            chosen = [listed[i] for i in np.searchsorted(ids, wanted).tolist()]
+            try:
+                slots = block.q8.append(*_quantized_rows(chosen, self.dim))
+            except OSError as exc:
+                self.give_up_files(exc)
+                return
+            block.set_slots(wanted, slots)
+
     def _block(self, agent: str) -> CodeBlock:
         block = self._blocks.get(agent)
         if block is None:
             block = self._blocks[agent] = CodeBlock(self.words)
+            if self._no_file is None:
+                try:
+                    block.q8 = Q8File(self.db.path.parent, self.dim)  # an agent's first vectors
+                except OSError as exc:
+                    self.give_up_files(exc)
         return block
 
     def _note(self, tx: Transaction, ids: list[int], *, everything: bool = False) -> None:
@@ -160,17 +307,25 @@ class CodeCache:
         rows: list[tuple[Any, ...]] = []
         for first in range(0, len(ids), _IDS_CHUNK):
             rows += await self.db.fetchall(
-                "SELECT agent, memory_id, code FROM memory_vectors "
-                "WHERE memory_id IN (SELECT value FROM json_each(?)) ORDER BY agent, memory_id",
+                # With each vector's int8 copy, when it has one yet (vector_q8.backfill).
+                "SELECT v.agent, v.memory_id, v.code, c.scale, c.error, c.q FROM memory_vectors AS v "
+                "LEFT JOIN memory_vectors_q8 AS c ON c.memory_id = v.memory_id "
+                "WHERE v.memory_id IN (SELECT value FROM json_each(?)) ORDER BY v.agent, v.memory_id",
                 (ids_json(ids[first : first + _IDS_CHUNK]),),
             )
-        stored = dict(self._by_agent(rows))
+        stored = {agent: list(group) for agent, group in groupby(rows, key=lambda row: str(row[0]))}
         checked = np.asarray(ids, dtype=np.int64)
         for agent, block in self._blocks.items():
-            there = stored[agent][0] if agent in stored else np.empty(0, dtype=np.int64)
-            block.discard(np.setdiff1d(checked, there))
-        for agent, (agent_ids, codes) in stored.items():
-            self._block(agent).upsert(agent_ids, codes)
+            there = [row[1] for row in stored.get(agent, [])]
+            block.discard(np.setdiff1d(checked, np.array(there, dtype=np.int64)))
+        for agent, listed in stored.items():
+            block = self._block(agent)
+            agent_ids = np.array([row[1] for row in listed], dtype=np.int64)
+            block.upsert(agent_ids, codes_from_blobs([row[2] for row in listed], self.words))
+            copied = [row[1:] for row in listed if row[5] is not None]
+            slots = self._filed(block, *_quantized_rows(copied, self.dim)) if copied else None
+            if slots is not None:
+                block.set_slots(np.array([row[0] for row in copied], dtype=np.int64), slots)
 
     async def _rebuild(self) -> None:
         row = await self.db.fetchone("SELECT length(embedding) FROM memory_vectors LIMIT 1")
@@ -197,7 +352,11 @@ class CodeCache:
                 blocks[agent].upsert(ids, codes)
             after = (str(rows[-1][0]), int(rows[-1][1]))
         self._blocks = blocks
+        self._generation += 1
         self.loaded = True
+        self._unfiled.set()
+        # Each chunk's rows were garbage by the next: tens of MB of heap freed but kept by glibc.
+        await anyio.to_thread.run_sync(return_memory_to_the_system)
         logger.info(
             "vector index loaded: %d vectors of %d agents", sum(map(len, blocks.values())), len(blocks)
         )
@@ -208,3 +367,13 @@ class CodeCache:
             listed = list(group)
             ids = np.array([row[1] for row in listed], dtype=np.int64)
             yield agent, (ids, codes_from_blobs([row[2] for row in listed], self.words))
+
+
+def _quantized_rows(rows: list[tuple[Any, ...]], dim: int) -> Quantized:
+    """(q, scale, error) of rows whose last three columns are scale, error and q, as SQLite holds them."""
+    q = np.frombuffer(b"".join(row[-1] for row in rows), dtype=np.int8).reshape(len(rows), dim)
+    return (
+        q,
+        np.array([row[-3] for row in rows], dtype=np.float64),
+        np.array([row[-2] for row in rows], dtype=np.float64),
+    )

@@ -24,6 +24,7 @@ from functools import cache
 import numpy as np
 
 from servers.memory.errors import VectorDimensionError
+from servers.memory.vector_file import NO_RECORD, Q8File
 
 __all__ = [
     "CodeBlock",
@@ -183,6 +184,19 @@ class Snapshot:
 
     ids: np.ndarray  # (n,) int64, ascending
     columns: np.ndarray  # (words, n) uint64
+    slots: np.ndarray | None = None
+    """(n,) int32: each vector's record in ``q8`` (``NO_RECORD``: none; read its copy from SQLite)."""
+    q8: Q8File | None = None
+    """The file of the int8 copies (``vector_file``), while there is one."""
+
+    def q8_slots(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, slots) of those of ``ids`` whose int8 copy is in ``q8``, in the order given."""
+        if self.q8 is None or self.slots is None or not self.ids.size:
+            return ids[:0], np.empty(0, dtype=np.int64)
+        positions = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
+        slots = self.slots[positions]
+        there = (self.ids[positions] == ids) & (slots != NO_RECORD)
+        return ids[there], slots[there]
 
     def scan(self, query: np.ndarray, start: int, stop: int, out: np.ndarray) -> None:
         """The Hamming distances of codes `start:stop` from the unit `query`'s code, into `out[start:stop]`
@@ -217,45 +231,55 @@ class Snapshot:
 
 
 class CodeBlock:
-    """The codes of one agent, kept sorted by memory id, column-wise for the Hamming kernel."""
+    """The codes of one agent, kept sorted by memory id, column-wise for the Hamming kernel, with
+    each vector's slot in the file of its int8 copies (``q8``, once there is one)."""
 
-    __slots__ = ("_columns", "_ids", "_size")
+    __slots__ = ("_columns", "_ids", "_size", "_slots", "q8")
 
     def __init__(self, words: int) -> None:
         self._ids = np.empty(0, dtype=np.int64)
         self._columns = np.empty((words, 0), dtype=np.uint64)
+        self._slots = np.empty(0, dtype=np.int32)
         self._size = 0
+        self.q8: Q8File | None = None
 
     def __len__(self) -> int:
         return self._size
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self._ids[: self._size], self._columns[:, : self._size])
+        size = self._size
+        return Snapshot(self._ids[:size], self._columns[:, :size], self._slots[:size], self.q8)
 
-    def upsert(self, ids: np.ndarray, codes: np.ndarray) -> None:
-        """Insert or replace codes (ids unique, any order) keeping the ids sorted."""
+    def upsert(self, ids: np.ndarray, codes: np.ndarray, slots: np.ndarray | None = None) -> None:
+        """Insert or replace codes (ids unique, any order) keeping the ids sorted; ``slots``: their
+        int8 copies' records in ``q8`` (none: their copies are read from SQLite)."""
         order = np.argsort(ids, kind="stable")
         ids, codes = ids[order], codes[order]
+        slots = (
+            np.full(ids.size, NO_RECORD, dtype=np.int32) if slots is None else slots.astype(np.int32)[order]
+        )
         current = self._ids[: self._size]
         positions = np.searchsorted(current, ids)
         present = positions < self._size
         present[present] = current[positions[present]] == ids[present]
         # Replacing writes in place: a snapshot taken before may see the old or the new code of
-        # that id, never another id's.
+        # that id, never another id's, and the old record stays as it was (records are appended).
         self._columns[:, positions[present]] = codes[present].T
-        ids, codes = ids[~present], codes[~present]
+        self._slots[positions[present]] = slots[present]
+        ids, codes, slots = ids[~present], codes[~present], slots[~present]
         if not ids.size:
             return
         if not self._size or ids[0] > current[-1]:
-            self._append(ids, codes)
+            self._append(ids, codes, slots)
             return
         merged_ids = np.concatenate([current, ids])
         merged = np.concatenate([self._columns[:, : self._size], codes.T], axis=1)
         order = np.argsort(merged_ids, kind="stable")
         # New arrays: snapshots taken before keep the old ones.
-        self._ids, self._columns, self._size = (
+        self._ids, self._columns, self._slots, self._size = (
             merged_ids[order],
             np.ascontiguousarray(merged[:, order]),
+            np.concatenate([self._slots[: self._size], slots])[order],
             order.size,
         )
 
@@ -269,7 +293,22 @@ class CodeBlock:
         # New arrays: snapshots taken before keep the old ones.
         self._ids = self._ids[: self._size][keep]
         self._columns = np.ascontiguousarray(self._columns[:, : self._size][:, keep])
+        self._slots = self._slots[: self._size][keep]
         self._size = self._ids.size
+
+    def without_record(self, ids: np.ndarray) -> np.ndarray:
+        """Those of ``ids`` this block holds with no record in ``q8`` yet."""
+        positions = self.positions(ids)
+        return np.asarray(self._ids[positions[self._slots[positions] == NO_RECORD]], dtype=np.int64)
+
+    def set_slots(self, ids: np.ndarray, slots: np.ndarray) -> None:
+        """Point these ids (all held) at their records in ``q8``."""
+        self._slots[self.positions(ids)] = slots[np.argsort(ids, kind="stable")]
+
+    def forget_records(self) -> None:
+        """No record in ``q8`` holds anything of this block any more (the file was given up)."""
+        self.q8 = None
+        self._slots = np.full(self._ids.size, NO_RECORD, dtype=np.int32)  # new: snapshots keep theirs
 
     def positions(self, ids: np.ndarray) -> np.ndarray:
         """Positions of those of `ids` this block holds."""
@@ -279,7 +318,7 @@ class CodeBlock:
         positions = positions[inside]
         return np.asarray(positions[current[positions] == ids[inside]], dtype=np.intp)
 
-    def _append(self, ids: np.ndarray, codes: np.ndarray) -> None:
+    def _append(self, ids: np.ndarray, codes: np.ndarray, slots: np.ndarray) -> None:
         needed = self._size + ids.size
         if needed > self._ids.size:
             capacity = max(needed, int(self._ids.size * 1.5), 1024)
@@ -287,8 +326,11 @@ class CodeBlock:
             grown_ids[: self._size] = self._ids[: self._size]
             grown = np.empty((self._columns.shape[0], capacity), dtype=np.uint64)
             grown[:, : self._size] = self._columns[:, : self._size]
-            self._ids, self._columns = grown_ids, grown
+            grown_slots = np.full(capacity, NO_RECORD, dtype=np.int32)
+            grown_slots[: self._size] = self._slots[: self._size]
+            self._ids, self._columns, self._slots = grown_ids, grown, grown_slots
         # Written past the current size, so no snapshot taken before sees them.
         self._ids[self._size : needed] = ids
         self._columns[:, self._size : needed] = codes.T
+        self._slots[self._size : needed] = slots
         self._size = needed

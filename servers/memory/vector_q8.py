@@ -14,6 +14,8 @@ holds per memory the vector rounded to int8 (``q``, 384 bytes for 384 dimensions
   whether it can be among the results (``servers.memory.hybrid_keyword``).
 
 Written in the same transaction as the float32 row (``vector_search``), so the two never disagree.
+Searches read them from a file of fixed-size records once the server has written it there
+(``vector_file``; 5x faster than by primary key), and from this table until then.
 A store of an older version gets the table empty when it is opened (``vectors_0002_memory_vectors_q8``)
 and :func:`backfill` builds its copies once the server is up, a chunk per transaction (about 28 s
 per million vectors here, while the server answers). Until a row has its copy,
@@ -59,9 +61,11 @@ def quantized(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q, scale.astype(np.float64), np.linalg.norm(lost, axis=1) + ERROR_SLACK
 
 
-def rows(ids: np.ndarray, agents: list[str], unit: np.ndarray) -> list[tuple[int, str, float, float, bytes]]:
-    """UPSERT's parameters for these memories' unit vectors."""
-    q, scale, error = quantized(unit)
+def rows(
+    ids: np.ndarray, agents: list[str], copies: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> list[tuple[int, str, float, float, bytes]]:
+    """UPSERT's parameters for these memories' int8 copies (:func:`quantized`)."""
+    q, scale, error = copies
     return [
         (int(i), agent, float(s), float(e), row.tobytes())
         for i, agent, s, e, row in zip(ids, agents, scale, error, q, strict=True)
@@ -98,7 +102,7 @@ async def backfill(db: Database, *, chunk: int = BACKFILL_CHUNK) -> int:
             dim = len(found[0][2]) // 4
             unit = np.frombuffer(b"".join(row[2] for row in found), dtype=np.float32).reshape(len(found), dim)
             ids = np.array([row[0] for row in found], dtype=np.int64)
-            await tx.executemany(UPSERT, rows(ids, [str(row[1]) for row in found], unit))
+            await tx.executemany(UPSERT, rows(ids, [str(row[1]) for row in found], quantized(unit)))
             await tx.execute("UPDATE memory_vectors_q8_backfill SET after = ?", (int(found[-1][0]),))
         built += len(found)
 
@@ -146,7 +150,7 @@ async def bounds(
     q = np.frombuffer(b"".join(columns[3]), dtype=np.int8).reshape(n, dim)
     scale = np.array(columns[1], dtype=np.float64)
     error = np.array(columns[2], dtype=np.float64)
-    estimate = (q.astype(np.float32) @ query).astype(np.float64) * scale
+    estimate = estimates(q, scale, query)
     known = np.array(columns[0], dtype=np.int64)
     if not pending or n == ids.size:
         return known, estimate, error
@@ -156,6 +160,11 @@ async def bounds(
         np.concatenate([estimate, np.zeros(unknown.size)]),
         np.concatenate([error, np.full(unknown.size, UNBOUNDED)]),
     )
+
+
+def estimates(q: np.ndarray, scale: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each copy's estimate of its vector's cosine with the unit ``query`` (within its error)."""
+    return np.asarray((q.astype(np.float32) @ query).astype(np.float64) * scale)
 
 
 def possible_nearest(estimate: np.ndarray, error: np.ndarray, k: int) -> np.ndarray:

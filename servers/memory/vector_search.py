@@ -5,12 +5,12 @@ vector commit or roll back together: per memory the float32 vector (unit length)
 code (48 bytes for 384 dimensions), with a covering index on (agent, memory_id, code). A search
 ranks the agent's codes in memory with numpy (Hamming distance, then the float query against the
 codes' signs; see vector_codes) and reranks the best few hundred exactly: their int8 copies
-(vector_q8) bound each one's cosine, and the float32 vectors of only those that may be among the
-nearest are read from SQLite. The codes in memory are a cache (vector_cache): built by the first search (or
-`load()`), updated at once by writes and checked against SQLite after their transaction ends, so a
-rolled-back write leaves nothing behind. The rerank reads only rows that exist, so even a stale
-cache never returns a missing memory. Agents with no more vectors than the rerank would read are
-searched exactly.
+(vector_q8, read from their file: vector_file) bound each one's cosine, and the float32 vectors of
+only those that may be among the nearest are read from SQLite. The codes in memory are a cache
+(vector_cache): built by the first search (or `load()`), updated at once by writes and checked
+against SQLite after their transaction ends, so a rolled-back write leaves nothing behind. The
+rerank reads only rows that exist, so even a stale cache never returns a missing memory. Agents
+with no more vectors than the rerank would read are searched exactly.
 
 Why this design, measured on a 2-core machine with 384 dimensions and one query at a time:
 
@@ -135,8 +135,9 @@ class VectorSearch:
                 for i, agent, code, vector in zip(ids, agents, codes, unit, strict=True)
             ),
         )
-        await tx.executemany(vector_q8.UPSERT, vector_q8.rows(ids, agents, unit))
-        self._cache.put(tx, ids, agents, codes)
+        q8 = vector_q8.quantized(unit)
+        await tx.executemany(vector_q8.UPSERT, vector_q8.rows(ids, agents, q8))
+        self._cache.put(tx, ids, agents, codes, q8)
 
     async def remove(self, tx: Transaction, memory_id: int) -> None:
         """Delete the vector of `memory_id` (nothing happens when it has none)."""
@@ -225,8 +226,44 @@ class VectorSearch:
             return {}
         unit = unit_matrix([query], self.dim, lambda _: "the query vector")[0]
         asked = np.fromiter(ids, dtype=np.int64, count=len(ids))
-        found, estimate, error = await vector_q8.bounds(via or self.db, agent, unit, asked)
+        found, estimate, error = await self._bounds(via or self.db, agent, unit, asked)
         return dict(zip(found.tolist(), (estimate + error).tolist(), strict=True))
+
+    def filed(self, agent: str) -> tuple[int, int]:
+        return self._cache.filed(agent)
+
+    async def keep_filed(self) -> None:
+        """Keep the int8 copies in a file per agent for good (``vector_cache.CodeCache.keep_filed``)."""
+        await self._cache.keep_filed()
+
+    async def _bounds(
+        self, reads: Reads, agent: str, query: np.ndarray, ids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``vector_q8.bounds``, reading the copies in the agent's file (``vector_file``) from it
+        and only the others from SQLite."""
+        block = self._cache.block(agent)
+        snapshot = None if block is None else block.snapshot()
+        if snapshot is None or snapshot.q8 is None:
+            return await vector_q8.bounds(reads, agent, query, ids)
+        filed, slots = snapshot.q8_slots(ids)
+        if not filed.size:
+            return await vector_q8.bounds(reads, agent, query, ids)
+        try:
+            q, scale, error = snapshot.q8.read(slots)
+        except OSError as exc:
+            self._cache.give_up_files(exc)
+            return await vector_q8.bounds(reads, agent, query, ids)
+        estimate = vector_q8.estimates(q, scale, query)
+        if filed.size == ids.size:
+            return filed, estimate, error
+        rest_ids, rest_estimate, rest_error = await vector_q8.bounds(
+            reads, agent, query, np.setdiff1d(ids, filed)
+        )
+        return (
+            np.concatenate([filed, rest_ids]),
+            np.concatenate([estimate, rest_estimate]),
+            np.concatenate([error, rest_error]),
+        )
 
     async def _rerank(
         self, agent: str, query: np.ndarray, candidates: np.ndarray, k: int, db: Reads | None = None
@@ -234,7 +271,7 @@ class VectorSearch:
         """The `k` candidates nearest to `query`, exactly: the int8 copies bound every candidate's
         cosine, and only those that may be among the `k` have their float32 vector read."""
         reads = db or self.db
-        ids, estimate, error = await vector_q8.bounds(reads, agent, query, candidates)
+        ids, estimate, error = await self._bounds(reads, agent, query, candidates)
         # Every candidate has its copy unless rows were deleted behind the index's back.
         missing = [] if ids.size == candidates.size else np.setdiff1d(candidates, ids).tolist()
         kept: dict[int, float] = {}

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+import anyio
+
 from servers.memory.errors import VectorDimensionError
 from shared.db import Database, Migration, Reads, Transaction
 
@@ -73,6 +75,7 @@ class VectorIndex:
         self.db = db
         self._dim = _check_dim(dim)
         self._search: VectorSearch | None = None
+        self._searching: anyio.Event | None = None
 
     def __repr__(self) -> str:
         agents = "not loaded" if self._search is None else self._search.agents
@@ -92,7 +95,22 @@ class VectorIndex:
             from servers.memory.vector_search import VectorSearch  # numpy comes with it: see the docstring
 
             self._search = VectorSearch(self.db, self._dim)
+            if self._searching is not None:
+                self._searching.set()
         return self._search
+
+    def filed(self, agent: str) -> tuple[int, int]:
+        """(vectors of ``agent`` in the index, of which with their int8 copy in a file); (0, 0)
+        before the index is used."""
+        return (0, 0) if self._search is None else self._search.filed(agent)
+
+    async def keep_filed(self) -> None:
+        """Run for good beside the server: once the index is in use, keep each agent's int8 copies
+        in a file read by ``pread`` (``vector_file``). An index never used costs nothing here."""
+        if self._search is None:
+            self._searching = anyio.Event()
+            await self._searching.wait()
+        await self._searcher().keep_filed()
 
     # -- writes: through the caller's transaction ------------------------------------------------
 

@@ -150,11 +150,11 @@ async def test_building_the_copies_resumes_where_a_failed_transaction_left_it(
     rows = vector_q8.rows
     calls: list[int] = []
 
-    def full_disk_on_the_second_chunk(ids: np.ndarray, agents: list[str], unit: np.ndarray) -> list[Any]:
+    def full_disk_on_the_second_chunk(ids: np.ndarray, agents: list[str], copies: Any) -> list[Any]:
         calls.append(ids.size)
         if len(calls) == 2:
             raise sqlite3.OperationalError("database or disk is full")
-        return rows(ids, agents, unit)
+        return rows(ids, agents, copies)
 
     async with Database.open(path, MIGRATIONS, load_vec=True) as db:
         monkeypatch.setattr(vector_q8, "rows", full_disk_on_the_second_chunk)
