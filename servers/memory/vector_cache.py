@@ -147,7 +147,7 @@ class CodeCache:
             self.give_up_files(exc)
             return None
 
-    def give_up_files(self, exc: OSError) -> None:
+    def give_up_files(self, exc: Exception) -> None:
         """Keep no int8 copies in files from now on (a full disk, a read-only directory): every
         search reads them from SQLite, as before the files, until the server restarts."""
         if self._no_file is None:
@@ -170,7 +170,11 @@ class CodeCache:
             self._unfiled = anyio.Event()
             try:
                 await self._fill()
-            except sqlite3.Error as exc:
+            except Exception as exc:  # a cache of its own: its fault is never the server's end
+                if not isinstance(exc, sqlite3.Error):
+                    logger.exception("writing the int8 copies' file failed")
+                    self.give_up_files(exc)
+                    return
                 logger.warning(
                     "int8 copies not written to their file yet (%s); retrying in %g s", exc, FILE_RETRY_S
                 )

@@ -302,8 +302,8 @@ class CodeBlock:
         return np.asarray(self._ids[positions[self._slots[positions] == NO_RECORD]], dtype=np.int64)
 
     def set_slots(self, ids: np.ndarray, slots: np.ndarray) -> None:
-        """Point these ids (all held) at their records in ``q8``."""
-        self._slots[self.positions(ids)] = slots[np.argsort(ids, kind="stable")]
+        """Point these ids (each one held by this block) at their records in ``q8``, row for row."""
+        self._slots[np.searchsorted(self._ids[: self._size], ids)] = slots
 
     def forget_records(self) -> None:
         """No record in ``q8`` holds anything of this block any more (the file was given up)."""

@@ -201,3 +201,26 @@ async def test_copies_a_transaction_was_writing_while_the_file_was_read_are_take
             assert index.filed("nexo") == (200, 200)
             await assert_same_bounds(index, db, "nexo")
             tg.cancel_scope.cancel()
+
+
+async def test_a_fault_writing_the_file_is_logged_and_recall_goes_on_from_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*_: Any) -> None:
+        raise ValueError("a fault of the file's own code")
+
+    monkeypatch.setattr(vector_cache.CodeCache, "_file_rows", broken)
+    data = vectors(120, 9)
+    async with Database.open(tmp_path / "memory.db", MIGRATIONS, load_vec=True) as db:
+        index = VectorIndex(db, DIM)
+        async with db.transaction() as tx:
+            await index.add_many(tx, [(i, "nexo", data[i]) for i in range(1, 101)])
+        await index.load()
+        with caplog.at_level(logging.WARNING, logger="nexo.memory.vectors"), anyio.fail_after(WAIT_S):
+            await index.keep_filed()  # returns: the files are given up, the server goes on
+        assert index.filed("nexo") == (100, 0)
+        found = await index.search("nexo", data[7], 3)
+        assert found[0][0] == 7
+        await assert_same_bounds(index, db, "nexo")
+    assert "writing the int8 copies' file failed" in caplog.text
+    assert "ValueError: a fault of the file's own code" in caplog.text
