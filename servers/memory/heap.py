@@ -9,11 +9,11 @@ server at a million memories. ``malloc_trim`` returns them.
 
 from __future__ import annotations
 
-import ctypes
-
 
 def return_memory_to_the_system() -> None:
     """glibc keeps freed heap pages; malloc_trim hands them back (elsewhere this is a no-op)."""
+    import ctypes  # here: a server that never needs it never imports it
+
     try:
         libc = ctypes.CDLL("libc.so.6")
     except OSError:
