@@ -317,6 +317,7 @@ class CodeCache:
                 "WHERE v.memory_id IN (SELECT value FROM json_each(?)) ORDER BY v.agent, v.memory_id",
                 (ids_json(ids[first : first + _IDS_CHUNK]),),
             )
+        rows.sort(key=lambda row: (str(row[0]), row[1]))  # each chunk is in order, not all of them
         stored = {agent: list(group) for agent, group in groupby(rows, key=lambda row: str(row[0]))}
         checked = np.asarray(ids, dtype=np.int64)
         for agent, block in self._blocks.items():

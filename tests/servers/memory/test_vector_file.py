@@ -224,3 +224,20 @@ async def test_a_fault_writing_the_file_is_logged_and_recall_goes_on_from_sqlite
         await assert_same_bounds(index, db, "nexo")
     assert "writing the int8 copies' file failed" in caplog.text
     assert "ValueError: a fault of the file's own code" in caplog.text
+
+
+async def test_a_check_of_more_ids_than_one_read_takes_keeps_every_agents_vectors(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ids written since the last search are read back a chunk at a time, each chunk in agent
+    order: two agents' vectors over several chunks are all kept, codes and copies."""
+    monkeypatch.setattr(vector_cache, "_IDS_CHUNK", 7)
+    data = vectors(60, 10)
+    async with store.db.transaction() as tx:
+        await store.index.add_many(tx, [(i, "nexo" if i % 2 else "bob", data[i]) for i in range(1, 41)])
+    await store.index.search("nexo", data[1], 3)  # the check, in six chunks
+    assert store.index.filed("nexo") == (20, 20)
+    assert store.index.filed("bob") == (20, 20)
+    for agent, first in (("nexo", 1), ("bob", 2)):
+        assert (await store.index.search(agent, data[first], 1))[0][0] == first
+        await assert_same_bounds(store.index, store.db, agent)
