@@ -9,8 +9,10 @@ question sharing most of its target's words so lands near it, as a paraphrase la
 for a sentence model; what this measures is the search, not the model.
 
 Rows are written straight into the memory server's tables (the same schema and the vector index's
-own ``add_many``), then each question is asked through ``Recaller``, the layer the server's
-``memory_recall`` calls, with ``limit=10``. A question is a target memory's words with a third of its
+own ``add_many``), then, once the index has written its int8 copies' file as the server does
+(``servers.memory.vector_file``), each question is asked through ``Recaller``, the layer the server's
+``memory_recall`` calls, with ``limit=10``. Over MCP too, the questions wait for the server's file
+(its ``nexo_memory_vectors`` metric). A question is a target memory's words with a third of its
 informative words left out; it scores when the target is among the ten recalled. Side by side:
 
 - keyword recall against the keyword query of before (every word ORed, every match BM25-ranked);
@@ -58,7 +60,7 @@ import numpy as np
 
 from bench.hashed_vectors import DIM, HashedEmbedder, cache_dir, unit
 from bench.memory_server import pss_mb
-from bench.recall_scale_mcp import Asked, over_mcp
+from bench.recall_scale_mcp import FILE_WAIT_S, Asked, over_mcp
 from bench.stats import Result, table
 from bench.support import collector_frozen, progress
 from servers.memory import vector_q8
@@ -366,6 +368,17 @@ async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool
             f"recall scale: {rows:,} rows ({len(pool):,} distinct sentences), "
             f"index loaded in {time.perf_counter() - started:.1f} s"
         )
+        # As the memory server does: the int8 copies in a file (servers.memory.vector_file).
+        copies = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(copies.cancel_scope.cancel)
+        copies.start_soon(index.keep_filed)
+        started = time.perf_counter()
+        with anyio.fail_after(FILE_WAIT_S):
+            while True:
+                if index.filed(AGENT)[1] == index.filed(AGENT)[0]:
+                    break
+                await anyio.sleep(0.5)
+        progress(f"recall scale: int8 copies in their file in {time.perf_counter() - started:.1f} s")
         reader = await stack.enter_async_context(db.reader())
         store = MemoryStore(db, index, reader=reader)
         recaller = Recaller(store, embedder.embed_one)

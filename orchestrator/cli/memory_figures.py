@@ -29,6 +29,8 @@ class Recalls:
 class Figures:
     recalls: dict[str, Recalls] = field(default_factory=dict)
     memories: dict[str, int] = field(default_factory=dict)
+    vectors: dict[str, int] = field(default_factory=dict)
+    """``index``: vectors in the search index; ``file``: of those, with their int8 copy in a file."""
     imported: dict[str, int] = field(default_factory=dict)
     import_seconds: float = 0.0
     latest_import_rate: float = 0.0
@@ -45,6 +47,7 @@ class Figures:
                 for mode, r in sorted(self.recalls.items())
             },
             "memories": self.memories,
+            "vectors": self.vectors,
             "import": {
                 "records": self.imported,
                 "seconds": round(self.import_seconds, 3),
@@ -64,6 +67,12 @@ class Figures:
             if r.count
         ]
         shown = [f"recalls       {', '.join(recall) or 'none since the server started'}"]
+        indexed = self.vectors.get("index", 0)
+        if indexed:
+            shown.append(
+                f"vectors       {indexed} in the search index, {self.vectors.get('file', 0)} with their "
+                "int8 copy in a file"
+            )
         records = sum(self.imported.values())
         if records:
             shown.append(
@@ -97,6 +106,8 @@ def figures(text: str) -> Figures:
                 found.recalls.setdefault(sample.labels["mode"], Recalls()).seconds = sample.value
             elif sample.name == "nexo_memory_memories":
                 found.memories[sample.labels["state"]] = int(sample.value)
+            elif sample.name == "nexo_memory_vectors":
+                found.vectors[sample.labels["where"]] = int(sample.value)
             elif sample.name == "nexo_memory_import_records_total":
                 found.imported[sample.labels["outcome"]] = int(sample.value)
             elif sample.name == "nexo_memory_import_seconds_total":

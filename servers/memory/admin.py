@@ -320,4 +320,5 @@ async def _consolidate(service: MemoryService, params: ConsolidateParams) -> Con
 async def _metrics(service: MemoryService, params: MetricsParams) -> MetricsResult:
     counts = await service.store.counts()
     service.metrics.count_memories(counts.total, counts.archived)
+    service.metrics.count_vectors(*service.store.index.filed())
     return MetricsResult(text=service.metrics.render())

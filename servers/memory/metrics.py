@@ -1,4 +1,5 @@
-"""Prometheus metrics of the memory server: recall latency by mode, memories by state, import rate.
+"""Prometheus metrics of the memory server: recall latency by mode, memories by state, import rate,
+the vectors in the search index and in the int8 copies' file.
 
 One registry per server (no global state). The server has no port of its own: the figures are read
 through the control method ``nexo/memory/metrics`` in the Prometheus text format, which the
@@ -51,6 +52,13 @@ class _Figures:
             "Records per second of the latest import batch.",
             registry=r,
         )
+        self.vectors: Gauge = Gauge(
+            "nexo_memory_vectors",
+            "Vectors in the search index (where=index; 0 until the first search loads it), and of "
+            "those, with their int8 copy in a file (where=file; the others are read from SQLite).",
+            ["where"],
+            registry=r,
+        )
         for state in ("active", "archived"):
             self.memories.labels(state)
 
@@ -84,6 +92,11 @@ class MemoryMetrics:
         figures = self._figures()
         figures.memories.labels("active").set(total - archived)
         figures.memories.labels("archived").set(archived)
+
+    def count_vectors(self, indexed: int, filed: int) -> None:
+        figures = self._figures()
+        figures.vectors.labels("index").set(indexed)
+        figures.vectors.labels("file").set(filed)
 
     def render(self) -> str:
         from prometheus_client import generate_latest  # see the docstring

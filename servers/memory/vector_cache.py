@@ -181,8 +181,12 @@ class CodeCache:
                 await anyio.sleep(FILE_RETRY_S)
                 self._unfiled.set()
 
-    def filed(self, agent: str) -> tuple[int, int]:
-        """(vectors, of which with their int8 copy in the agent's file) of ``agent``."""
+    def filed(self, agent: str | None = None) -> tuple[int, int]:
+        """(vectors, of which with their int8 copy in the agent's file) of ``agent``, or of every
+        agent (None)."""
+        if agent is None:
+            counts = [self.filed(name) for name in list(self._blocks)]
+            return sum(n for n, _ in counts), sum(f for _, f in counts)
         block = self._blocks.get(agent)
         if block is None:
             return 0, 0
@@ -215,7 +219,7 @@ class CodeCache:
         if generation == self._generation and self._no_file is None:
             logger.info(
                 "int8 copies of %d memory vectors in their file(s), read from there from now on (%.1f s)",
-                sum(self.filed(agent)[1] for agent in blocks),
+                self.filed()[1],
                 time.monotonic() - started,
             )
 

@@ -229,7 +229,7 @@ class VectorSearch:
         found, estimate, error = await self._bounds(via or self.db, agent, unit, asked)
         return dict(zip(found.tolist(), (estimate + error).tolist(), strict=True))
 
-    def filed(self, agent: str) -> tuple[int, int]:
+    def filed(self, agent: str | None = None) -> tuple[int, int]:
         return self._cache.filed(agent)
 
     async def keep_filed(self) -> None:

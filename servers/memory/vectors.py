@@ -99,9 +99,9 @@ class VectorIndex:
                 self._searching.set()
         return self._search
 
-    def filed(self, agent: str) -> tuple[int, int]:
-        """(vectors of ``agent`` in the index, of which with their int8 copy in a file); (0, 0)
-        before the index is used."""
+    def filed(self, agent: str | None = None) -> tuple[int, int]:
+        """(vectors of ``agent`` (of every agent: None) in the index, of which with their int8 copy
+        in a file); (0, 0) before the index is used."""
         return (0, 0) if self._search is None else self._search.filed(agent)
 
     async def keep_filed(self) -> None:

@@ -306,7 +306,7 @@ def test_stats_and_rollback(tmp_path: Path, http_url: str, capsys: pytest.Captur
     at = next(i for i, line in enumerate(lines) if line.startswith("embedder"))
     assert lines[at] == "embedder      all-MiniLM-L6-v2-onnx-int8 (384 dims)"
     assert lines[at + 1].startswith("recalls       ")
-    assert set(stats["metrics"]) == {"recall", "memories", "import"}
+    assert set(stats["metrics"]) == {"recall", "memories", "vectors", "import"}
 
 
 def test_a_config_without_a_memory_server_is_refused_with_a_hint(

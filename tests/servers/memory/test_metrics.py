@@ -69,8 +69,11 @@ async def test_recalls_memories_and_imports_are_measured(
     assert after.latest_import_rate == pytest.approx(3 / after.import_seconds)
     summary = after.as_json()
     assert (summary["import"]["records"], summary["recall"]["hybrid"]["count"]) == (after.imported, 2)
+    assert after.vectors["index"] == 2
     assert after.lines()[0].startswith("recalls       hybrid 2 (mean ")
-    assert after.lines()[1].startswith("imported      3 records since start at ")
+    assert after.lines()[1].startswith("vectors       2 in the search index, ")
+    assert after.lines()[2].startswith("imported      3 records since start at ")
+    assert summary["vectors"] == after.vectors
 
 
 async def test_the_orchestrators_metrics_endpoint_appends_what_the_memory_server_exports(
