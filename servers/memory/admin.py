@@ -318,7 +318,7 @@ async def _consolidate(service: MemoryService, params: ConsolidateParams) -> Con
 
 
 async def _metrics(service: MemoryService, params: MetricsParams) -> MetricsResult:
-    counts = await service.store.counts()
-    service.metrics.count_memories(counts.total, counts.archived)
+    # Read at every scrape: the two figures the metrics show, not the full counts of `nexo memory stats`.
+    service.metrics.count_memories(*await service.store.states())
     service.metrics.count_vectors(*service.store.index.filed())
     return MetricsResult(text=service.metrics.render())

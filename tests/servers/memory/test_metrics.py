@@ -17,6 +17,8 @@ from orchestrator.cli.memory_figures import figures
 from orchestrator.metrics import Metrics, memory_server_metrics, serve_metrics
 from servers.memory.embeddings import Embedder
 from servers.memory.settings import MemorySettings
+from servers.memory.state import MIGRATIONS
+from shared.db import Database
 from shared.protocol.memory.admin import (
     ImportParams,
     ImportRequest,
@@ -97,3 +99,39 @@ async def test_the_orchestrators_metrics_endpoint_appends_what_the_memory_server
     families = {family.name: family for family in text_string_to_metric_families(scraped)}
     assert {"nexo_memory_extractions", "nexo_memory_recall_seconds", "nexo_memory_memories"} <= set(families)
     assert figures(scraped).recalls["keyword"].count == 1
+
+
+async def test_a_scrape_counts_memories_by_state_in_one_pass_over_an_index(
+    settings: MemorySettings, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scrape every few seconds: grouping every row by kind and provenance as `nexo memory stats`
+    does took 1.5 s at a million memories, holding the database meanwhile."""
+    records = [ImportRecord(agent="nexo", content=f"fact number {i} about the garden") for i in range(5)]
+    asked: list[str] = []
+    fetchone, fetchall = Database.fetchone, Database.fetchall
+
+    async def one(self: Database, sql: str, params: Any = ()) -> Any:
+        asked.append(sql)
+        return await fetchone(self, sql, params)
+
+    async def every(self: Database, sql: str, params: Any = ()) -> Any:
+        asked.append(sql)
+        return await fetchall(self, sql, params)
+
+    async with connect(settings, embedder) as client:
+        await client.session.send_request(ImportRequest(params=ImportParams(records=records)), ImportResult)
+        async with Database.open(settings.database, MIGRATIONS) as other:  # as consolidation would
+            await other.execute("UPDATE memories SET archived = 1 WHERE id IN (1, 2)")
+        monkeypatch.setattr(Database, "fetchone", one)
+        monkeypatch.setattr(Database, "fetchall", every)
+        text = (await client.session.send_request(MetricsRequest(params=MetricsParams()), MetricsResult)).text
+        monkeypatch.undo()
+        plans = [str(step[3]) for sql in asked for step in await client_db_plan(settings, sql)]
+    assert figures(text).memories == {"active": 3, "archived": 2}
+    assert asked == ["SELECT count(*), total(archived) FROM memories"]
+    assert plans == ["SCAN memories USING COVERING INDEX memories_by_agent"]
+
+
+async def client_db_plan(settings: MemorySettings, sql: str) -> list[tuple[Any, ...]]:
+    async with Database.open(settings.database, MIGRATIONS) as db:
+        return await db.fetchall("EXPLAIN QUERY PLAN " + sql)
