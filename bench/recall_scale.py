@@ -374,10 +374,7 @@ async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool
         copies.start_soon(index.keep_filed)
         started = time.perf_counter()
         with anyio.fail_after(FILE_WAIT_S):
-            while True:
-                if index.filed(AGENT)[1] == index.filed(AGENT)[0]:
-                    break
-                await anyio.sleep(0.5)
+            await index.until_filed()
         progress(f"recall scale: int8 copies in their file in {time.perf_counter() - started:.1f} s")
         reader = await stack.enter_async_context(db.reader())
         store = MemoryStore(db, index, reader=reader)

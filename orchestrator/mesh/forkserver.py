@@ -116,7 +116,7 @@ class ForkServer:
             asked = ask_for_children(self._preforked, [r.message() for r in wanted], stderr)
         except OSError as exc:
             self._not_forked = f"it could not be asked before the event loop ({type(exc).__name__}: {exc})"
-            self._abandon_preforked()
+            self.close()  # nothing is asked of it yet: it is only ended
             return 0
         self._early = [_Early(request, child) for request, child in zip(wanted, asked, strict=True)]
         self._unanswered = list(self._early)
@@ -132,13 +132,6 @@ class ForkServer:
         self._early = self._unanswered = []
         preforked, self._preforked = self._preforked, None
         end_early(preforked, children, unanswered, EXIT_WAIT_S)
-
-    def _abandon_preforked(self) -> None:
-        if self._preforked is not None:
-            self._preforked.control.close()
-            self._preforked.process.kill()
-            self._preforked.process.reap()
-            self._preforked = None
 
     async def adopt(self, request: ForkRequest) -> tuple[ForkedProcess, int, int] | None:
         """The server :meth:`prestart` asked for with an equal request, with our ends of its stdin

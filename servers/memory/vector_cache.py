@@ -25,13 +25,10 @@ import numpy as np
 
 from servers.memory.heap import return_memory_to_the_system
 from servers.memory.vector_codes import CodeBlock, VectorDimensionError, codes_from_blobs, words_for
-from servers.memory.vector_file import Q8File
+from servers.memory.vector_file import Copies, Q8File, copies_of
 from shared.db import Database, Transaction
 
 logger = logging.getLogger("nexo.memory.vectors")
-
-Quantized = tuple[np.ndarray, np.ndarray, np.ndarray]
-"""(q (n, dim) int8, scale, error) of n vectors (``vector_q8.quantized``)."""
 
 RESYNC_LIMIT = 50_000
 """Past this many written ids awaiting their check, the cache is rebuilt instead."""
@@ -80,6 +77,9 @@ class CodeCache:
         self._maintenance = anyio.Lock()
         self._unfiled = anyio.Event()
         """Set when some agent's int8 copies have no file (:meth:`keep_filed`)."""
+        self._filling = False
+        self._fill_ended = anyio.Event()
+        """Set (then replaced) each time :meth:`keep_filed` ends a pass: :meth:`until_filed`."""
         self._no_file: str | None = None
         """Why the int8 copies cannot be kept in files, once that happened: read from SQLite."""
         self._generation = 0
@@ -94,9 +94,7 @@ class CodeCache:
 
     # -- changes made by writes (inside the caller's transaction) ----------------------------------
 
-    def put(
-        self, tx: Transaction, ids: np.ndarray, agents: list[str], codes: np.ndarray, q8: Quantized
-    ) -> None:
+    def put(self, tx: Transaction, ids: np.ndarray, agents: list[str], codes: np.ndarray, q8: Copies) -> None:
         """``q8``: the vectors' int8 copies (``vector_q8.quantized``), row for row."""
         self._note(tx, ids.tolist())
         if not self.loaded:
@@ -110,7 +108,9 @@ class CodeCache:
                     block.discard(ids[positions])  # the memory moved to another agent
             block = self._block(agent)
             block.upsert(
-                ids[positions], codes[positions], self._filed(block, *(part[positions] for part in q8))
+                ids[positions],
+                codes[positions],
+                self._append_copies(block, *(part[positions] for part in q8)),
             )
 
     def drop(self, tx: Transaction, agent: str, memory_id: int) -> None:
@@ -131,7 +131,7 @@ class CodeCache:
 
     # -- the int8 copies' files (vector_file) -----------------------------------------------------
 
-    def _filed(
+    def _append_copies(
         self, block: CodeBlock, q: np.ndarray, scale: np.ndarray, error: np.ndarray
     ) -> np.ndarray | None:
         """The slots of these copies appended to ``block``'s file; None when it has none."""
@@ -168,6 +168,7 @@ class CodeCache:
         while self._no_file is None:
             await self._unfiled.wait()
             self._unfiled = anyio.Event()
+            self._filling = True
             try:
                 await self._fill()
             except Exception as exc:  # a cache of its own: its fault is never the server's end
@@ -180,6 +181,16 @@ class CodeCache:
                 )
                 await anyio.sleep(FILE_RETRY_S)
                 self._unfiled.set()
+            finally:
+                self._filling = False
+                self._fill_ended.set()
+                self._fill_ended = anyio.Event()
+
+    async def until_filed(self) -> None:
+        """Return once :meth:`keep_filed` has no copies left to write (at once when files were given
+        up; never while no task runs it, so a caller bounds the wait)."""
+        while self._no_file is None and (self._unfiled.is_set() or self._filling):
+            await self._fill_ended.wait()
 
     def filed(self, agent: str | None = None) -> tuple[int, int]:
         """(vectors, of which with their int8 copy in the agent's file) of ``agent``, or of every
@@ -196,12 +207,7 @@ class CodeCache:
     async def _fill(self) -> None:
         started = time.monotonic()
         generation, blocks = self._generation, dict(self._blocks)
-        try:
-            for block in blocks.values():
-                if block.q8 is None:
-                    block.q8 = Q8File(self.db.path.parent, self.dim)
-        except OSError as exc:
-            self.give_up_files(exc)
+        if not all(self._give_file(block) for block in blocks.values()):
             return
         after = -(2**63)
         while generation == self._generation and self._no_file is None:
@@ -245,23 +251,26 @@ class CodeCache:
             if not wanted.size:
                 continue
             chosen = [listed[i] for i in np.searchsorted(ids, wanted).tolist()]
-            try:
-                slots = block.q8.append(*_quantized_rows(chosen, self.dim))
-            except OSError as exc:
-                self.give_up_files(exc)
-                return
+            slots = self._append_copies(block, *copies_of(chosen, self.dim)[1])
+            if slots is None:
+                return  # the files were given up
             block.set_slots(wanted, slots)
 
     def _block(self, agent: str) -> CodeBlock:
         block = self._blocks.get(agent)
         if block is None:
             block = self._blocks[agent] = CodeBlock(self.words)
-            if self._no_file is None:
-                try:
-                    block.q8 = Q8File(self.db.path.parent, self.dim)  # an agent's first vectors
-                except OSError as exc:
-                    self.give_up_files(exc)
+            self._give_file(block)  # an agent's first vectors: their copies go straight to it
         return block
+
+    def _give_file(self, block: CodeBlock) -> bool:
+        """Give ``block`` a file of its own unless it has one; False once files are given up."""
+        if block.q8 is None and self._no_file is None:
+            try:
+                block.q8 = Q8File(self.db.path.parent, self.dim)
+            except OSError as exc:
+                self.give_up_files(exc)
+        return self._no_file is None
 
     def _note(self, tx: Transaction, ids: list[int], *, everything: bool = False) -> None:
         last = self._written[-1] if self._written else None
@@ -331,10 +340,10 @@ class CodeCache:
             block = self._block(agent)
             agent_ids = np.array([row[1] for row in listed], dtype=np.int64)
             block.upsert(agent_ids, codes_from_blobs([row[2] for row in listed], self.words))
-            copied = [row[1:] for row in listed if row[5] is not None]
-            slots = self._filed(block, *_quantized_rows(copied, self.dim)) if copied else None
+            copied, copies = copies_of([row[1:] for row in listed if row[5] is not None], self.dim)
+            slots = self._append_copies(block, *copies) if copied.size else None
             if slots is not None:
-                block.set_slots(np.array([row[0] for row in copied], dtype=np.int64), slots)
+                block.set_slots(copied, slots)
 
     async def _rebuild(self) -> None:
         row = await self.db.fetchone("SELECT length(embedding) FROM memory_vectors LIMIT 1")
@@ -376,13 +385,3 @@ class CodeCache:
             listed = list(group)
             ids = np.array([row[1] for row in listed], dtype=np.int64)
             yield agent, (ids, codes_from_blobs([row[2] for row in listed], self.words))
-
-
-def _quantized_rows(rows: list[tuple[Any, ...]], dim: int) -> Quantized:
-    """(q, scale, error) of rows whose last three columns are scale, error and q, as SQLite holds them."""
-    q = np.frombuffer(b"".join(row[-1] for row in rows), dtype=np.int8).reshape(len(rows), dim)
-    return (
-        q,
-        np.array([row[-3] for row in rows], dtype=np.float64),
-        np.array([row[-2] for row in rows], dtype=np.float64),
-    )

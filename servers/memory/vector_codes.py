@@ -184,14 +184,14 @@ class Snapshot:
 
     ids: np.ndarray  # (n,) int64, ascending
     columns: np.ndarray  # (words, n) uint64
-    slots: np.ndarray | None = None
+    slots: np.ndarray
     """(n,) int32: each vector's record in ``q8`` (``NO_RECORD``: none; read its copy from SQLite)."""
-    q8: Q8File | None = None
+    q8: Q8File | None
     """The file of the int8 copies (``vector_file``), while there is one."""
 
     def q8_slots(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(ids, slots) of those of ``ids`` whose int8 copy is in ``q8``, in the order given."""
-        if self.q8 is None or self.slots is None or not self.ids.size:
+        if self.q8 is None or not self.ids.size:
             return ids[:0], np.empty(0, dtype=np.int64)
         positions = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
         slots = self.slots[positions]

@@ -22,9 +22,12 @@ import os
 import tempfile
 import weakref
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+Copies = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""(q (n, dim) int8, scale, error) of n vectors' int8 copies (``vector_q8.quantized``)."""
 NO_RECORD = -1
 """The slot of a vector whose copy is not in the file: read from SQLite."""
 _NO_TMPFILE = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL)
@@ -41,12 +44,9 @@ class Q8File:
         self.record = dim + _SCALARS.itemsize
         self._fd = _unnamed_file(directory)
         # Closed when the last holder lets go: a search's snapshot may outlive its block's use of it.
-        self._closing = weakref.finalize(self, os.close, self._fd)
+        weakref.finalize(self, os.close, self._fd)
         self.records = 0
         """Records written, stale ones included (the next slot)."""
-
-    def close(self) -> None:
-        self._closing()
 
     def append(self, q: np.ndarray, scale: np.ndarray, error: np.ndarray) -> np.ndarray:
         """Write one record per row of ``q`` (n, dim) int8; their slots. Raises OSError (a full
@@ -65,7 +65,7 @@ class Q8File:
         first, self.records = self.records, self.records + n
         return np.arange(first, self.records, dtype=np.int64)
 
-    def read(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def read(self, slots: np.ndarray) -> Copies:
         """(q (n, dim) int8, scale, error) of these slots, one ``pread`` each, in the order given."""
         size = self.record
         data = b"".join([os.pread(self._fd, size, slot * size) for slot in slots.tolist()])
@@ -74,6 +74,21 @@ class Q8File:
         records = np.frombuffer(data, dtype=np.uint8).reshape(slots.size, size)
         scalars = np.ascontiguousarray(records[:, self.dim :]).view(_SCALARS).reshape(slots.size)
         return records[:, : self.dim].view(np.int8), scalars["scale"], scalars["error"]
+
+
+def copies_of(rows: list[tuple[Any, ...]], dim: int) -> tuple[np.ndarray, Copies]:
+    """(ids, copies) of SQLite rows whose first column is the memory id and whose last three are
+    the scale, the error and ``q``, as ``memory_vectors_q8`` holds them."""
+    if not rows:
+        return np.empty(0, dtype=np.int64), (np.empty((0, dim), dtype=np.int8), np.empty(0), np.empty(0))
+    # One pass splits the rows into columns (four generator passes took twice as long).
+    columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True))
+    q = np.frombuffer(b"".join(columns[-1]), dtype=np.int8).reshape(len(rows), dim)
+    return np.array(columns[0], dtype=np.int64), (
+        q,
+        np.array(columns[-3], dtype=np.float64),
+        np.array(columns[-2], dtype=np.float64),
+    )
 
 
 def _unnamed_file(directory: Path) -> int:

@@ -34,6 +34,7 @@ import anyio
 import numpy as np
 
 from servers.memory.vector_cache import ids_json
+from servers.memory.vector_file import Copies, copies_of
 from shared.db import Database, Reads
 
 logger = logging.getLogger("nexo.memory")
@@ -53,7 +54,7 @@ UPSERT = (
 )
 
 
-def quantized(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def quantized(unit: np.ndarray) -> Copies:
     """(q, scale, error) of each row of the unit (n, dim) float32 matrix."""
     scale = np.maximum(np.abs(unit).max(axis=1), np.float32(1e-30)) / np.float32(127)
     q = np.rint(unit / scale[:, np.newaxis]).astype(np.int8)
@@ -61,9 +62,7 @@ def quantized(unit: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q, scale.astype(np.float64), np.linalg.norm(lost, axis=1) + ERROR_SLACK
 
 
-def rows(
-    ids: np.ndarray, agents: list[str], copies: tuple[np.ndarray, np.ndarray, np.ndarray]
-) -> list[tuple[int, str, float, float, bytes]]:
+def rows(ids: np.ndarray, agents: list[str], copies: Copies) -> list[tuple[int, str, float, float, bytes]]:
     """UPSERT's parameters for these memories' int8 copies (:func:`quantized`)."""
     q, scale, error = copies
     return [
@@ -144,14 +143,8 @@ async def bounds(
     found = [row for row in rows if row[0] is not None]
     pending = len(found) < len(rows)
     n = len(found)
-    dim = query.size
-    # One pass splits the rows into columns (four generator passes took twice as long).
-    columns: list[tuple[Any, ...]] = list(zip(*found, strict=True)) if n else [(), (), (), ()]
-    q = np.frombuffer(b"".join(columns[3]), dtype=np.int8).reshape(n, dim)
-    scale = np.array(columns[1], dtype=np.float64)
-    error = np.array(columns[2], dtype=np.float64)
+    known, (q, scale, error) = copies_of(found, query.size)
     estimate = estimates(q, scale, query)
-    known = np.array(columns[0], dtype=np.int64)
     if not pending or n == ids.size:
         return known, estimate, error
     unknown = np.setdiff1d(ids, known)

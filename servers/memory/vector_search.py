@@ -236,6 +236,9 @@ class VectorSearch:
         """Keep the int8 copies in a file per agent for good (``vector_cache.CodeCache.keep_filed``)."""
         await self._cache.keep_filed()
 
+    async def until_filed(self) -> None:
+        await self._cache.until_filed()
+
     async def _bounds(
         self, reads: Reads, agent: str, query: np.ndarray, ids: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

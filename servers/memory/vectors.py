@@ -104,6 +104,12 @@ class VectorIndex:
         in a file); (0, 0) before the index is used."""
         return (0, 0) if self._search is None else self._search.filed(agent)
 
+    async def until_filed(self) -> None:
+        """Return once :meth:`keep_filed` has written every copy it has to (at once before the index
+        is used; never while nothing runs :meth:`keep_filed`, so bound the wait)."""
+        if self._search is not None:
+            await self._search.until_filed()
+
     async def keep_filed(self) -> None:
         """Run for good beside the server: once the index is in use, keep each agent's int8 copies
         in a file read by ``pread`` (``vector_file``). An index never used costs nothing here."""

@@ -51,6 +51,19 @@ async def open_store(path: Path, dim: int) -> AsyncIterator[MemoryStore]:
         yield MemoryStore(db, index, clock=Clock())
 
 
+async def rolled_back(store: MemoryStore, added: list[tuple[int, str, np.ndarray]], removed: int) -> None:
+    """Vectors written and one removed in a transaction that then fails: all of it rolls back."""
+
+    async def abandoned() -> None:
+        async with store.db.transaction() as tx:
+            await store.index.add_many(tx, added)
+            await store.index.remove(tx, removed)
+            raise RuntimeError("abandoned")
+
+    with pytest.raises(RuntimeError, match="abandoned"):
+        await abandoned()
+
+
 class Switchable:
     """The real embedder, which can be made to fail: the seam where an embedding service goes down."""
 

@@ -8,7 +8,7 @@ import errno
 import gc
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from servers.memory.vector_codes import unit_matrix
 from servers.memory.vector_file import Q8File
 from servers.memory.vectors import VectorIndex
 from shared.db import Database
-from tests.servers.memory.conftest import open_store
+from tests.servers.memory.conftest import open_store, rolled_back
 
 pytestmark = pytest.mark.anyio
 
@@ -52,17 +52,11 @@ async def store(tmp_path: Path) -> AsyncIterator[MemoryStore]:
         tg.cancel_scope.cancel()
 
 
-async def until(condition: Callable[[], bool]) -> None:
+async def all_filed(index: VectorIndex, agent: str) -> None:
     """Bounded: the files are written by a task of their own, a chunk at a time."""
     with anyio.fail_after(WAIT_S):
-        while True:
-            if condition():
-                return
-            await anyio.sleep(0.001)
-
-
-async def all_filed(index: VectorIndex, agent: str) -> None:
-    await until(lambda: index.filed(agent)[0] == index.filed(agent)[1] > 0)
+        await index.until_filed()
+    assert index.filed(agent)[0] == index.filed(agent)[1] > 0
 
 
 async def assert_same_bounds(index: VectorIndex, db: Database, agent: str) -> None:
@@ -99,14 +93,7 @@ async def test_the_file_holds_what_sqlite_holds_through_every_write(store: Memor
         await store.index.add(tx, ids[5], "bob", data[302])  # moved to another agent
         await store.index.add_many(tx, [(10_001, "nexo", data[303]), (10_002, "carol", data[304])])
 
-    async def abandoned() -> None:
-        async with store.db.transaction() as tx:
-            await store.index.add_many(tx, [(ids[6], "nexo", data[305]), (10_003, "nexo", data[306])])
-            await store.index.remove(tx, ids[7])
-            raise RuntimeError("abandoned")
-
-    with pytest.raises(RuntimeError, match="abandoned"):
-        await abandoned()
+    await rolled_back(store, [(ids[6], "nexo", data[305]), (10_003, "nexo", data[306])], ids[7])
     await store.index.search("nexo", data[0], 10)  # checks the cache against SQLite after the rollback
     for agent in ("nexo", "bob", "carol"):
         await all_filed(store.index, agent)
@@ -196,7 +183,9 @@ async def test_copies_a_transaction_was_writing_while_the_file_was_read_are_take
                 await index.add_many(tx, [(i, "nexo", data[200 + i]) for i in range(1, 11)])
                 tg.start_soon(index.keep_filed)
                 await anyio.wait_all_tasks_blocked()  # it asked for the rows while this was open
-            await until(lambda: index.filed("nexo") == (200, 190))
+            with anyio.fail_after(WAIT_S):
+                await index.until_filed()
+            assert index.filed("nexo") == (200, 190)
             await index.search("nexo", data[0], 5)  # the ended transaction is checked: its copies filed
             assert index.filed("nexo") == (200, 200)
             await assert_same_bounds(index, db, "nexo")
