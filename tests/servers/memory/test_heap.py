@@ -3,6 +3,8 @@ allocations: building the codes, writing the int8 copies' files, a large consoli
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -27,6 +29,43 @@ WAIT_S = 10.0
 
 def test_handing_the_heap_back_works_here() -> None:
     heap.return_memory_to_the_system()  # glibc here; a no-op where there is no libc.so.6
+
+
+_MAPPED_AFTER_A_LARGE_FREE = """
+import ctypes, sys
+from servers.memory import heap
+
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd",
+        "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = Info
+if sys.argv[1] == "fixed":
+    assert heap.keep_large_blocks_mapped()
+large = bytearray(16 << 20)  # mapped, and freed: glibc raises its threshold to 16 MB
+del large
+before = libc.mallinfo2().hblkhd
+block = bytearray(512 << 10)
+print(libc.mallinfo2().hblkhd - before)
+"""
+
+
+@pytest.mark.parametrize(("threshold", "mapped"), [("fixed", True), ("glibc's own", False)])
+def test_a_recalls_large_temporaries_stay_mapped_after_a_large_block_was_freed(
+    threshold: str, mapped: bool
+) -> None:
+    """With glibc's moving threshold a 512 KB block after a freed 16 MB one came from the heap,
+    whose pages stay resident; with the threshold fixed it is mapped, and unmapped when freed."""
+    ran = subprocess.run(
+        [sys.executable, "-c", _MAPPED_AFTER_A_LARGE_FREE, "fixed" if threshold == "fixed" else "moving"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+        check=True,
+    )
+    assert (int(ran.stdout) >= 512 << 10) is mapped
 
 
 async def test_building_the_codes_and_their_files_hands_the_heap_back(
