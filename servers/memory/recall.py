@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -141,43 +141,51 @@ class Recaller:
     async def _hybrid(self, agent: str, query: str, limit: int) -> tuple[list[int], RecallMode]:
         """Hybrid recall, or keyword recall when the vector side is unavailable.
 
-        The query is embedded first; then the vector side searches while the keyword side takes its
-        candidates from the full-text index and bounds of their cosines from the read-only
-        connection (``servers.memory.hybrid_keyword``), and a candidate's text is read only when
-        it can change the result. A keyword side's failure is raised as itself, not in an exception group.
+        The keyword side takes its candidates from the full-text index while the query is embedded
+        (the model on worker threads, SQLite on the read-only connection's), and waits for the
+        vector only for the bounds of their cosines; the vector side searches once the vector is
+        there (``servers.memory.hybrid_keyword``). A candidate's text is read only when it can
+        change the result. A failure of either side is raised as itself, not in an exception group.
         """
-        vector = await self._query_vector(agent, query, "hybrid")
-        if vector is None:
-            return await self._keyword_ranked(agent, query, limit), "keyword"
+        embedded = anyio.Event()
+        vector: Vector | None = None
         neighbours: list[tuple[int, float]] | None = None
         candidates: hybrid_keyword.Candidates | None = None
-        failure: Exception | None = None
+        failures: list[Exception] = []
 
         async def vector_side() -> None:
-            nonlocal neighbours
-            neighbours = await self._neighbours(agent, vector, "hybrid", limit)
+            nonlocal vector, neighbours
+            try:
+                try:
+                    vector = await self._query_vector(agent, query, "hybrid")
+                finally:
+                    embedded.set()
+                if vector is not None:
+                    neighbours = await self._neighbours(agent, vector, "hybrid", limit)
+            except Exception as exc:  # noqa: BLE001 -- re-raised below with its own type
+                failures.append(exc)
+
+        async def ceilings(ids: Sequence[int]) -> dict[int, float]:
+            await embedded.wait()
+            return {} if vector is None else await self._store.ceilings(agent, vector, ids)
 
         async def keyword_side() -> None:
-            nonlocal candidates, failure
+            nonlocal candidates
             try:
                 keywords = await self._keywords(query)
                 if keywords is not None:
                     candidates = await hybrid_keyword.candidates(
-                        self._store.reads,
-                        keywords,
-                        STRONG_SHARE,
-                        max(limit * 3, MIN_CANDIDATES),
-                        partial(self._store.ceilings, agent, vector),
+                        self._store.reads, keywords, STRONG_SHARE, max(limit * 3, MIN_CANDIDATES), ceilings
                     )
             except Exception as exc:  # noqa: BLE001 -- re-raised below with its own type
-                failure = exc
+                failures.append(exc)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(vector_side)
             tg.start_soon(keyword_side)
-        if failure is not None:
-            raise failure
-        if neighbours is None:
+        if failures:
+            raise failures[0]
+        if vector is None or neighbours is None:
             return await self._keyword_ranked(agent, query, limit), "keyword"
         if candidates is None:
             return [memory_id for memory_id, _ in neighbours][:limit], "hybrid"

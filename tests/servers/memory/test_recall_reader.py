@@ -3,7 +3,7 @@ as on the writer connection, every committed write seen at once, and no wait for
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from servers.memory.embeddings import Embedder
-from servers.memory.keyword import keyword_query
+from servers.memory.keyword import Term, keyword_query
 from servers.memory.keyword_rank import ranked
 from servers.memory.models import NewMemory, Vector
 from servers.memory.recall import Recaller
@@ -152,3 +152,33 @@ async def test_the_servers_recall_reads_on_its_own_connection_and_finds_what_was
             assert stored[0] == 1
             found = await service.recall("nexo", f"{mode} canoe green", mode=mode, limit=1, touch=False)
             assert [memory.content for memory in found.memories] == [f"the {mode} canoe is green"]
+
+
+async def test_hybrid_recall_reads_its_keyword_candidates_while_the_question_is_embedded(
+    stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model embeds on worker threads and the keyword side reads on the reader's, so the keyword
+    side no longer waits for the vector before its first read (only its bounds of the candidates'
+    cosines need it). An embedder that returns only once the keyword side has read proves it."""
+    store, _ = stores
+    await store.add_many(
+        [(NewMemory("nexo", text, (), "fact", "owner", 0.5), vector(n)) for n, text in enumerate(CORPUS)]
+    )
+    keyword_read = anyio.Event()
+    term_documents = store.term_documents
+
+    async def counted(terms: Sequence[Term], at_most: int) -> list[int]:
+        keyword_read.set()
+        return await term_documents(terms, at_most)
+
+    async def embed_once_keywords_are_read(text: str) -> Vector:
+        with anyio.fail_after(10):
+            await keyword_read.wait()
+        return vector(len(text))
+
+    monkeypatch.setattr(store, "term_documents", counted)
+    found = await Recaller(store, embed_once_keywords_are_read).recall(
+        "nexo", "kayak paddle", mode="hybrid", limit=3, touch=False
+    )
+    assert found.mode == "hybrid"
+    assert CORPUS.index("the kayak paddle is blue and the kayak is red") + 1 in [m.id for m in found.memories]
