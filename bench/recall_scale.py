@@ -60,7 +60,7 @@ import numpy as np
 
 from bench.hashed_vectors import DIM, HashedEmbedder, cache_dir, unit
 from bench.memory_server import pss_mb
-from bench.recall_scale_mcp import FILE_WAIT_S, Asked, over_mcp
+from bench.recall_scale_mcp import FILE_WAIT_S, TARGET_P50_MS, TARGET_PSS_MB, Asked, over_mcp
 from bench.stats import Result, table
 from bench.support import collector_frozen, progress
 from servers.memory import vector_q8
@@ -81,8 +81,6 @@ AGENT = "bench"
 K = 10
 VERSION = 1
 WORKING_SET = 5_000
-TARGET_P50_MS = 25.0
-TARGET_PSS_MB = 300.0
 """What the open store (vector codes, SQLite's cache and maps) may add to the process."""
 MIN_SENTENCES = 10_000
 _CHUNK = 5_000
