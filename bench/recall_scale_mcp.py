@@ -125,6 +125,14 @@ def _share(values: Sequence[bool]) -> list[float]:
     return [sum(values) / len(values)] if values else []
 
 
+def _latency(
+    name: str, measured: ModeFigures, baseline_name: str, baseline: list[float], target: float | None = None
+) -> Result:
+    """A mode's wall time per call, its p95 in the row's name."""
+    p95 = percentile(measured.wall_ms, 0.95)
+    return Result(f"{name} (p95 {p95:.1f} ms)", "ms", baseline_name, measured.wall_ms, baseline, target)
+
+
 def _rows(
     figures: dict[RecallMode, ModeFigures],
     in_process: dict[RecallMode, list[float]],
@@ -134,13 +142,11 @@ def _rows(
 ) -> list[Result]:
     rows: list[Result] = []
     for mode, measured in figures.items():
-        p95 = percentile(measured.wall_ms, 0.95)
         rows.append(
-            Result(
-                f"memory_recall {mode} over MCP stdio{when}, {label} (p95 {p95:.1f} ms)",
-                "ms",
+            _latency(
+                f"memory_recall {mode} over MCP stdio{when}, {label}",
+                measured,
                 "the same questions in process",
-                measured.wall_ms,
                 in_process.get(mode, []),
             )
         )
@@ -272,13 +278,11 @@ async def _shipped(
         return failed
     rows: list[Result] = []
     for mode, measured in figures.items():
-        p95 = percentile(measured.wall_ms, 0.95)
         rows.append(
-            Result(
-                f"{names[mode]} (p95 {p95:.1f} ms)",
-                "ms",
+            _latency(
+                names[mode],
+                measured,
                 "the hashed-word server, same questions",
-                measured.wall_ms,
                 hashed[mode].wall_ms,
                 TARGET_P50_MS if mode == "hybrid" else None,
             )
