@@ -81,6 +81,7 @@ AGENT = "bench"
 K = 10
 VERSION = 1
 WORKING_SET = 5_000
+SHORT_WORDS = 4
 """What the open store (vector codes, SQLite's cache and maps) may add to the process."""
 MIN_SENTENCES = 10_000
 _CHUNK = 5_000
@@ -259,6 +260,21 @@ def questions(texts: Sequence[str], n: int, seed: int = 13) -> list[Question]:
     return asked
 
 
+def short_questions(texts: Sequence[str], n: int, seed: int = 17) -> list[Question]:
+    """Per target, ``SHORT_WORDS`` of its informative words in their order: a question as short as
+    the search query a model writes, whose embedding costs the model less than a long one's."""
+    rng = np.random.default_rng(seed)
+    asked: list[Question] = []
+    while len(asked) < n:
+        target = int(rng.integers(len(texts)))
+        words = [word for word in _WORD.findall(texts[target]) if word.casefold() not in STOPWORDS]
+        if len(words) < SHORT_WORDS:
+            continue
+        kept = sorted(rng.choice(len(words), size=SHORT_WORDS, replace=False).tolist())
+        asked.append(Question(" ".join(words[i] for i in kept), target + 1))
+    return asked
+
+
 def old_keyword_match(text: str) -> str | None:
     """The keyword query of before: every distinct word but stopwords (all of them if nothing else), ORed."""
     words = list(dict.fromkeys(_WORD.findall(text.casefold())))
@@ -352,7 +368,9 @@ async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool
     embedder = HashedEmbedder()
     pool = sentences()
     chosen = corpus(len(pool), rows)
-    asked = questions([text_of(pool, row) for row in chosen], n_questions)
+    texts = [text_of(pool, row) for row in chosen]
+    asked, short = questions(texts, n_questions), short_questions(texts, n_questions)
+    del texts
     path = await cached_database(pool, chosen, embedder)
     results: list[Result] = []
     pss_before = pss_mb(os.getpid())
@@ -495,7 +513,14 @@ async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool
         )
     if mcp:
         results += await over_mcp(
-            path, AGENT, [Asked(q.text, q.target) for q in asked], MODES, before.latency, label, K
+            path,
+            AGENT,
+            [Asked(q.text, q.target) for q in asked],
+            MODES,
+            before.latency,
+            label,
+            K,
+            [Asked(q.text, q.target) for q in short],
         )
     return results
 
