@@ -19,7 +19,7 @@ import anyio
 from servers.memory.embeddings import Embedder, EmbeddingError, build_embedder
 from servers.memory.errors import MemoryUnavailable, ModelMismatch
 from servers.memory.guard import SecretGuard
-from servers.memory.heap import keep_large_blocks_mapped
+from servers.memory.heap import keep_the_heap_small
 from servers.memory.memory_schema import MEMORY_MIGRATIONS
 from servers.memory.notebook import Notebooks
 from servers.memory.reindex import check_model, recorded_model
@@ -99,7 +99,7 @@ async def open_service(
     clock: Callable[[], float] = time.time,
 ) -> AsyncIterator[MemoryService]:
     """Everything the tools need, opened in order and closed in reverse."""
-    keep_large_blocks_mapped()  # a recall's large temporaries leave no pages behind (servers.memory.heap)
+    keep_the_heap_small()  # what recalls free goes back to the system (servers.memory.heap)
     guard = make_guard(settings)
     owned = embedder is None
     active = build_embedder(settings.embedding) if embedder is None else embedder

@@ -31,7 +31,7 @@ def test_handing_the_heap_back_works_here() -> None:
     heap.return_memory_to_the_system()  # glibc here; a no-op where there is no libc.so.6
 
 
-_MAPPED_AFTER_A_LARGE_FREE = """
+_AFTER_A_LARGE_FREE = """
 import ctypes, sys
 from servers.memory import heap
 
@@ -42,30 +42,39 @@ class Info(ctypes.Structure):
 
 libc = ctypes.CDLL("libc.so.6")
 libc.mallinfo2.restype = Info
-if sys.argv[1] == "fixed":
-    assert heap.keep_large_blocks_mapped()
-large = bytearray(16 << 20)  # mapped, and freed: glibc raises its threshold to 16 MB
+if sys.argv[1] == "ours":
+    assert heap.keep_the_heap_small()
+large = bytearray(16 << 20)  # mapped, and freed: glibc's own thresholds rise to 16 and 32 MB
 del large
 before = libc.mallinfo2().hblkhd
-block = bytearray(512 << 10)
-print(libc.mallinfo2().hblkhd - before)
+block = bytearray(6 << 20)
+mapped = libc.mallinfo2().hblkhd - before
+del block
+blocks = [bytearray(1 << 20) for _ in range(10)]
+del blocks
+print(mapped, libc.mallinfo2().keepcost)
 """
 
 
-@pytest.mark.parametrize(("threshold", "mapped"), [("fixed", True), ("glibc's own", False)])
-def test_a_recalls_large_temporaries_stay_mapped_after_a_large_block_was_freed(
-    threshold: str, mapped: bool
-) -> None:
-    """With glibc's moving threshold a 512 KB block after a freed 16 MB one came from the heap,
-    whose pages stay resident; with the threshold fixed it is mapped, and unmapped when freed."""
+@pytest.mark.parametrize("settings", ["ours", "glibc's own"])
+def test_the_heap_keeps_little_of_what_a_recalls_large_temporaries_freed(settings: str) -> None:
+    """After a freed 16 MB block, glibc's own thresholds took a 6 MB block from the heap and kept
+    10 MB freed at its top; with the server's settings the block is mapped (and unmapped when
+    freed) and at most 2 MB stay at the top."""
     ran = subprocess.run(
-        [sys.executable, "-c", _MAPPED_AFTER_A_LARGE_FREE, "fixed" if threshold == "fixed" else "moving"],
+        [sys.executable, "-c", _AFTER_A_LARGE_FREE, "ours" if settings == "ours" else "glibc"],
         capture_output=True,
         text=True,
         cwd=Path(__file__).resolve().parents[3],
         check=True,
     )
-    assert (int(ran.stdout) >= 512 << 10) is mapped
+    mapped, kept_at_top = (int(word) for word in ran.stdout.split())
+    if settings == "ours":
+        assert mapped >= 6 << 20
+        assert kept_at_top <= 2 << 20
+    else:
+        assert mapped == 0
+        assert kept_at_top >= 8 << 20
 
 
 async def test_building_the_codes_and_their_files_hands_the_heap_back(
