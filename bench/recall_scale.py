@@ -34,8 +34,11 @@ The database is cached under ~/.cache/nexo-bench/ (or $XDG_CACHE_HOME/nexo-bench
 (archiving) before it ends.
 
 Then, unless ``--no-mcp``, the same questions as ``memory_recall`` tool calls to the memory server
-over stdio (``bench.recall_scale_mcp``), beside the in-process figures. ``--no-references`` skips
-exact search and the old keyword query, many minutes at a million.
+over stdio (``bench.recall_scale_mcp``), beside the in-process figures: first to the memory server
+given the hashed words, then to the shipped one, which embeds each question with its own model. The
+latency and memory targets are on the shipped server's rows, the figures a client sees; the others
+measure the search. ``--no-references`` skips exact search and the old keyword query, many minutes
+at a million.
 
 ``python -m bench.recall_scale [--rows N] [--queries Q] [--no-mcp] [--no-references]`` (default
 100,000 rows, 325 questions)
@@ -60,7 +63,7 @@ import numpy as np
 
 from bench.hashed_vectors import DIM, HashedEmbedder, cache_dir, unit
 from bench.memory_server import pss_mb
-from bench.recall_scale_mcp import FILE_WAIT_S, TARGET_P50_MS, TARGET_PSS_MB, Asked, over_mcp
+from bench.recall_scale_mcp import FILE_WAIT_S, Asked, over_mcp
 from bench.stats import Result, table
 from bench.support import collector_frozen, progress
 from servers.memory import vector_q8
@@ -425,14 +428,10 @@ async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool
         finally:
             await db.execute("UPDATE memories SET archived = 0 WHERE archived = 1")
 
-    def latency(mode: RecallMode, baseline_name: str, baseline: list[float], target: float | None) -> Result:
+    def latency(mode: RecallMode, baseline_name: str, baseline: list[float]) -> Result:
+        # The search in process with hashed words: the targets are the shipped server's rows.
         return Result(
-            f"memory recall {mode}, {label} (k={K})",
-            "ms",
-            baseline_name,
-            before.latency[mode],
-            baseline,
-            target,
+            f"memory recall {mode}, {label} (k={K})", "ms", baseline_name, before.latency[mode], baseline
         )
 
     def share(values: Sequence[bool | float]) -> list[float]:
@@ -448,7 +447,7 @@ async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool
         )
 
     results += [
-        latency("keyword", "every word ORed, every match ranked (before)", old_latency, TARGET_P50_MS),
+        latency("keyword", "every word ORed, every match ranked (before)", old_latency),
         Result(
             f"memory recall keyword, target in top {K}, {label}",
             "",
@@ -456,7 +455,7 @@ async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool
             share(before.found["keyword"]),
             share(old_found),
         ),
-        latency("vector", "exact search (brute force)", exact_latency, TARGET_P50_MS),
+        latency("vector", "exact search (brute force)", exact_latency),
         Result(
             f"memory recall vector, top {K} agreeing with exact, {label}",
             "",
@@ -464,7 +463,7 @@ async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool
             share(agreement),
             [1.0],
         ),
-        latency("hybrid", "vector recall alone", before.latency["vector"], TARGET_P50_MS),
+        latency("hybrid", "vector recall alone", before.latency["vector"]),
         *(cpu(mode) for mode in MODES),
         *(
             Result(
@@ -498,7 +497,6 @@ async def run(rows: int, n_questions: int, *, mcp: bool = True, references: bool
                 "the same process before opening the store",
                 [pss_after],
                 [pss_before],
-                TARGET_PSS_MB + pss_before,
             )
         )
     for mode in MODES:
