@@ -85,7 +85,7 @@ K = 10
 VERSION = 1
 WORKING_SET = 5_000
 SHORT_WORDS = 4
-"""What the open store (vector codes, SQLite's cache and maps) may add to the process."""
+"""Informative words of a target in a short question (``short_questions``)."""
 MIN_SENTENCES = 10_000
 _CHUNK = 5_000
 _SOURCES = (Path("/usr/share/doc"), Path("/usr/share/man"))
