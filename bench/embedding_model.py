@@ -1,12 +1,15 @@
 """The local embedding model as the server loads it, beside the graph as its file ships.
 
-The server rewrites the model's graph at load so its embedding tables stay int8 (`servers/memory/
-model_graph.py`); the baseline column is a session of the unchanged file with the same options,
+The server rewrites the model's graph at load so its int8 weights stay int8 (`servers/memory/
+model_graph.py`: the tables' rows are looked up before scaling, the layers' matrices multiplied in
+integers); the baseline column is a session of the unchanged file with the same options,
 built in the same run. Rows: the initializers each session holds after ONNX Runtime's optimisation
-(read from the optimised graph ONNX Runtime saves, so exact), and the CPU time of one run of a
-short query, of one text of the model's full 256 tokens and of a batch of 64 real sentences (process
-CPU time, all threads; wall time on a shared machine says more about the neighbours). The vectors of
-both sessions are compared on real sentences: the row set fails if any cosine is under 0.9999.
+(read from the optimised graph ONNX Runtime saves, so exact), and the CPU time of a short query,
+of one text of the model's full 256 tokens and of 64 real sentences, each text a run of its own on
+one thread as the server runs them (`run_each_text`; process CPU time: wall time on a shared
+machine says more about the neighbours). The vectors of
+both sessions are compared on real sentences: the integer matrices move each vector a little, and
+the row set fails if any cosine is under 0.98 (the lowest and the median are printed).
 """
 
 from __future__ import annotations
@@ -28,13 +31,13 @@ from servers.memory.embedding_local import (
     TOKENIZER_PATH,
     _default_model_path,
     build_session,
-    default_threads,
+    run_each_text,
     session_options,
 )
 from servers.memory.embeddings import unit_rows
 from servers.memory.protobuf_wire import fields, packed_varints
 
-MIN_COSINE = 0.9999
+MIN_COSINE = 0.98
 QUERY = "when is Ana's birthday"
 BASELINE = "the model file's graph as it ships, same options"
 _SIZES = {1: 4, 2: 1, 3: 1, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8}
@@ -53,24 +56,16 @@ def held_initializers_mb(optimized: bytes) -> float:
     return total / 2**20
 
 
-def _feed(batch: Batch) -> dict[str, np.ndarray]:
-    return {
-        "input_ids": batch.input_ids,
-        "attention_mask": batch.attention_mask,
-        "token_type_ids": np.zeros_like(batch.input_ids),
-    }
-
-
 def _cpu_ms(session: Any, batch: Batch) -> float:
     begun = time.process_time()
-    session.run(["last_hidden_state"], _feed(batch))
+    run_each_text(session, batch)
     return (time.process_time() - begun) * 1000
 
 
 def _vectors(session: Any, tokenizer: Any, texts: list[str]) -> np.ndarray:
     out = np.empty((len(texts), 384), dtype=np.float32)
     for batch in batches(tokenizer.encode_batch(texts), 32):
-        (hidden,) = session.run(["last_hidden_state"], _feed(batch))
+        hidden = run_each_text(session, batch)
         out[batch.rows] = unit_rows(mean_pooled(hidden, batch.attention_mask), "bench")
     return out
 
@@ -85,7 +80,6 @@ def _measure(quick: bool) -> list[Result]:
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
     tokenizer.no_padding()
     model = _default_model_path().read_bytes()
-    threads = default_threads()
     sessions: dict[str, Any] = {}
     held: dict[str, float] = {}
     builders: dict[str, Callable[[bytes, Any], Any]] = {
@@ -96,7 +90,7 @@ def _measure(quick: bool) -> list[Result]:
     }
     with tempfile.TemporaryDirectory(prefix="nexo-bench-embedding-") as folder:
         for label, build in builders.items():
-            options = session_options(threads)
+            options = session_options()
             optimized = Path(folder) / f"{label}.onnx"
             options.optimized_model_filepath = str(optimized)
             sessions[label] = build(model, options)
@@ -113,11 +107,9 @@ def _measure(quick: bool) -> list[Result]:
         "one text of 256 tokens (CPU ms)": next(
             batches(tokenizer.encode_batch([" ".join(sentences[:40])]), 1)
         ),
-        "batch of 64 sentences (CPU ms)": next(batches(tokenizer.encode_batch(sentences[100:164]), 64)),
+        "64 sentences, a run each (CPU ms)": next(batches(tokenizer.encode_batch(sentences[100:164]), 64)),
     }
-    repeats = (
-        {"short": 30, "one text": 6, "batch": 2} if quick else {"short": 100, "one text": 20, "batch": 6}
-    )
+    repeats = {"short": 30, "one text": 6, "64": 2} if quick else {"short": 100, "one text": 20, "64": 6}
     results = [
         Result(
             "embedding model: initializers held after optimisation",
@@ -150,7 +142,10 @@ def _measure(quick: bool) -> list[Result]:
             f"the vectors differ from the shipped graph's: cosine {cosines.min():.6f} < {MIN_COSINE} "
             f"for {compared[int(cosines.argmin())]!r}"
         )
-    progress(f"embedding model: lowest cosine to the shipped graph's vectors {cosines.min():.7f}")
+    progress(
+        f"embedding model: cosine to the shipped graph's vectors: lowest {cosines.min():.4f}, "
+        f"median {float(np.median(cosines)):.4f}"
+    )
     return results
 
 

@@ -7,8 +7,9 @@ each request is checked, embedded and stored in one transaction. Timed in groups
 
 Ceiling: ONNX Runtime alone, in this process, right after each group, on the very batches the
 server makes of the same sentences (same model, same session options, same tokenization and
-batching: `LocalEmbedder.infer` over `batching.batches`), with nothing before or after. The goal is
-an import at 80 % of the ceiling or better; the share row says where it stands.
+batching: `LocalEmbedder.infer_each` over `batching.batches`, as many runs at once), with nothing
+before or after. The goal is an import at 80 % of the ceiling or better; the share row says where
+it stands.
 
 Records: 2,000 by default (500 with --quick); `--size N` for more.
 """
@@ -44,8 +45,7 @@ async def _ceiling_ms_per_record(embedder: LocalEmbedder, group: list[str]) -> f
         made = list(
             batches(await embedder.tokenize(group[first : first + IMPORT_BATCH]), embedder.batch_size)
         )
-        for batch in made:
-            await embedder.infer(batch)
+        await embedder.infer_each(made, lambda batch, hidden: None)
     return (time.perf_counter() - begun) * 1000 / len(group)
 
 

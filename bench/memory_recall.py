@@ -41,7 +41,7 @@ from bench.memory_server import AGENT, cached_corpus, cached_embeddings, digest,
 from bench.stats import Result, percentile
 from bench.support import describe, progress
 from bench.text_corpus import Query, queries
-from servers.memory.embedding_local import LocalEmbedder
+from servers.memory.embedding_local import GRAPH_REVISION, LocalEmbedder
 from servers.memory.models import NewMemory
 from servers.memory.settings import MemorySettings
 from servers.memory.state import MIGRATIONS, open_service
@@ -159,7 +159,7 @@ async def measure_size(n: int, quick: bool) -> list[Result]:
     if len(corpus.sentences) < n:
         progress(f"memory recall: this machine has only {len(corpus.sentences)} sentences, not {n}")
     vectors = await cached_embeddings(corpus.sentences)
-    cached = _database_cache(len(corpus.sentences), digest(corpus.sentences))
+    cached = _database_cache(len(corpus.sentences), f"{digest(corpus.sentences)}-r{GRAPH_REVISION}")
     if not cached.exists():
         await _build_database(cached, corpus.sentences, vectors)
     asked = queries(corpus, per_kind=50 if quick else 150, seed=SEED)

@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters
 from bench.memory_dataset import cache_dir
 from bench.support import progress
 from bench.text_corpus import Corpus, build
-from servers.memory.embedding_local import MODEL_ID, LocalEmbedder
+from servers.memory.embedding_local import GRAPH_REVISION, MODEL_ID, LocalEmbedder
 from tests.mesh.harness import REPO, child_pids
 
 AGENT = "bench"
@@ -52,7 +52,7 @@ def digest(sentences: list[str]) -> str:
 
 async def cached_embeddings(sentences: list[str]) -> np.ndarray:
     """The local model's vectors of ``sentences``, computed once per chunk and kept on disk."""
-    folder = cache_dir() / f"memory-vectors-{MODEL_ID}-{digest(sentences)}"
+    folder = cache_dir() / f"memory-vectors-{MODEL_ID}-r{GRAPH_REVISION}-{digest(sentences)}"
     folder.mkdir(parents=True, exist_ok=True)
     embedder = LocalEmbedder()
     parts: list[np.ndarray] = []

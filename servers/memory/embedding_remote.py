@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx2
 
-from servers.memory.embeddings import EmbeddingError, check_texts, unit_rows
+from servers.memory.embeddings import REMOTE_BATCH_SIZE, EmbeddingError, check_texts, unit_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,7 +93,7 @@ class OpenAICompatEmbedder:
         model: str,
         api_key: str | None = None,
         dimensions: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = REMOTE_BATCH_SIZE,
         timeout_s: float = 30.0,
         max_retries: int = 3,
         transport: httpx2.AsyncBaseTransport | None = None,

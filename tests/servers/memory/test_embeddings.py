@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from servers.memory import embedding_local
 from servers.memory.embedding_local import MODEL_ID, LocalEmbedder, _default_model_path
 from servers.memory.embedding_remote import OpenAICompatEmbedder, retry_after_seconds
 from servers.memory.embeddings import EmbeddingError, EmbeddingSettings, build_embedder
@@ -202,7 +204,54 @@ async def test_a_batch_gives_the_same_vectors_as_one_text_at_a_time(local: Local
     ]
     together = await local.embed(texts)
     alone = np.concatenate([await local.embed([text]) for text in texts])
-    assert np.abs(together - alone).max() < 1e-5
+    # Each text is a run of its own (its activations quantised over that run alone): to the bit.
+    assert np.array_equal(together, alone)
+
+
+async def test_batches_run_on_as_many_threads_at_once_as_the_embedder_has(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    both_running = threading.Barrier(2, timeout=10)  # broken if the two never run at once
+    running: list[int] = []
+    most: list[int] = [0]
+    lock = threading.Lock()
+    run_each_text = embedding_local.run_each_text
+
+    def counted(session: Any, batch: Any, *, wait: bool) -> Any:
+        with lock:
+            running.append(1)
+            most[0] = max(most[0], len(running))
+        try:
+            if wait:
+                both_running.wait()
+            return run_each_text(session, batch)
+        finally:
+            with lock:
+                running.pop()
+
+    texts = ["one", "two", "three", "four"]
+    alone = await LocalEmbedder(batch_size=1, threads=1).embed(texts)
+    for threads, wait in ((2, True), (1, False)):
+        most[0] = 0
+        monkeypatch.setattr(embedding_local, "run_each_text", partial(counted, wait=wait))
+        embedder = LocalEmbedder(batch_size=1, threads=threads)
+        assert np.array_equal(await embedder.embed(texts), alone)
+        assert most[0] == threads
+
+
+async def test_a_failed_run_is_raised_as_itself_and_no_run_starts_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[list[int]] = []
+
+    def failing(session: Any, batch: Any) -> Any:
+        started.append(batch.rows)
+        raise RuntimeError("bad_alloc")
+
+    monkeypatch.setattr(embedding_local, "run_each_text", failing)
+    with pytest.raises(RuntimeError, match=r"^bad_alloc$"):
+        await LocalEmbedder(batch_size=1, threads=1).embed(["a", "bb", "ccc"])
+    assert started == [[0]]
 
 
 async def test_text_past_256_tokens_is_truncated(local: LocalEmbedder) -> None:
@@ -462,7 +511,20 @@ def test_remote_embedder_refuses_bad_sizes() -> None:
 def test_default_settings_build_the_local_model_without_loading_it() -> None:
     embedder = build_embedder(EmbeddingSettings())
     assert isinstance(embedder, LocalEmbedder)
-    assert (embedder.model_id, embedder.dim, embedder.batch_size) == (MODEL_ID, 384, 32)
+    # Turns of 8 texts per thread locally (a remote request carries 32 by default).
+    assert (embedder.model_id, embedder.dim, embedder.batch_size) == (MODEL_ID, 384, 8)
+    configured = build_embedder(EmbeddingSettings(batch_size=16))
+    assert isinstance(configured, LocalEmbedder)
+    assert configured.batch_size == 16
+
+
+async def test_a_remote_provider_sends_32_texts_a_request_unless_told_otherwise() -> None:
+    embedder = build_embedder(
+        EmbeddingSettings(provider="openai_compat", base_url="http://127.0.0.1:11434/v1/", model="m")
+    )
+    assert isinstance(embedder, OpenAICompatEmbedder)
+    assert embedder.batch_size == 32
+    await embedder.aclose()
 
 
 async def test_openai_compat_settings_build_the_remote_client() -> None:

@@ -1,4 +1,8 @@
-"""The embedding tables of the local model stay int8 once loaded, and its vectors do not change."""
+"""The int8 weights of the local model stay int8 once loaded, and its vectors hardly change.
+
+The tables' rewrite changes no bit of a vector; the matrices' (multiplied in integers, the
+activations quantised per run) moves each vector by a little, bounded here.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +21,11 @@ from servers.memory.embedding_local import (
     TOKENIZER_PATH,
     _default_model_path,
     build_session,
-    default_threads,
+    run_each_text,
     session_options,
 )
 from servers.memory.embeddings import unit_rows
-from servers.memory.model_graph import ModelGraphError, RewrittenModel, gather_rows_before_scaling
+from servers.memory.model_graph import ModelGraphError, RewrittenModel, rewrite_model
 from servers.memory.protobuf_wire import encode_bytes, encode_varint, fields, packed_varints
 
 TEXTS = [
@@ -74,24 +78,31 @@ class Loaded:
     """The graph the session runs, after ONNX Runtime's optimisation, as ONNX Runtime saved it."""
 
 
-def load(model: bytes, folder: Path, *, rewrite: bool) -> Loaded:
-    options = session_options(default_threads())
-    optimized = folder / ("rewritten.onnx" if rewrite else "unchanged.onnx")
+def load(model: bytes, folder: Path, *, rewrite: str) -> Loaded:
+    options = session_options()
+    optimized = folder / f"{rewrite}.onnx"
     options.optimized_model_filepath = str(optimized)
-    if rewrite:
+    if rewrite == "loaded":
         return Loaded(build_session(model, options), optimized)
+    if rewrite == "tables only":
+        return Loaded(build_session(model, options, integer_matmuls=False), optimized)
     # How the server loaded the model before: the file's graph as it ships.
     return Loaded(onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"]), optimized)
 
 
 @pytest.fixture(scope="module")
 def unchanged(model_bytes: bytes, tmp_path_factory: pytest.TempPathFactory) -> Loaded:
-    return load(model_bytes, tmp_path_factory.mktemp("unchanged"), rewrite=False)
+    return load(model_bytes, tmp_path_factory.mktemp("unchanged"), rewrite="unchanged")
+
+
+@pytest.fixture(scope="module")
+def tables_only(model_bytes: bytes, tmp_path_factory: pytest.TempPathFactory) -> Loaded:
+    return load(model_bytes, tmp_path_factory.mktemp("tables"), rewrite="tables only")
 
 
 @pytest.fixture(scope="module")
 def rewritten(model_bytes: bytes, tmp_path_factory: pytest.TempPathFactory) -> Loaded:
-    return load(model_bytes, tmp_path_factory.mktemp("rewritten"), rewrite=True)
+    return load(model_bytes, tmp_path_factory.mktemp("rewritten"), rewrite="loaded")
 
 
 @pytest.fixture(scope="module")
@@ -105,53 +116,62 @@ def tokenizer() -> Any:
 def sentence_vectors(session: Any, tokenizer: Any, texts: list[str]) -> np.ndarray:
     out = np.empty((len(texts), 384), dtype=np.float32)
     for batch in batches(tokenizer.encode_batch(texts), max_rows=4):
-        feed = {
-            "input_ids": batch.input_ids,
-            "attention_mask": batch.attention_mask,
-            "token_type_ids": np.zeros_like(batch.input_ids),
-        }
-        (hidden,) = session.run(["last_hidden_state"], feed)
+        hidden = run_each_text(session, batch)  # as the server runs them: a text per run
         out[batch.rows] = unit_rows(mean_pooled(hidden, batch.attention_mask), "test")
     return out
 
 
-def test_the_loaded_model_gives_the_vectors_of_the_unchanged_graph(
+def test_looking_up_int8_table_rows_gives_the_vectors_of_the_unchanged_graph_to_the_bit(
+    unchanged: Loaded, tables_only: Loaded, tokenizer: Any
+) -> None:
+    expected = sentence_vectors(unchanged.session, tokenizer, TEXTS)
+    actual = sentence_vectors(tables_only.session, tokenizer, TEXTS)
+    assert np.abs(expected - actual).max() <= 1e-6
+
+
+def test_integer_matrices_move_each_vector_by_little_and_keep_what_is_nearest(
     unchanged: Loaded, rewritten: Loaded, tokenizer: Any
 ) -> None:
     expected = sentence_vectors(unchanged.session, tokenizer, TEXTS)
     actual = sentence_vectors(rewritten.session, tokenizer, TEXTS)
     cosines = np.sum(expected * actual, axis=1)
-    assert cosines.min() >= 0.9999, dict(zip(TEXTS, cosines.tolist(), strict=True))
-    assert np.abs(expected - actual).max() <= 1e-6
+    assert cosines.min() >= 0.98, dict(zip(TEXTS, cosines.tolist(), strict=True))
+    assert cosines.max() < 0.99999  # the matrices are multiplied in integers: not the same to the bit
+    # A question asked of the loaded model finds the fact the float graph stored for it, and each
+    # text's own float vector is nearer to its new one than any other text's.
+    similarities = actual @ expected.T
+    assert int(np.argmax(similarities[0, 1:])) + 1 == TEXTS.index("Ana was born on 14 March 1990 in Lisbon.")
+    assert list(np.argmax(similarities, axis=1)) == list(range(len(TEXTS)))
 
 
-def test_the_loaded_session_holds_no_float_copy_of_an_embedding_table(
+def test_the_loaded_session_holds_no_float_copy_of_an_int8_weight(
     model_bytes: bytes, unchanged: Loaded, rewritten: Loaded
 ) -> None:
     shipped = {item.name: item for item in initializers(model_bytes)}
-    gathered = gather_rows_before_scaling(model_bytes).gathered_tables
-    assert "inner.embeddings.word_embeddings.weight_q" in gathered
-    assert all(shipped[name].data_type == INT8 for name in gathered)
-    table_shapes = {shipped[name].dims for name in gathered}
+    graph = rewrite_model(model_bytes)
+    assert "inner.embeddings.word_embeddings.weight_q" in graph.gathered_tables
+    # Six layers of four attention matrices and two feed-forward ones.
+    assert len(graph.integer_matrices) == 36
+    int8_weights = (*graph.gathered_tables, *graph.integer_matrices)
+    assert all(shipped[name].data_type == INT8 for name in int8_weights)
+    shapes = {shipped[name].dims for name in int8_weights}
 
-    def tables_held(loaded: Loaded) -> list[Initializer]:
-        return [item for item in initializers(loaded.optimized.read_bytes()) if item.dims in table_shapes]
+    def weights_held(loaded: Loaded) -> set[tuple[tuple[int, ...], int]]:
+        return {(item.dims, item.data_type) for item in initializers(loaded.optimized.read_bytes())}
 
     # The check finds the float32 copies constant folding makes of the graph as it ships...
-    assert {(item.dims, item.data_type) for item in tables_held(unchanged)} == {
-        (shape, FLOAT) for shape in table_shapes
-    }
-    # ...and only the int8 tables in the session the server loads.
-    assert sorted((item.name, item.data_type) for item in tables_held(rewritten)) == sorted(
-        (name, INT8) for name in gathered
-    )
+    assert {(shape, FLOAT) for shape in shapes} <= weights_held(unchanged)
+    # ...and none in the session the server loads: its weights of those shapes are the int8 ones.
+    held = {(item.name, item.data_type) for item in initializers(rewritten.optimized.read_bytes())}
+    assert not {(shape, FLOAT) for shape in shapes} & weights_held(rewritten)
+    assert {(name, INT8) for name in int8_weights} <= held
 
 
 def test_bytes_that_are_not_an_onnx_model_are_refused_naming_the_problem() -> None:
     with pytest.raises(ModelGraphError, match="not a readable ONNX file: the varint at byte 0 runs past"):
-        gather_rows_before_scaling(b"\xff")
+        rewrite_model(b"\xff")
     with pytest.raises(ModelGraphError, match="has 0 graphs, expected one"):
-        gather_rows_before_scaling(b"\x08\x07")  # ir_version 7 and nothing else
+        rewrite_model(b"\x08\x07")  # ir_version 7 and nothing else
 
 
 # --- the rewrite on small graphs written here -------------------------------------------------------
@@ -201,7 +221,7 @@ def op_types(rewritten: bytes) -> list[tuple[str, list[str], str]]:
 
 
 def test_a_gather_over_a_scaled_int8_table_gathers_rows_then_scales_them() -> None:
-    rewritten = gather_rows_before_scaling(model(*TABLE, *DEQUANTIZE, node("Gather", ["w", "ids"], "out")))
+    rewritten = rewrite_model(model(*TABLE, *DEQUANTIZE, node("Gather", ["w", "ids"], "out")))
     assert rewritten.gathered_tables == ("q",)
     assert op_types(rewritten.model) == [
         ("Gather", ["q", "ids"], "out/int8_rows"),
@@ -233,10 +253,83 @@ def test_a_gather_over_a_scaled_int8_table_gathers_rows_then_scales_them() -> No
 )
 def test_other_graphs_are_left_byte_for_byte_as_they_were(graph: tuple[bytes, ...]) -> None:
     original = model(*TABLE, *graph)
-    assert gather_rows_before_scaling(original) == RewrittenModel(original, ())
+    assert rewrite_model(original) == RewrittenModel(original, ())
 
 
 def test_a_graph_that_already_has_a_value_of_a_new_name_is_refused() -> None:
     taken = node("Identity", ["ids"], "out/rows")
     with pytest.raises(ModelGraphError, match="already has a value named 'out/rows'"):
-        gather_rows_before_scaling(model(*TABLE, taken, *DEQUANTIZE, node("Gather", ["w", "ids"], "out")))
+        rewrite_model(model(*TABLE, taken, *DEQUANTIZE, node("Gather", ["w", "ids"], "out")))
+
+
+MATRIX = (tensor("m", (3, 2), INT8), tensor("c", (1, 2), FLOAT))
+TO_FLOAT = (node("Cast", ["m"], "mf", attribute("to", FLOAT)), node("Mul", ["mf", "c"], "b"))
+
+
+def node_domains(rewritten: bytes) -> list[str]:
+    graph = next(field for field in fields(memoryview(rewritten)) if field.number == 7)
+    return [
+        next((f.text() for f in fields(entry.value) if f.number == 7), "")
+        for entry in fields(graph.value)
+        if entry.number == 1
+    ]
+
+
+def opset_imports(rewritten: bytes) -> list[tuple[str, int]]:
+    found = []
+    for entry in (field for field in fields(memoryview(rewritten)) if field.number == 8):
+        parts = list(fields(entry.value))
+        domain = next((f.text() for f in parts if f.number == 1), "")
+        found.append((domain, next(f.varint() for f in parts if f.number == 2)))
+    return found
+
+
+def test_a_matmul_by_a_scaled_int8_matrix_multiplies_the_int8_matrix_in_integers() -> None:
+    original = model(*MATRIX, *TO_FLOAT, node("MatMul", ["ids", "b"], "out"))
+    rewritten = rewrite_model(original)
+    assert rewritten.integer_matrices == ("m",)
+    assert rewritten.gathered_tables == ()
+    assert op_types(rewritten.model) == [("DynamicQuantizeMatMul", ["ids", "m", "c"], "out")]
+    assert node_domains(rewritten.model) == ["com.microsoft"]
+    assert initializers(rewritten.model) == initializers(model(*MATRIX))
+    assert opset_imports(rewritten.model) == [("", 17), ("com.microsoft", 1)]
+    # The tables alone, when asked: the matrix stays as it ships.
+    assert rewrite_model(original, integer_matmuls=False) == RewrittenModel(original, ())
+
+
+def test_a_model_that_already_imports_the_integer_operators_imports_them_once() -> None:
+    imported = encode_bytes(8, encode_bytes(1, b"com.microsoft") + encode_int(2, 1))
+    rewritten = rewrite_model(model(*MATRIX, *TO_FLOAT, node("MatMul", ["ids", "b"], "out")) + imported)
+    assert opset_imports(rewritten.model) == [("", 17), ("com.microsoft", 1)]
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [
+        pytest.param(
+            (
+                tensor("m", (3, 2), INT8),
+                tensor("c", (3, 1), FLOAT),
+                *TO_FLOAT,
+                node("MatMul", ["ids", "b"], "out"),
+            ),
+            id="a scale per row",
+        ),
+        pytest.param(
+            (tensor("m", (3, 2), 2), MATRIX[1], *TO_FLOAT, node("MatMul", ["ids", "b"], "out")),
+            id="uint8 matrix",
+        ),
+        pytest.param((*MATRIX, *TO_FLOAT, node("MatMul", ["b", "ids"], "out")), id="matrix on the left"),
+        pytest.param(
+            (*MATRIX, tensor("k", (2, 3), FLOAT), *TO_FLOAT, node("MatMul", ["k", "b"], "out")),
+            id="constant times constant",
+        ),
+        pytest.param(
+            (*MATRIX, *TO_FLOAT, node("MatMul", ["ids", "b"], "out"), node("Shape", ["b"], "shape")),
+            id="matrix used twice",
+        ),
+    ],
+)
+def test_other_matmuls_are_left_byte_for_byte_as_they_were(graph: tuple[bytes, ...]) -> None:
+    original = model(*graph)
+    assert rewrite_model(original) == RewrittenModel(original, ())
