@@ -14,15 +14,13 @@ questions, one consolidation pass sent as the control-plane request the orchestr
 mode again, and the PSS after that. Those PSS figures hold the hashed words' table the benchmark's
 embedder maps (60 to 80 MB of it touched by the questions) where the shipped server holds its model.
 
-Then, on the same copy (after that pass), the server as it ships: ``python -m servers.memory``
-with its own local embedding model, which embeds every question as it would for a client (the
-model loaded at start, as it stays while a client asks), the copy's record of which model made its
-vectors cleared first so that it takes the hashed-word vectors as its own. It searches the same
-codes, rows and full-text index with vectors of another model, so its answers say nothing of
-quality: its rows are wall time per mode, the server's CPU per question and its PSS after the
-questions, beside the hashed-word server's. These are the figures a client of the shipped server
-sees, and they carry the targets. The benchmark's questions are long (a memory's words less a
-third: 38 tokens at the median, which the model takes about 9 ms to embed), so the shipped server
+Then the server as it ships, ``python -m servers.memory`` with its own local embedding model, on a
+copy of the store of the same rows with the model's vectors (``bench.recall_scale``), the model
+loaded at start as it stays while a client asks: it embeds every question as it would for a
+client. Its rows, which carry the targets: wall time per mode beside the hashed-word server's, how
+often the target comes first and within the ten, the server's CPU per question and its PSS after
+the questions. These are the figures a client of the shipped server sees. The benchmark's
+questions are long (a memory's words less a third: 38 tokens at the median), so the shipped server
 is then asked as many short ones too, four of a target's informative words, as short as the search
 query a model writes, each mode's wall time beside that of the long questions.
 """
@@ -31,11 +29,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import tempfile
 import time
 from collections.abc import Sequence
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +44,6 @@ from bench.memory_server import memory_server, pss_mb
 from bench.stats import Result, percentile
 from bench.support import collector_frozen, cpu_seconds, describe, progress
 from orchestrator.cli.memory_figures import figures
-from servers.memory.reindex import META_DIM, META_MODEL
 from servers.memory.settings import MemorySettings
 from shared.protocol.memory.admin import MetricsParams, MetricsRequest, MetricsResult
 from shared.protocol.memory.memory_md import ConsolidateParams, ConsolidateRequest, ConsolidateResult
@@ -136,6 +131,16 @@ def _latency(
     return Result(f"{name} (p95 {p95:.1f} ms)", "ms", baseline_name, measured.wall_ms, baseline, target)
 
 
+def _quality(name: str, measured: ModeFigures, label: str, limit: int) -> Result:
+    return Result(
+        f"{name}, target first / in top {limit}, {label}",
+        "",
+        f"target in top {limit}",
+        _share(measured.first),
+        _share(measured.found),
+    )
+
+
 def _rows(
     figures: dict[RecallMode, ModeFigures],
     in_process: dict[RecallMode, list[float]],
@@ -153,15 +158,7 @@ def _rows(
                 in_process.get(mode, []),
             )
         )
-        rows.append(
-            Result(
-                f"memory_recall {mode} over MCP{when}, target first / in top {limit}, {label}",
-                "",
-                f"target in top {limit}",
-                _share(measured.first),
-                _share(measured.found),
-            )
-        )
+        rows.append(_quality(f"memory_recall {mode} over MCP{when}", measured, label, limit))
         cpu = measured.cpu_ms_per_question
         rows.append(
             Result(
@@ -189,7 +186,7 @@ def _copy(database: Path, copy: Path) -> None:
 
 
 async def over_mcp(
-    database: Path,
+    databases: tuple[Path, Path],
     agent: str,
     asked: Sequence[Asked],
     modes: Sequence[RecallMode],
@@ -198,9 +195,10 @@ async def over_mcp(
     limit: int,
     short: Sequence[Asked] = (),
 ) -> list[Result]:
-    """The rows of the module docstring, for the store at ``database``; ``short``: the shorter
-    questions the shipped server is asked too."""
+    """The rows of the module docstring, for the stores at ``databases`` (the hashed words', the
+    model's); ``short``: the shorter questions the shipped server is asked too."""
     rows: list[Result] = []
+    database, modelled = databases
     with tempfile.TemporaryDirectory(prefix="nexo-bench-recall-mcp-", dir=database.parent) as state:
         copy = MemorySettings(state_dir=Path(state)).database
         await anyio.to_thread.run_sync(_copy, database, copy)
@@ -231,14 +229,10 @@ async def over_mcp(
             ("consolidation and the questions again", after_consolidation),
         ):
             rows.append(_pss_row(f"hashed-word server PSS after {name}, {label}", pss, idle, None))
+    with tempfile.TemporaryDirectory(prefix="nexo-bench-recall-mcp-", dir=modelled.parent) as state:
+        await anyio.to_thread.run_sync(_copy, modelled, MemorySettings(state_dir=Path(state)).database)
         rows += await _shipped(Path(state), agent, (asked, short), modes, figures, label, limit)
     return rows
-
-
-def _forget_the_model(database: Path) -> None:
-    """Clear the store's record of its vectors' model: the next server to open it records its own."""
-    with closing(sqlite3.connect(database)) as db, db:
-        db.execute("DELETE FROM memory_meta WHERE key IN (?, ?)", (META_MODEL, META_DIM))
 
 
 def _pss_row(name: str, pss: float | None, idle: float | None, target: float | None) -> Result:
@@ -271,7 +265,6 @@ async def _shipped(
         mode: f"memory_recall {mode} over MCP, the shipped server and its model, {label}" for mode in modes
     }
     try:
-        await anyio.to_thread.run_sync(_forget_the_model, MemorySettings(state_dir=state).database)
         async with memory_server(state, module=SHIPPED_MODULE) as (client, pid):
             await _recall(client, agent, asked[0].text, "vector", limit)
             await _filed(client)
@@ -293,6 +286,11 @@ async def _shipped(
                 "the hashed-word server, same questions",
                 hashed[mode].wall_ms,
                 TARGET_P50_MS if mode == "hybrid" else None,
+            )
+        )
+        rows.append(
+            _quality(
+                f"memory_recall {mode} over MCP, the shipped server and its model", measured, label, limit
             )
         )
         cpu, hashed_cpu = measured.cpu_ms_per_question, hashed[mode].cpu_ms_per_question
@@ -317,6 +315,14 @@ async def _shipped(
                 "the same server, the benchmark's questions",
                 figures[mode].wall_ms,
                 TARGET_P50_MS if mode == "hybrid" else None,
+            )
+        )
+        rows.append(
+            _quality(
+                f"memory_recall {mode} over MCP, the shipped server and its model, {words}",
+                measured,
+                label,
+                limit,
             )
         )
     return rows
