@@ -9,7 +9,7 @@ of one text of the model's full 256 tokens and of 64 real sentences, each text a
 one thread as the server runs them (`run_each_text`; process CPU time: wall time on a shared
 machine says more about the neighbours). The vectors of
 both sessions are compared on real sentences: the integer matrices move each vector a little, and
-the row set fails if any cosine is under 0.98 (the lowest and the median are printed).
+the row set fails if any cosine is under 0.97 (the lowest and the median are printed).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from servers.memory.embedding_local import (
 from servers.memory.embeddings import unit_rows
 from servers.memory.protobuf_wire import fields, packed_varints
 
-MIN_COSINE = 0.98
+MIN_COSINE = 0.97
 QUERY = "when is Ana's birthday"
 BASELINE = "the model file's graph as it ships, same options"
 _SIZES = {1: 4, 2: 1, 3: 1, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8}
