@@ -179,17 +179,14 @@ def _rewrite(model: memoryview, integer_matmuls: bool) -> RewrittenModel:
     gathered: list[str] = []
     multiplied: list[str] = []
     for index, node in enumerate(nodes):
-        table = _scaled_table(node, found)
-        matrix = _scaled_matrix(node, found) if integer_matmuls and table is None else None
-        if table is not None:
+        if (table := _scaled_table(node, found)) is not None:
             replaced[index] = _gather_then_scale(node, table, taken)
             gathered.append(table.weight.name)
-        elif matrix is not None:
+            removed.update((table.mul, table.cast))
+        elif integer_matmuls and (matrix := _scaled_matrix(node, found)) is not None:
             replaced[index] = [_integer_matmul(node, matrix)]
             multiplied.append(matrix.weight.name)
-        for dequantized in (table, matrix):
-            if dequantized is not None:
-                removed.update((dequantized.mul, dequantized.cast))
+            removed.update((matrix.mul, matrix.cast))
     # One copy of the model in all: the chunks are slices of it, joined once at the end.
     new_graph: list[bytes | memoryview] = []
     position = 0
