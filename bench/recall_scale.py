@@ -66,13 +66,13 @@ import anyio
 import numpy as np
 
 from bench.hashed_vectors import DIM, HashedEmbedder, cache_dir, unit
-from bench.memory_server import pss_mb
+from bench.memory_server import cached_embeddings, pss_mb
 from bench.recall_scale_mcp import FILE_WAIT_S, Asked, over_mcp
 from bench.stats import Result, table
 from bench.support import collector_frozen, progress
 from servers.memory import vector_q8
 from servers.memory.consolidate import Policy, consolidate
-from servers.memory.embedding_local import GRAPH_REVISION, MODEL_ID, LocalEmbedder
+from servers.memory.embedding_local import GRAPH_REVISION
 from servers.memory.guard import SecretGuard
 from servers.memory.models import content_hash
 from servers.memory.notebook import Notebooks
@@ -255,34 +255,11 @@ async def cached_database(
 
 async def model_sentence_vectors(pool: Sequence[str], rows: Sequence[tuple[int, int | None]]) -> np.ndarray:
     """The shipped local model's vector of each sentence ``rows`` use (zero for the others), embedded
-    once by `LocalEmbedder` as an import would and cached: a store whose vectors are the model's."""
+    once by `LocalEmbedder` as an import would and cached (``bench.memory_server.cached_embeddings``):
+    a store whose vectors are the model's."""
     used = np.unique([index for row in rows for index in row if index is not None])
-    cached = cache_dir() / f"recall-scale-model-{MODEL_ID}-r{GRAPH_REVISION}-v{VERSION}-{len(rows)}.npy"
-    if cached.exists():
-        embedded = np.load(cached)
-    else:
-        embedder = LocalEmbedder()
-        parts: list[np.ndarray] = []
-        started = time.perf_counter()
-        try:
-            for first in range(0, len(used), _CHUNK):
-                parts.append(await embedder.embed([pool[i] for i in used[first : first + _CHUNK]]))
-                done = first + len(parts[-1])
-                if first // _CHUNK % 10 == 0 or done == len(used):
-                    elapsed = time.perf_counter() - started
-                    progress(
-                        f"recall scale: the model embedded {done:,} of {len(used):,} sentences "
-                        f"({done / elapsed:.0f} a second; once, cached)"
-                    )
-        finally:
-            await embedder.aclose()
-        embedded = np.concatenate(parts)
-        unfinished = cached.with_suffix(".partial")
-        with unfinished.open("wb") as out:
-            np.save(out, embedded)
-        unfinished.rename(cached)
     vectors = np.zeros((len(pool), DIM), dtype=np.float32)
-    vectors[used] = embedded
+    vectors[used] = await cached_embeddings([pool[i] for i in used])
     return vectors
 
 
