@@ -1,32 +1,30 @@
-"""Hybrid recall's keyword side: only the strong hits that can change the first ``limit`` results.
+"""Hybrid recall's keyword side: keyword recall's own ranking, and the strong hits that can change it.
 
 Fused (``servers.memory.recall``), a keyword hit counts only when it is *strong*, and then only by
-``TIE_MARGIN`` added to its cosine similarity, or as the exact lookup. Ranking every candidate by
-BM25 to find the strong ones read and split the text of every holder of the question's rare words,
-about 600 texts a question at a million memories, most of them far from the question in cosine.
-So, when the question has rare terms, the keyword side here:
+``TIE_MARGIN`` added to its cosine similarity, or as the exact lookup; and keyword recall's best
+strong hits keep places of their own among the results. So the keyword side:
 
-1. takes the candidates from the full-text index alone (``keyword_rank.rare_first``), keeps those
-   that could be strong at all (``keyword_rank.reachable``), and reads an upper bound of their
-   cosine similarity to the question (their int8 vectors, ``servers.memory.vector_q8``, instead
-   of their text), all on the read-only connection while the vector side searches on the writer;
-2. once the vector side has answered, keeps the candidates that could enter the first ``limit``:
-   a memory's fused score is at most its cosine plus ``TIE_MARGIN``, and the ``limit``-th fused
-   score is at least the ``limit``-th neighbour's cosine, so a candidate whose bound is below that
-   cut less the margin is never among the results, strong or not;
-3. reads and scores the text of those and of the candidates the vector side returned, reads the
-   exact cosine of the strong hits among them the vector side did not return, and fuses;
+1. ranks its candidates exactly as keyword recall does, while the question is embedded: the
+   memories holding a rare term of the question (``keyword_rank.rare_first``) that could be strong
+   at all (``keyword_rank.reachable``), the first ``cap`` of them by the weight of the rare terms
+   they hold, their text read and scored (``servers.memory.bm25``); a question of common words
+   only (``KeywordQuery.window``) takes the newest memories holding every term, then, when fewer
+   than the keyword ranking keeps are the agent's, the newest holding any (each a window long,
+   every one read);
+2. once the vector side has answered, reads the candidates past ``cap`` only where they could enter
+   the first ``limit`` results: a memory's fused score is at most its cosine plus ``TIE_MARGIN``,
+   and the ``limit``-th fused score is at least the ``limit``-th neighbour's cosine, so a candidate
+   whose cosine bound (its int8 vector, ``servers.memory.vector_q8``) is below that cut less the
+   margin is never among the results, strong or not;
+3. reads the exact cosine of the strong hits the vector side did not return and whose bound reaches
+   that cut;
 4. the exact lookup (one memory holding every term, and strong, comes first) can only change the
    result when the fused first memory does not hold every term: if it does, it is either that one
-   memory, first already, or one of several, and there is no lookup. Only then are the other
-   candidates holding every rare term read, until two hold every term.
+   memory, first already, or one of several, and there is no lookup. Only then are the candidates
+   past ``cap`` holding every rare term read, until two hold every term.
 
-A question of common words only (``KeywordQuery.window``) takes as candidates the newest memories
-holding every term, then, when fewer than the keyword ranking keeps are the agent's, the newest
-holding any, and goes through the same steps.
-
-The same results as ranking every candidate (``tests/servers/memory/test_hybrid_keyword.py`` checks
-them against a brute-force fusion on random stores), for the text of a handful of memories.
+The same results as fusing every candidate (``tests/servers/memory/test_hybrid_keyword.py`` checks
+them against a brute-force fusion on random stores).
 """
 
 from __future__ import annotations
@@ -36,6 +34,7 @@ from dataclasses import dataclass
 
 from servers.memory.keyword import KeywordQuery, Term
 from servers.memory.keyword_rank import (
+    Hit,
     Scored,
     Totals,
     idf,
@@ -52,45 +51,57 @@ Cosines = Callable[[Sequence[int]], Awaitable[dict[int, float]]]
 
 
 @dataclass(frozen=True, slots=True)
-class Candidates:
-    """The memories that may be strong hits, read from the index alone."""
+class Ranking:
+    """Step 1 of the module docstring: the keyword side before the vector side has answered."""
 
     query: KeywordQuery
-    ids: list[int]
-    """With rare terms, best partial score first (the weights of the rare terms each holds); with
-    common words only, the newest holding every term."""
-    partial: dict[int, float]
-    ceiling: dict[int, float]
-    """For each candidate that is the agent's, a cosine similarity to the question its own is
-    certainly not above (from the int8 copies of the vectors: ``servers.memory.vector_q8``)."""
     weights: list[tuple[Term, float]]
     indexed: Totals
-    least: float
-    """A strong hit scores at least this share of the query's total term weight."""
-    wanted: int
-    """Hits the keyword ranking would keep: with common words only, fewer of the agent's memories
-    holding every term than this bring in the newest holding any (``KeywordQuery.window``)."""
+    floor: float
+    """What a strong hit scores at least: a share of the query's total term weight (a memory of the
+    average length holding each term once scores that total)."""
+    hits: list[Hit]
+    """The agent's candidates read, best first: keyword recall's ranking."""
+    whole: list[int]
+    """Those of them holding every term."""
+    ids: list[int]
+    """Every candidate: with rare terms, best partial score first (the weights of the rare terms
+    each holds); with common words only, the newest holding every term."""
+    unread: list[int]
+    """The candidates past ``cap``, in the same order (only with rare terms)."""
+    partial: dict[int, float]
 
     @property
-    def floor(self) -> float:
-        """What a strong hit scores at least: ``least`` of the query's total term weight (what a
-        memory of the average length holding each term once scores)."""
-        return self.least * sum(weight for _, weight in self.weights)
+    def strong(self) -> list[Hit]:
+        """The strong hits read, best first."""
+        return [hit for hit in self.hits if hit[1] >= self.floor]
 
 
-async def candidates(
-    db: Reads, query: KeywordQuery, least: float, wanted: int, ceilings: Cosines
-) -> Candidates:
-    """Step 1 of the module docstring, the bounds of the candidates' cosines with it."""
+async def rank(db: Reads, agent: str, query: KeywordQuery, least: float, wanted: int, cap: int) -> Ranking:
+    """Step 1 of the module docstring; ``least``: a strong hit's share of the total term weight;
+    ``wanted``: the hits keyword recall keeps."""
     indexed = await totals(db)
     weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
-    if query.window is not None:
-        ids = await newest(db, query.match_all, query.window)
-        partial = dict.fromkeys(ids, sum(weight for _, weight in weights))
-    else:
+    floor = least * sum(weight for _, weight in weights)
+    if query.window is None:
         ranked, partial = await rare_first(db, query, weights)
         ids = reachable(ranked, partial, query, weights, least)
-    return Candidates(query, ids, partial, await ceilings(ids), weights, indexed, least, wanted)
+        scored = await score_texts(db, agent, ids, weights, indexed, cap)
+        return Ranking(
+            query, weights, indexed, floor, scored.hits, scored.whole, ids, ids[scored.consumed :], partial
+        )
+    # At most a window each: every one is read, whatever the cap.
+    ids = await newest(db, query.match_all, query.window)
+    scored = await _all_scored(db, agent, ids, weights, indexed)
+    hits, whole = scored.hits, scored.whole
+    if len(hits) < wanted:
+        listed = set(ids)
+        any_term = [i for i in await newest(db, query.match_any, query.window) if i not in listed]
+        more = await _all_scored(db, agent, any_term, weights, indexed)
+        hits = sorted([*hits, *more.hits], key=lambda hit: (-hit[1], -hit[0]))
+        whole = [*whole, *more.whole]
+    total = sum(weight for _, weight in weights)
+    return Ranking(query, weights, indexed, floor, hits, whole, ids, [], dict.fromkeys(ids, total))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +117,7 @@ class StrongHits:
 async def strong_hits(
     db: Reads,
     agent: str,
-    found: Candidates,
+    ranking: Ranking,
     neighbours: Sequence[tuple[int, float]],
     ceilings: Cosines,
     cosines: Cosines,
@@ -121,32 +132,32 @@ async def strong_hits(
     ``holding_every_term(match, k)``: up to ``k`` of the agent's memories matching ``match``."""
     returned = dict(neighbours)
     cut = neighbours[limit - 1][1] - margin if len(neighbours) >= limit else float("-inf")
-    ceiling = dict(found.ceiling)
-    ids = found.ids
-    window = found.query.window
-    if window is not None and sum(i in returned or i in ceiling for i in ids) < found.wanted:
-        listed = set(ids)
-        any_term = [i for i in await newest(db, found.query.match_any, window) if i not in listed]
-        ceiling |= await ceilings([i for i in any_term if i not in returned])
-        ids = [*ids, *any_term]
-    relevant = [i for i in ids if i in returned or ceiling.get(i, cut - 1.0) >= cut]
-    scored = await _scored(db, agent, found, relevant)
-    strong = {memory_id for memory_id, score in scored.hits if score >= found.floor}
-    kept = await cosines([memory_id for memory_id in strong if memory_id not in returned])
-    holders = set(scored.whole)
-    if found.query.prefixed:
+    strong = {memory_id for memory_id, _ in ranking.strong}
+    holders = set(ranking.whole)
+    read = {memory_id for memory_id, _ in ranking.hits}
+    if ranking.unread:
+        bound = await ceilings([i for i in ranking.unread if i not in returned])
+        relevant = [i for i in ranking.unread if i in returned or bound.get(i, cut - 1.0) >= cut]
+        more = await _scored(db, agent, ranking, relevant)
+        strong |= {memory_id for memory_id, score in more.hits if score >= ranking.floor}
+        holders |= set(more.whole)
+        read |= set(relevant)
+    unknown = [memory_id for memory_id in strong if memory_id not in returned]
+    bound = await ceilings(unknown)
+    kept = await cosines([memory_id for memory_id in unknown if bound.get(memory_id, cut - 1.0) >= cut])
+    if ranking.query.prefixed:
         return StrongHits(strong, kept, None)
     first = fuse(returned | kept, strong)[:1]
     if first and first[0] in holders:
         return StrongHits(strong, kept, None)  # step 4: the lookup would change nothing
-    lookup = await _lookup(db, agent, found, set(relevant), holders, holders & strong, holding_every_term)
+    lookup = await _lookup(db, agent, ranking, read, holders, holders & strong, holding_every_term)
     return StrongHits(strong, kept, lookup)
 
 
 async def _lookup(
     db: Reads,
     agent: str,
-    found: Candidates,
+    ranking: Ranking,
     read: set[int],
     holders: set[int],
     strong_holders: set[int],
@@ -155,26 +166,32 @@ async def _lookup(
     """Step 4: the one memory holding every term when it is a strong hit; ``holders`` and
     ``strong_holders``: those found among the texts ``read`` already."""
     # Holding every term, a memory holds every rare one: its partial score is their whole weight.
-    rare = {w.term for w in found.query.terms}
-    full = sum(weight for term, weight in found.weights if term in rare) * (1 - 1e-9)
-    unread = [i for i in found.ids if found.partial[i] >= full and i not in read]
+    rare = {w.term for w in ranking.query.terms}
+    full = sum(weight for term, weight in ranking.weights if term in rare) * (1 - 1e-9)
+    unread = [i for i in ranking.unread if ranking.partial[i] >= full and i not in read]
     start, chunk = 0, _LOOKUP_FIRST
     while start < len(unread) and len(holders) < 2:
-        more = await _scored(db, agent, found, unread[start : start + chunk])
+        more = await _scored(db, agent, ranking, unread[start : start + chunk])
         holders |= set(more.whole)
-        strong_holders |= {memory_id for memory_id, score in more.hits if score >= found.floor}
+        strong_holders |= {memory_id for memory_id, score in more.hits if score >= ranking.floor}
         start, chunk = start + chunk, chunk * 2
-    window = found.query.window
-    if len(holders) == 1 and window is not None and len(found.ids) >= window:
+    window = ranking.query.window
+    if len(holders) == 1 and window is not None and len(ranking.ids) >= window:
         # The newest ``window`` holders were read: older ones may hold every term too.
-        holders |= set(await holding_every_term(found.query.match_all, 2))
+        holders |= set(await holding_every_term(ranking.query.match_all, 2))
     return next(iter(holders)) if len(holders) == 1 and holders <= strong_holders else None
 
 
 _LOOKUP_FIRST = 8
-"""Texts read by the first statement looking for the memories holding every term (step 4), twice as
-many by each next one: two holders end the search, and they are often among the first few."""
+"""Texts read by the first statement looking for the memories holding every term past ``cap``
+(step 4), twice as many by each next one: two holders end the search."""
 
 
-async def _scored(db: Reads, agent: str, found: Candidates, ids: list[int]) -> Scored:
-    return await score_texts(db, agent, ids, found.weights, found.indexed, max(len(ids), 1))
+async def _scored(db: Reads, agent: str, ranking: Ranking, ids: list[int]) -> Scored:
+    return await _all_scored(db, agent, ids, ranking.weights, ranking.indexed)
+
+
+async def _all_scored(
+    db: Reads, agent: str, ids: list[int], weights: Sequence[tuple[Term, float]], indexed: Totals
+) -> Scored:
+    return await score_texts(db, agent, ids, weights, indexed, max(len(ids), 1))

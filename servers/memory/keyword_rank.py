@@ -14,11 +14,11 @@ less than reading the candidates' text, and otherwise the two stages below. Both
    candidate terms it holds; the best ``RANK_CAP`` by partial score, newest first among equals,
    go on. A question of common words only takes the newest ``RANK_CAP`` memories holding all of
    its terms instead (then, when fewer than asked for do, the newest holding any).
-2. **Ranking.** Those memories' text is read by primary key (the agent checked on each row) and
-   split into words as the index splits it (``servers.memory.terms``), and each scores BM25 over
-   every term of the query, with FTS5's formula and constants (k1 = 1.2, b = 0.75, IDF
-   ``ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6), N and the average length from FTS5's own
-   totals record and each word's n from the ``memory_terms`` side table.
+2. **Ranking.** Those memories' text is read by primary key (the agent checked on each row), and
+   all of them are split into words as the index splits them and scored by BM25 over every term
+   of the query at once (``servers.memory.bm25``), with FTS5's formula and constants (k1 = 1.2,
+   b = 0.75, IDF ``ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6), N and the average length from
+   FTS5's own totals record and each word's n from the ``memory_terms`` side table.
 
 Scores are positive, higher is better, on FTS5's scale: a memory holding each term once, of the
 average length, scores the sum of the terms' weights (``KeywordQuery.weight``).
@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress
 from operator import itemgetter
 
 from servers.memory.keyword import KeywordQuery, Term
-from servers.memory.terms import document_tokens
 from shared.db import Reads
 
 K1 = 1.2
@@ -44,11 +43,11 @@ WALK_US = 0.05
 memories, 7 ms for one in 124k)."""
 FTS5_ROW_US = 8.0
 """FTS5's ``bm25()``, per candidate it scores (14.5 ms of CPU for ~1,260 candidates at 100k)."""
-READ_US = 25.0
-"""Reading a candidate's text by primary key and scoring it here (21.5 ms for 1,000 at 100k,
-27 ms for ~690 at a million)."""
-COUNT_ONCE_FROM = 6
-"""Single-word terms from which ``Scorer`` counts a text's words once rather than once per term."""
+READ_US = 7.0
+"""Reading a candidate's text by primary key and scoring it here (``servers.memory.bm25``): 5.4 µs
+at 100k memories, 8.7 µs at a million."""
+BATCH_US = 90.0
+"""Scoring a batch of texts here, whatever their number (numpy's calls for a question of nine terms)."""
 RANK_CAP = 1_000
 """Memories whose text is read and scored per query, at most (stage 2 of the module docstring): as
 many as one rare term's holders, so a question with one rare word ranks them all."""
@@ -69,57 +68,6 @@ class Ranked:
 def idf(documents: int, matching: int) -> float:
     """FTS5's BM25 inverse document frequency of a term found in ``matching`` of ``documents``."""
     return max(math.log((documents - matching + 0.5) / (matching + 0.5)), 1e-6)
-
-
-def frequency(term: Term, words: list[str]) -> int:
-    """How often ``term`` occurs in a text of ``words``."""
-    if len(term.words) == 1 and not term.prefix:
-        return words.count(term.words[0])
-    *whole, last = term.words
-    n = len(term.words)
-    return sum(
-        1
-        for start in range(len(words) - n + 1)
-        if list(words[start : start + n - 1]) == whole
-        and (words[start + n - 1].startswith(last) if term.prefix else words[start + n - 1] == last)
-    )
-
-
-class Scorer:
-    """BM25 of one query's terms (weights: IDF times a factor) over texts of the given average length.
-
-    With many single-word terms, a text's words are counted once (``Counter``, in C) and each term
-    looked up there; with few, each is counted with ``list.count``, which costs less than building
-    the counter (per text: 9 µs against 4.9 µs for sixteen terms, 2.7 µs against 5.8 µs for two).
-    Phrases and prefixes walk the words either way.
-    """
-
-    __slots__ = ("_average_length", "_count_once", "_terms")
-
-    def __init__(self, weights: Sequence[tuple[Term, float]], average_length: float) -> None:
-        self._terms = [
-            (term, weight, term.words[0] if len(term.words) == 1 and not term.prefix else None)
-            for term, weight in weights
-        ]
-        self._count_once = sum(word is not None for _, _, word in self._terms) >= COUNT_ONCE_FROM
-        self._average_length = average_length
-
-    def __call__(self, words: list[str]) -> tuple[float, bool]:
-        """The score of a text of ``words``, and whether the text holds every term."""
-        norm = K1 * (1 - B + B * len(words) / self._average_length)
-        counts = Counter(words) if self._count_once else None
-        score = 0.0
-        whole = True
-        for term, weight, word in self._terms:
-            if word is None:
-                tf = frequency(term, words)
-            else:
-                tf = words.count(word) if counts is None else counts.get(word, 0)
-            if tf:
-                score += weight * tf * (K1 + 1) / (tf + norm)
-            else:
-                whole = False
-        return score, whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +137,7 @@ def fts5_is_cheaper(query: KeywordQuery, cap: int) -> bool:
     """
     candidates = sum(w.documents for w in query.terms)
     walked = sum(w.documents for w, _ in query.scored)
-    return WALK_US * walked + FTS5_ROW_US * candidates <= READ_US * min(candidates, cap)
+    return WALK_US * walked + FTS5_ROW_US * candidates <= READ_US * min(candidates, cap) + BATCH_US
 
 
 async def _fts5_bm25(db: Reads, agent: str, query: KeywordQuery, k: int) -> list[Hit]:
@@ -264,8 +212,11 @@ class Scored:
     hits: list[Hit]
     whole: list[int]
     """Those holding every term."""
+    consumed: int
+    """How many of the candidates, from the first, were read or found not to be the agent's: those
+    after them were left out by the cap."""
     read_all: bool
-    """Whether every candidate was read (none was left out by the cap)."""
+    """Whether every candidate was (none was left out by the cap)."""
 
 
 async def score_texts(
@@ -276,17 +227,18 @@ async def score_texts(
     indexed: Totals,
     cap: int,
 ) -> Scored:
-    """The first ``cap`` of ``candidates`` that are the agent's, scored, best first (newest among equals).
+    """The first ``cap`` of ``candidates`` that are the agent's, scored (``servers.memory.bm25``),
+    best first (newest among equals).
 
     Read ``cap`` at a time: other agents' memories share the index, and are skipped.
     """
+    from servers.memory.bm25 import score_batch  # numpy comes with it: see test_idle_imports
+
     hits: list[Hit] = []
     whole: list[int] = []
-    score_of = Scorer(weights, indexed.average_length)
     start = 0
     while start < len(candidates) and len(hits) < cap:
         chunk = candidates[start : start + cap]
-        start += cap
         rows = await db.fetchall(
             # By primary key, the agent checked on each row: see MemoryStore.by_ids.
             "SELECT id, content, tags FROM memories WHERE id IN (SELECT value FROM json_each(?)) "
@@ -295,13 +247,21 @@ async def score_texts(
         )
         order = {memory_id: position for position, memory_id in enumerate(chunk)}
         rows.sort(key=lambda row: order[row[0]])
-        for memory_id, content, tags in rows[: cap - len(hits)]:
-            score, holds_every_term = score_of(document_tokens(content, tags))
-            hits.append((int(memory_id), score))
-            if holds_every_term:
-                whole.append(int(memory_id))
+        if len(rows) > cap - len(hits):
+            rows = rows[: cap - len(hits)]
+            start += order[rows[-1][0]] + 1
+        else:
+            start += len(chunk)
+        ids = [int(row[0]) for row in rows]
+        scored = score_batch(
+            [content if tags == "[]" else f"{content} {tags}" for _, content, tags in rows],
+            weights,
+            indexed.average_length,
+        )
+        hits += zip(ids, scored.scores.tolist(), strict=True)
+        whole += compress(ids, scored.whole.tolist())
     hits.sort(key=lambda hit: (-hit[1], -hit[0]))
-    return Scored(hits, whole, start >= len(candidates))
+    return Scored(hits, whole, start, start >= len(candidates))
 
 
 def _varints(blob: bytes) -> list[int]:

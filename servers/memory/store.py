@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from servers.memory.access import AccessLog
 from servers.memory.keyword import KeywordQuery, Term
-from servers.memory.keyword_rank import Ranked, ranked, totals
+from servers.memory.keyword_rank import RANK_CAP, Ranked, ranked, totals
 from servers.memory.memory_rows import COLUMNS, INSERT, ids_of, insert_row, rows_by_id
 from servers.memory.models import Counts, Memory, NewMemory, Stored, Vector, content_hash
 from servers.memory.terms import count_documents, documents
@@ -243,11 +243,11 @@ class MemoryStore:
             (agent, after_id, limit),
         )
 
-    async def keyword(self, agent: str, query: KeywordQuery, k: int) -> Ranked:
-        """(id, BM25 score) of the agent's ``k`` best memories for ``query``, best first
-        (``servers.memory.keyword_rank``). Scores are positive: higher is better. Archived memories
-        are searched like the others."""
-        return await ranked(self.reads, agent, query, k)
+    async def keyword(self, agent: str, query: KeywordQuery, k: int, *, cap: int = RANK_CAP) -> Ranked:
+        """(id, BM25 score) of the agent's ``k`` best memories for ``query``, best first, ranking at
+        most ``cap`` candidates (``servers.memory.keyword_rank``). Scores are positive: higher is
+        better. Archived memories are searched like the others."""
+        return await ranked(self.reads, agent, query, k, cap=cap)
 
     async def holders(self, agent: str, match: str, k: int) -> list[int]:
         """Up to ``k`` of the agent's memories matching ``match``, unranked (no BM25 is computed)."""

@@ -33,6 +33,7 @@ _WORD = re.compile(r"[^\W_]+")
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
 """The same words in lowercased ASCII text, found a third faster (keyword ranking splits hundreds of
 texts per question)."""
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _UPSERT = (
     "INSERT INTO memory_terms (term, documents) VALUES (?, ?) "
     "ON CONFLICT (term) DO UPDATE SET documents = documents + excluded.documents"
@@ -43,9 +44,18 @@ Text = tuple[str, str]
 
 
 def fold(word: str) -> str:
-    """``word`` as the FTS5 tokenizer indexes it: casefolded, diacritics removed."""
+    """``word`` as the FTS5 tokenizer indexes it: casefolded, diacritics removed.
+
+    Only the characters past ASCII are looked at one by one (every combining mark is one): a
+    sentence of the benchmarks' corpus holding some took 8.6 µs character by character, 2.6 µs so."""
     decomposed = unicodedata.normalize("NFD", word.casefold())
-    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+    if decomposed.isascii():
+        return decomposed
+    return unicodedata.normalize("NFC", _NON_ASCII.sub(_unless_combining, decomposed))
+
+
+def _unless_combining(match: re.Match[str]) -> str:
+    return "" if unicodedata.combining(match.group()) else match.group()
 
 
 def tokens(text: str) -> list[str]:

@@ -1,29 +1,38 @@
-"""Hybrid recall reads the text of only the keyword candidates that can change its results, and
-returns what fusing every candidate returns (servers.memory.hybrid_keyword)."""
+"""Hybrid recall returns what fusing every keyword candidate returns, keyword recall's best strong hits
+kept among the results, reading the text of its first candidates and of those past them that can
+change the results (servers.memory.hybrid_keyword)."""
 
 from __future__ import annotations
 
 import random
 import zlib
 from collections.abc import AsyncIterator
-from functools import cache, partial
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from servers.memory import hybrid_keyword
 from servers.memory.keyword import KeywordQuery, Weighted, keyword_query
-from servers.memory.keyword_rank import Scorer, frequency, idf, totals
+from servers.memory.keyword_rank import RANK_CAP, idf, totals
 from servers.memory.models import NewMemory
-from servers.memory.recall import MIN_CANDIDATES, MIN_NEIGHBOURS, STRONG_SHARE, TIE_MARGIN, Recaller
+from servers.memory.recall import (
+    MIN_CANDIDATES,
+    MIN_NEIGHBOURS,
+    STRONG_SHARE,
+    TIE_MARGIN,
+    Recaller,
+    keyword_places,
+    with_places_kept,
+)
 from servers.memory.state import MIGRATIONS
 from servers.memory.store import MemoryStore
 from servers.memory.terms import document_tokens
 from servers.memory.vector_codes import unit_matrix
 from servers.memory.vectors import VectorIndex
 from shared.db import Database, Reads
+from tests.servers.memory.bm25_reference import frequency, score
 from tests.servers.memory.conftest import Clock
 
 pytestmark = pytest.mark.anyio
@@ -82,21 +91,24 @@ async def fill(store: MemoryStore, texts: list[str], agent: str = "nexo") -> dic
 
 
 async def brute_force(
-    store: MemoryStore, texts: dict[int, str], question: str, *, probe: int = PROBE
+    store: MemoryStore, texts: dict[int, str], question: str, *, probe: int = PROBE, cap: int = RANK_CAP
 ) -> list[int]:
     """Hybrid recall written out from its definition: every memory's exact cosine and BM25, the
-    strong hits among the memories holding a rare term of the question, fused, the lookup first."""
+    strong hits among the memories holding a rare term of the question, fused, the lookup first,
+    and the best strong hits of keyword recall's ranking (of the first ``cap`` candidates by the
+    weight of the rare terms each holds) in the last places."""
     query = await keyword_query(question, store.term_documents, probe=probe)
     assert query is not None
     indexed = await totals(store.db)
     weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
-    score_of = Scorer(weights, indexed.average_length)
     floor = STRONG_SHARE * sum(weight for _, weight in weights)
     rows = await store.db.fetchall("SELECT memory_id, embedding FROM memory_vectors WHERE agent = 'nexo'")
     asked = unit_matrix([embedding(question)], DIM, lambda _: "question")[0]
     cosine = {int(i): 1.0 - float(1.0 - np.frombuffer(blob, dtype=np.float32) @ asked) for i, blob in rows}
     neighbours = sorted(cosine, key=lambda i: (-cosine[i], i))[: max(2 * LIMIT, MIN_NEIGHBOURS)]
-    scored = {memory_id: score_of(_words(text)) for memory_id, text in texts.items()}
+    scored = {
+        memory_id: score(_words(text), weights, indexed.average_length) for memory_id, text in texts.items()
+    }
     holders = [memory_id for memory_id, (_, every_term) in scored.items() if every_term]
     if query.window is None:  # candidates: the holders of a rare term
         candidates = {i for i, text in texts.items() if _holds(query.terms, text)}
@@ -109,7 +121,14 @@ async def brute_force(
     ranked = sorted(fused, key=lambda i: (-fused[i], i))
     if len(holders) == 1 and holders[0] in strong and not query.prefixed:
         ranked = [holders[0], *(i for i in ranked if i != holders[0])]
-    return ranked[:LIMIT]
+    rare = {w.term for w in query.terms}
+    partial = {
+        i: sum(weight for term, weight in weights if term in rare and frequency(term, _words(texts[i])))
+        for i in candidates
+    }
+    first = sorted(candidates, key=lambda i: (-partial[i], -i))[: cap if query.window is None else None]
+    best = sorted((i for i in first if i in strong), key=lambda i: (-scored[i][0], -i))
+    return with_places_kept(ranked, best[: keyword_places(LIMIT)], LIMIT)
 
 
 def corpus(rng: random.Random, n: int) -> list[str]:
@@ -160,28 +179,56 @@ async def test_hybrid_recall_returns_what_fusing_every_candidate_returns(
     assert common > 3
 
 
-async def test_hybrid_recall_reads_the_text_of_few_of_many_candidates(store: MemoryStore) -> None:
-    """120 memories hold the question's one rare word, any of them could be a strong hit; the text
-    of those the vector side returned, and of those near enough in cosine to matter, is read."""
+async def test_past_the_cap_only_the_candidates_near_enough_in_cosine_are_read(store: MemoryStore) -> None:
+    """120 memories hold the question's one rare word, any of them could be a strong hit. With room
+    for 20 in keyword recall's ranking, the text of those 20 is read, and of the others only those
+    the vector side returned and those near enough in cosine to matter."""
     rng = random.Random(7)
     words = [f"w{k}" for k in range(40)]
     holding = [f"zephyr {' '.join(rng.sample(words, 5))}" for _ in range(120)]
     others = [" ".join(rng.sample(words, 6)) for _ in range(400)]
     texts = await fill(store, [*holding, *others])
-    recaller = Recaller(store, _embedded, keyword_probe=200)
+    recaller = Recaller(store, _embedded, keyword_probe=200, rank_cap=20)
     reads = store.reads
     assert isinstance(reads, CountingReads)
-    query = await keyword_query("zephyr", store.term_documents, probe=200)
-    assert query is not None
-    assert query.window is None
-    could_be_strong = await hybrid_keyword.candidates(
-        store.reads, query, STRONG_SHARE, 20, partial(store.ceilings, "nexo", embedding("zephyr"))
-    )
-    assert len(could_be_strong.ids) == len(holding)
     reads.texts = 0
     recalled = await recaller.recall("nexo", "zephyr", mode="hybrid", limit=LIMIT, touch=False)
-    assert [m.id for m in recalled.memories] == await brute_force(store, texts, "zephyr", probe=200)
-    assert 0 < reads.texts <= 2 * max(2 * LIMIT, MIN_NEIGHBOURS)
+    assert [m.id for m in recalled.memories] == await brute_force(store, texts, "zephyr", probe=200, cap=20)
+    assert 20 < reads.texts <= 20 + 2 * max(2 * LIMIT, MIN_NEIGHBOURS)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+async def test_with_a_small_cap_hybrid_recall_still_returns_what_fusing_every_candidate_returns(
+    store: MemoryStore, seed: int
+) -> None:
+    """Most candidates past the cap: they are read only where their cosine could matter, and
+    keyword recall's best strong hits are those of the first candidates."""
+    rng = random.Random(seed)
+    texts = await fill(store, corpus(rng, 160))
+    recaller = Recaller(store, _embedded, keyword_probe=PROBE, rank_cap=3)
+    compared = 0
+    for question in asked(rng, list(texts.values())[:30]):
+        recalled = await recaller.recall("nexo", question, mode="hybrid", limit=LIMIT, touch=False)
+        assert [memory.id for memory in recalled.memories] == await brute_force(store, texts, question, cap=3)
+        compared += 1
+    assert compared > 50
+
+
+@pytest.mark.parametrize("limit", [1, 3, 4, 7, 8, 10, 40])
+def test_keyword_recalls_best_keep_the_last_places_never_the_first(limit: int) -> None:
+    fused = list(range(100, 100 + 2 * limit))
+    best = [7, 8]
+    places = keyword_places(limit)
+    assert places == min(2, limit // 4)
+    kept = with_places_kept(fused, best[:places], limit)
+    assert len(kept) == limit
+    assert kept[0] == 100
+    assert kept[limit - places :] == best[:places]
+    assert kept[: limit - places] == fused[: limit - places]
+    # Already among the results: each stays where the fusion put it.
+    assert with_places_kept([100, 8, 101, 102, 103], [7, 8], 5) == [100, 8, 101, 102, 7]
+    # Fewer results than places to fill: nothing is dropped.
+    assert with_places_kept([100, 101], [7, 8], 5) == [100, 101, 7, 8]
 
 
 async def _embedded(text: str) -> np.ndarray:
