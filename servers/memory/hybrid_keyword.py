@@ -7,7 +7,9 @@ strong hits keep places of their own among the results. So the keyword side:
 1. ranks its candidates exactly as keyword recall does, while the question is embedded: the
    memories holding a rare term of the question (``keyword_rank.rare_first``) that could be strong
    at all (``keyword_rank.reachable``), the first ``cap`` of them by the weight of the rare terms
-   they hold, their text read and scored (``servers.memory.bm25``); a question of common words
+   they hold, their text read and scored (``servers.memory.bm25``), or, where that costs more
+   (``keyword_rank.fts5_is_cheaper``: a small store), every strong hit by FTS5's ``bm25()`` and
+   up to two memories holding every term; a question of common words
    only (``KeywordQuery.window``) takes the newest memories holding every term, then, when fewer
    than the keyword ranking keeps are the agent's, the newest holding any (each a window long,
    every one read);
@@ -37,6 +39,8 @@ from servers.memory.keyword_rank import (
     Hit,
     Scored,
     Totals,
+    fts5_bm25,
+    fts5_is_cheaper,
     idf,
     newest,
     rare_first,
@@ -63,7 +67,8 @@ class Ranking:
     hits: list[Hit]
     """The agent's candidates read, best first: keyword recall's ranking."""
     whole: list[int]
-    """Those of them holding every term."""
+    """The agent's memories known to hold every term: those read that do (with FTS5's ranking, up
+    to two of all that do)."""
     ids: list[int]
     """Every candidate: with rare terms, best partial score first (the weights of the rare terms
     each holds); with common words only, the newest holding every term."""
@@ -77,12 +82,30 @@ class Ranking:
         return [hit for hit in self.hits if hit[1] >= self.floor]
 
 
-async def rank(db: Reads, agent: str, query: KeywordQuery, least: float, wanted: int, cap: int) -> Ranking:
+async def rank(
+    db: Reads,
+    agent: str,
+    query: KeywordQuery,
+    holding_every_term: Callable[[str, int], Awaitable[list[int]]],
+    *,
+    least: float,
+    wanted: int,
+    cap: int,
+    allow_fts5: bool = True,
+) -> Ranking:
     """Step 1 of the module docstring; ``least``: a strong hit's share of the total term weight;
-    ``wanted``: the hits keyword recall keeps."""
+    ``wanted``: the hits keyword recall keeps; ``holding_every_term(match, k)``: up to ``k`` of the
+    agent's memories matching ``match``; ``allow_fts5=False`` always reads the candidates' text."""
     indexed = await totals(db)
     weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
     floor = least * sum(weight for _, weight in weights)
+    if query.window is None and allow_fts5 and fts5_is_cheaper(query, cap):
+        # As keyword recall ranks where counting the terms costs less than reading the candidates:
+        # every strong hit scored by FTS5, and whether one memory alone holds every term.
+        hits = await fts5_bm25(db, agent, query, least=floor)
+        return Ranking(
+            query, weights, indexed, floor, hits, await holding_every_term(query.match_all, 2), [], [], {}
+        )
     if query.window is None:
         ranked, partial = await rare_first(db, query, weights)
         ids = reachable(ranked, partial, query, weights, least)

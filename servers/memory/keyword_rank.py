@@ -38,16 +38,18 @@ from shared.db import Reads
 
 K1 = 1.2
 B = 0.75
-WALK_US = 0.05
-"""FTS5's ``bm25()``, per doclist entry of each term it counts (measured: 22 ms for a word in 757k
-memories, 7 ms for one in 124k)."""
-FTS5_ROW_US = 8.0
-"""FTS5's ``bm25()``, per candidate it scores (14.5 ms of CPU for ~1,260 candidates at 100k)."""
-READ_US = 7.0
-"""Reading a candidate's text by primary key and scoring it here (``servers.memory.bm25``): 5.4 µs
-at 100k memories, 8.7 µs at a million."""
-BATCH_US = 90.0
-"""Scoring a batch of texts here, whatever their number (numpy's calls for a question of nine terms)."""
+WALK_US = 0.04
+"""FTS5's ``bm25()``, per doclist entry of each term it counts."""
+FTS5_ROW_US = 3.2
+"""FTS5's ``bm25()``, per candidate it scores."""
+READ_US = 6.6
+"""Reading a candidate's text by primary key and scoring it here (``servers.memory.bm25``)."""
+OWN_FIXED_US = 300.0
+"""What ranking here costs a question beyond FTS5's ranking, whatever the candidates: a statement
+more (their ids, then their text) and numpy's calls. These four figures were fitted to both
+rankers' times on 1,110 questions (``bench.recall_scale``'s) at 100,000 and a million
+memories; so chosen, a question took 3.28 and 5.27 ms on average where always the faster of the
+two would have taken 3.20 and 5.22 ms."""
 RANK_CAP = 1_000
 """Memories whose text is read and scored per query, at most (stage 2 of the module docstring): as
 many as one rare term's holders, so a question with one rare word ranks them all."""
@@ -111,7 +113,7 @@ async def ranked(
     weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
     cap = max(cap, k)
     if query.window is None and allow_fts5 and fts5_is_cheaper(query, cap):
-        return Ranked(await _fts5_bm25(db, agent, query, k), None)
+        return Ranked(await fts5_bm25(db, agent, query, k), None)
     if query.window is None:
         candidates, partial = await rare_first(db, query, weights)
         if least is not None:
@@ -137,16 +139,17 @@ def fts5_is_cheaper(query: KeywordQuery, cap: int) -> bool:
     """
     candidates = sum(w.documents for w in query.terms)
     walked = sum(w.documents for w, _ in query.scored)
-    return WALK_US * walked + FTS5_ROW_US * candidates <= READ_US * min(candidates, cap) + BATCH_US
+    return WALK_US * walked + FTS5_ROW_US * candidates <= READ_US * min(candidates, cap) + OWN_FIXED_US
 
 
-async def _fts5_bm25(db: Reads, agent: str, query: KeywordQuery, k: int) -> list[Hit]:
+async def fts5_bm25(db: Reads, agent: str, query: KeywordQuery, k: int = -1, least: float = 0.0) -> list[Hit]:
+    """The agent's ``k`` best hits (every one for -1) scoring at least ``least``, by FTS5's ``bm25()``."""
     rows = await db.fetchall(
         # CROSS JOIN keeps the full-text index the outer loop: see MemoryStore.holders.
         "SELECT m.id, -bm25(memories_fts) AS score FROM memories_fts "
         "CROSS JOIN memories AS m ON m.id = memories_fts.rowid "
-        "WHERE memories_fts MATCH ? AND m.agent = ? ORDER BY score DESC, m.id DESC LIMIT ?",
-        (query.match, agent, k),
+        "WHERE memories_fts MATCH ? AND m.agent = ? AND score >= ? ORDER BY score DESC, m.id DESC LIMIT ?",
+        (query.match, agent, least, k),
     )
     return [(int(row[0]), float(row[1])) for row in rows]
 

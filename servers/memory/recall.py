@@ -127,6 +127,7 @@ class Recaller:
         keyword_probe: int = PROBE,
         keyword_cap: int = CANDIDATE_CAP,
         rank_cap: int = RANK_CAP,
+        keyword_fts5: bool = True,
     ) -> None:
         self._store = store
         self._embed = embed
@@ -134,6 +135,7 @@ class Recaller:
         self._keyword_probe = keyword_probe
         self._keyword_cap = keyword_cap
         self._rank_cap = rank_cap
+        self._keyword_fts5 = keyword_fts5
 
     async def recall(
         self, agent: str, query: str, *, mode: RecallMode, limit: int, touch: bool = True
@@ -164,7 +166,9 @@ class Recaller:
         keywords = await self._keywords(query)
         if keywords is None:
             return []
-        found = await self._store.keyword(agent, keywords, max(limit * 3, MIN_CANDIDATES), cap=self._rank_cap)
+        found = await self._store.keyword(
+            agent, keywords, max(limit * 3, MIN_CANDIDATES), cap=self._rank_cap, allow_fts5=self._keyword_fts5
+        )
         return [memory_id for memory_id, _ in found.hits][:limit]
 
     async def _hybrid(self, agent: str, query: str, limit: int) -> tuple[list[int], RecallMode]:
@@ -198,9 +202,11 @@ class Recaller:
                         self._store.reads,
                         agent,
                         keywords,
-                        STRONG_SHARE,
-                        max(limit * 3, MIN_CANDIDATES),
-                        self._rank_cap,
+                        partial(self._store.holders, agent),
+                        least=STRONG_SHARE,
+                        wanted=max(limit * 3, MIN_CANDIDATES),
+                        cap=self._rank_cap,
+                        allow_fts5=self._keyword_fts5,
                     )
             except Exception as exc:  # noqa: BLE001 -- re-raised below with its own type
                 failures.append(exc)

@@ -243,11 +243,14 @@ class MemoryStore:
             (agent, after_id, limit),
         )
 
-    async def keyword(self, agent: str, query: KeywordQuery, k: int, *, cap: int = RANK_CAP) -> Ranked:
+    async def keyword(
+        self, agent: str, query: KeywordQuery, k: int, *, cap: int = RANK_CAP, allow_fts5: bool = True
+    ) -> Ranked:
         """(id, BM25 score) of the agent's ``k`` best memories for ``query``, best first, ranking at
-        most ``cap`` candidates (``servers.memory.keyword_rank``). Scores are positive: higher is
-        better. Archived memories are searched like the others."""
-        return await ranked(self.reads, agent, query, k, cap=cap)
+        most ``cap`` candidates (``servers.memory.keyword_rank``; ``allow_fts5=False`` never by
+        FTS5's ``bm25()``). Scores are positive: higher is better. Archived memories are searched
+        like the others."""
+        return await ranked(self.reads, agent, query, k, cap=cap, allow_fts5=allow_fts5)
 
     async def holders(self, agent: str, match: str, k: int) -> list[int]:
         """Up to ``k`` of the agent's memories matching ``match``, unranked (no BM25 is computed)."""

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from servers.memory.keyword import KeywordQuery, Weighted, keyword_query
-from servers.memory.keyword_rank import RANK_CAP, idf, totals
+from servers.memory.keyword_rank import RANK_CAP, fts5_is_cheaper, idf, totals
 from servers.memory.models import NewMemory
 from servers.memory.recall import (
     MIN_CANDIDATES,
@@ -91,12 +91,19 @@ async def fill(store: MemoryStore, texts: list[str], agent: str = "nexo") -> dic
 
 
 async def brute_force(
-    store: MemoryStore, texts: dict[int, str], question: str, *, probe: int = PROBE, cap: int = RANK_CAP
+    store: MemoryStore,
+    texts: dict[int, str],
+    question: str,
+    *,
+    probe: int = PROBE,
+    cap: int = RANK_CAP,
+    fts5: bool = True,
 ) -> list[int]:
     """Hybrid recall written out from its definition: every memory's exact cosine and BM25, the
     strong hits among the memories holding a rare term of the question, fused, the lookup first,
-    and the best strong hits of keyword recall's ranking (of the first ``cap`` candidates by the
-    weight of the rare terms each holds) in the last places."""
+    and the best strong hits of keyword recall's ranking in the last places: of the first ``cap``
+    candidates by the weight of the rare terms each holds, or of every candidate where keyword
+    recall ranks with FTS5's ``bm25()`` (``fts5`` allowed and cheaper)."""
     query = await keyword_query(question, store.term_documents, probe=probe)
     assert query is not None
     indexed = await totals(store.db)
@@ -126,7 +133,8 @@ async def brute_force(
         i: sum(weight for term, weight in weights if term in rare and frequency(term, _words(texts[i])))
         for i in candidates
     }
-    first = sorted(candidates, key=lambda i: (-partial[i], -i))[: cap if query.window is None else None]
+    every = query.window is not None or (fts5 and fts5_is_cheaper(query, cap))
+    first = sorted(candidates, key=lambda i: (-partial[i], -i))[: None if every else cap]
     best = sorted((i for i in first if i in strong), key=lambda i: (-scored[i][0], -i))
     return with_places_kept(ranked, best[: keyword_places(LIMIT)], LIMIT)
 
@@ -155,21 +163,22 @@ def asked(rng: random.Random, texts: list[str]) -> list[str]:
     return questions
 
 
+@pytest.mark.parametrize("fts5", [True, False], ids=["fts5-where-cheaper", "text-always"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_hybrid_recall_returns_what_fusing_every_candidate_returns(
-    store: MemoryStore, seed: int
+    store: MemoryStore, seed: int, fts5: bool
 ) -> None:
     rng = random.Random(seed)
     texts = await fill(store, corpus(rng, 160))
     await fill(store, corpus(rng, 40), agent="bob")  # counted in the index, never recalled for nexo
-    recaller = Recaller(store, _embedded, keyword_probe=PROBE)
+    recaller = Recaller(store, _embedded, keyword_probe=PROBE, keyword_fts5=fts5)
     compared = lookups = common = 0
     for question in asked(rng, list(texts.values())[:40]):
         query = await keyword_query(question, store.term_documents, probe=PROBE)
         assert query is not None
         common += query.window is not None
         recalled = await recaller.recall("nexo", question, mode="hybrid", limit=LIMIT, touch=False)
-        expected = await brute_force(store, texts, question)
+        expected = await brute_force(store, texts, question, fts5=fts5)
         assert [memory.id for memory in recalled.memories] == expected, question
         compared += 1
         lookups += _is_lookup(query, texts, expected)
@@ -180,21 +189,42 @@ async def test_hybrid_recall_returns_what_fusing_every_candidate_returns(
 
 
 async def test_past_the_cap_only_the_candidates_near_enough_in_cosine_are_read(store: MemoryStore) -> None:
-    """120 memories hold the question's one rare word, any of them could be a strong hit. With room
+    """300 memories hold the question's one rare word, any of them could be a strong hit. With room
     for 20 in keyword recall's ranking, the text of those 20 is read, and of the others only those
     the vector side returned and those near enough in cosine to matter."""
     rng = random.Random(7)
     words = [f"w{k}" for k in range(40)]
-    holding = [f"zephyr {' '.join(rng.sample(words, 5))}" for _ in range(120)]
+    holding = [f"zephyr {' '.join(rng.sample(words, 5))}" for _ in range(300)]
     others = [" ".join(rng.sample(words, 6)) for _ in range(400)]
     texts = await fill(store, [*holding, *others])
-    recaller = Recaller(store, _embedded, keyword_probe=200, rank_cap=20)
+    query = await keyword_query("zephyr", store.term_documents, probe=400)
+    assert query is not None
+    assert not fts5_is_cheaper(query, 20)  # 300 candidates: reading 20 costs less than FTS5's ranking
+    recaller = Recaller(store, _embedded, keyword_probe=400, rank_cap=20)
     reads = store.reads
     assert isinstance(reads, CountingReads)
     reads.texts = 0
     recalled = await recaller.recall("nexo", "zephyr", mode="hybrid", limit=LIMIT, touch=False)
-    assert [m.id for m in recalled.memories] == await brute_force(store, texts, "zephyr", probe=200, cap=20)
+    assert [m.id for m in recalled.memories] == await brute_force(store, texts, "zephyr", probe=400, cap=20)
     assert 20 < reads.texts <= 20 + 2 * max(2 * LIMIT, MIN_NEIGHBOURS)
+
+
+async def test_where_fts5_ranks_for_less_no_text_is_read(store: MemoryStore) -> None:
+    """A few memories hold the question's rare word: FTS5 scores them, and finds the one holding
+    every term, without a memory's text read."""
+    rng = random.Random(8)
+    words = [f"w{k}" for k in range(40)]
+    texts = await fill(store, [f"zephyr {' '.join(rng.sample(words, 5))}" for _ in range(6)] + words)
+    query = await keyword_query("zephyr w3", store.term_documents, probe=10)
+    assert query is not None
+    assert fts5_is_cheaper(query, RANK_CAP)
+    reads = store.reads
+    assert isinstance(reads, CountingReads)
+    reads.texts = 0
+    recaller = Recaller(store, _embedded, keyword_probe=10)
+    recalled = await recaller.recall("nexo", "zephyr w3", mode="hybrid", limit=LIMIT, touch=False)
+    assert [m.id for m in recalled.memories] == await brute_force(store, texts, "zephyr w3", probe=10)
+    assert reads.texts == 0
 
 
 @pytest.mark.parametrize("seed", [4, 5])
@@ -205,11 +235,12 @@ async def test_with_a_small_cap_hybrid_recall_still_returns_what_fusing_every_ca
     keyword recall's best strong hits are those of the first candidates."""
     rng = random.Random(seed)
     texts = await fill(store, corpus(rng, 160))
-    recaller = Recaller(store, _embedded, keyword_probe=PROBE, rank_cap=3)
+    recaller = Recaller(store, _embedded, keyword_probe=PROBE, rank_cap=3, keyword_fts5=False)
     compared = 0
     for question in asked(rng, list(texts.values())[:30]):
         recalled = await recaller.recall("nexo", question, mode="hybrid", limit=LIMIT, touch=False)
-        assert [memory.id for memory in recalled.memories] == await brute_force(store, texts, question, cap=3)
+        expected = await brute_force(store, texts, question, cap=3, fts5=False)
+        assert [memory.id for memory in recalled.memories] == expected, question
         compared += 1
     assert compared > 50
 
