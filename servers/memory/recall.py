@@ -12,15 +12,16 @@ one common word with a paraphrased question stays out, a memory holding the quer
 term (an error code, a serial number) comes in.
 
 Hybrid order is by cosine similarity, the strong keyword hits' own cosines read from the index
-when the vector side did not return them, and a strong hit counts ``TIE_MARGIN`` (0.02) more. Only
-the strong hits that can be among the results are looked for, and only their candidates' text is
-read (``servers.memory.hybrid_keyword``). The
+when the vector side did not return them, and a strong hit counts ``TIE_MARGIN`` (0.02) more. The
 keyword side so settles what the embedding model leaves undecided and never overturns a clear
 preference: fusing by reciprocal rank alone let a memory the vector side ranked second, sharing
-one rare word with the question, overtake a first that was well ahead in cosine. One exception is
-an exact lookup: when a single memory holds every term of the query and is a strong hit, it comes
-first whatever its cosine (a serial number embeds as noise). Tuned, and checked on held-out
-questions, by ``python -m bench.recall_quality``.
+one rare word with the question, overtake a first that was well ahead in cosine. Two exceptions:
+an exact lookup, when a single memory holds every term of the query and is a strong hit, comes
+first whatever its cosine (a serial number embeds as noise); and keyword recall's best two strong
+hits keep the last places when the fusion left them out (``KEYWORD_PLACES``). The keyword side
+ranks as keyword recall does, and reads past its first candidates only what can change the
+results (``servers.memory.hybrid_keyword``). Tuned, and checked on held-out questions, by
+``python -m bench.recall_quality``.
 
 When the vector side fails (the embedder is down, the index errs, or the model changed and a
 reindex is pending) hybrid recall degrades to keyword recall, every keyword hit in BM25 order, and
