@@ -46,7 +46,7 @@ from shared.db import Database
 
 K = 10
 NEIGHBOURS = max(2 * K, MIN_NEIGHBOURS)
-"""What recall's vector side asks the index for with ``limit=10``."""
+"""What vector recall asks the index for with ``limit=10`` (hybrid recall asks for ten)."""
 SIZES = (10, 15, 20, 25, 30, 40)
 AGREEMENT_TARGET = 0.99
 
