@@ -65,16 +65,18 @@ class Ranking:
     """What a strong hit scores at least: a share of the query's total term weight (a memory of the
     average length holding each term once scores that total)."""
     hits: list[Hit]
-    """The agent's candidates read, best first: keyword recall's ranking."""
+    """The agent's candidates read, best first: keyword recall's ranking (with FTS5's ranking, its
+    strong hits only)."""
     whole: list[int]
     """The agent's memories known to hold every term: those read that do (with FTS5's ranking, up
     to two of all that do)."""
     ids: list[int]
     """Every candidate: with rare terms, best partial score first (the weights of the rare terms
-    each holds); with common words only, the newest holding every term."""
+    each holds); with common words only, the newest holding every term (none with FTS5's ranking)."""
     unread: list[int]
     """The candidates past ``cap``, in the same order (only with rare terms)."""
     partial: dict[int, float]
+    """The partial score of each candidate with rare terms."""
 
     @property
     def strong(self) -> list[Hit]:
@@ -123,8 +125,7 @@ async def rank(
         more = await _all_scored(db, agent, any_term, weights, indexed)
         hits = sorted([*hits, *more.hits], key=lambda hit: (-hit[1], -hit[0]))
         whole = [*whole, *more.whole]
-    total = sum(weight for _, weight in weights)
-    return Ranking(query, weights, indexed, floor, hits, whole, ids, [], dict.fromkeys(ids, total))
+    return Ranking(query, weights, indexed, floor, hits, whole, ids, [], {})
 
 
 @dataclass(frozen=True, slots=True)
