@@ -3,13 +3,16 @@ as on the writer connection, every committed write seen at once, and no wait for
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
 import pytest
 
+from servers.memory import hybrid_keyword
 from servers.memory.embeddings import Embedder
 from servers.memory.keyword import Term, keyword_query
 from servers.memory.keyword_rank import ranked
@@ -182,3 +185,47 @@ async def test_hybrid_recall_reads_its_keyword_candidates_while_the_question_is_
     )
     assert found.mode == "hybrid"
     assert CORPUS.index("the kayak paddle is blue and the kayak is red") + 1 in [m.id for m in found.memories]
+
+
+async def test_the_vector_search_starts_once_the_keyword_side_has_ranked(
+    stores: tuple[MemoryStore, MemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keyword side reads its candidates' text while the question is embedded, and the vector
+    search waits for it rather than share the two cores with it. A keyword side that fails still
+    lets the search run, and its failure is raised as itself."""
+    store, _ = stores
+    await store.add_many(
+        [(NewMemory("nexo", text, (), "fact", "owner", 0.5), vector(n)) for n, text in enumerate(CORPUS)]
+    )
+    events: list[str] = []
+    real_rank = hybrid_keyword.rank
+    real_neighbours = store.neighbours
+
+    async def rank(*args: Any, **kwargs: Any) -> hybrid_keyword.Ranking:
+        ranking = await real_rank(*args, **kwargs)
+        events.append("ranked")
+        return ranking
+
+    async def neighbours(agent: str, query: Vector, k: int) -> list[tuple[int, float]]:
+        events.append("search")
+        return await real_neighbours(agent, query, k)
+
+    async def embed(text: str) -> Vector:
+        return vector(len(text))
+
+    monkeypatch.setattr(hybrid_keyword, "rank", rank)
+    monkeypatch.setattr(store, "neighbours", neighbours)
+    recaller = Recaller(store, embed)
+    with anyio.fail_after(10):
+        found = await recaller.recall("nexo", "kayak paddle", mode="hybrid", limit=3, touch=False)
+    assert found.mode == "hybrid"
+    assert events == ["ranked", "search"]
+
+    async def failing(*args: Any, **kwargs: Any) -> hybrid_keyword.Ranking:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(hybrid_keyword, "rank", failing)
+    events.clear()
+    with anyio.fail_after(10), pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        await recaller.recall("nexo", "kayak paddle", mode="hybrid", limit=3, touch=False)
+    assert events == ["search"]
