@@ -41,11 +41,11 @@ from servers.memory.keyword_rank import (
     Totals,
     fts5_bm25,
     fts5_is_cheaper,
-    idf,
     newest,
     rare_first,
     reachable,
     score_texts,
+    term_weights,
     totals,
 )
 from shared.db import Reads
@@ -99,7 +99,7 @@ async def rank(
     ``wanted``: the hits keyword recall keeps; ``holding_every_term(match, k)``: up to ``k`` of the
     agent's memories matching ``match``; ``allow_fts5=False`` always reads the candidates' text."""
     indexed = await totals(db)
-    weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
+    weights = term_weights(query, indexed)
     floor = least * sum(weight for _, weight in weights)
     if query.window is None and allow_fts5 and fts5_is_cheaper(query, cap):
         # As keyword recall ranks where counting the terms costs less than reading the candidates:

@@ -34,6 +34,7 @@ from itertools import compress
 from operator import itemgetter
 
 from servers.memory.keyword import KeywordQuery, Term
+from servers.memory.terms import indexed_text
 from shared.db import Reads
 
 K1 = 1.2
@@ -70,6 +71,11 @@ class Ranked:
 def idf(documents: int, matching: int) -> float:
     """FTS5's BM25 inverse document frequency of a term found in ``matching`` of ``documents``."""
     return max(math.log((documents - matching + 0.5) / (matching + 0.5)), 1e-6)
+
+
+def term_weights(query: KeywordQuery, indexed: Totals) -> list[tuple[Term, float]]:
+    """Each term that counts in the ranking with its weight: its IDF times its factor."""
+    return [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +116,7 @@ async def ranked(
     (``reachable``), and fewer than ``k`` hits may come back.
     """
     indexed = await totals(db)
-    weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
+    weights = term_weights(query, indexed)
     cap = max(cap, k)
     if query.window is None and allow_fts5 and fts5_is_cheaper(query, cap):
         return Ranked(await fts5_bm25(db, agent, query, k), None)
@@ -257,7 +263,7 @@ async def score_texts(
             start += len(chunk)
         ids = [int(row[0]) for row in rows]
         scored = score_batch(
-            [content if tags == "[]" else f"{content} {tags}" for _, content, tags in rows],
+            [indexed_text(content, tags) for _, content, tags in rows],
             weights,
             indexed.average_length,
         )

@@ -9,7 +9,7 @@ import pytest
 from servers.memory.bm25 import score_batch
 from servers.memory.keyword import Term
 from servers.memory.keyword_rank import K1
-from servers.memory.terms import document_tokens, tokens
+from servers.memory.terms import document_tokens, indexed_text, tokens
 from tests.servers.memory import bm25_reference
 
 
@@ -93,7 +93,7 @@ def test_a_batch_scores_each_text_to_the_bit_as_the_definition_does(seed: int) -
     rng = random.Random(seed)
     for _ in range(60):
         memories = [(_text(rng), rng.choice(["[]", "[]", '["garden","Café"]', '["x1"]'])) for _ in range(40)]
-        texts = [content if tags == "[]" else f"{content} {tags}" for content, tags in memories]
+        texts = [indexed_text(content, tags) for content, tags in memories]
         weights = _terms(rng)
         average = rng.uniform(1.0, 12.0)
         scored = score_batch(texts, weights, average)

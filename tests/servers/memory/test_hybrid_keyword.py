@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from servers.memory.keyword import KeywordQuery, Weighted, keyword_query
-from servers.memory.keyword_rank import RANK_CAP, fts5_is_cheaper, idf, totals
+from servers.memory.keyword_rank import RANK_CAP, fts5_is_cheaper, term_weights, totals
 from servers.memory.models import NewMemory
 from servers.memory.recall import (
     MIN_CANDIDATES,
@@ -107,7 +107,7 @@ async def brute_force(
     query = await keyword_query(question, store.term_documents, probe=probe)
     assert query is not None
     indexed = await totals(store.db)
-    weights = [(w.term, factor * idf(indexed.rows, w.documents)) for w, factor in query.scored]
+    weights = term_weights(query, indexed)
     floor = STRONG_SHARE * sum(weight for _, weight in weights)
     rows = await store.db.fetchall("SELECT memory_id, embedding FROM memory_vectors WHERE agent = 'nexo'")
     asked = unit_matrix([embedding(question)], DIM, lambda _: "question")[0]
