@@ -198,6 +198,15 @@ class Snapshot:
         there = (self.ids[positions] == ids) & (slots != NO_RECORD)
         return ids[there], slots[there]
 
+    def q8_slots_at(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``q8_slots`` of the ids at ``positions`` of this snapshot: no search for them (a search
+        of a million ids, cold in the CPU's cache, took 0.3 ms for 300 of them)."""
+        if self.q8 is None:
+            return self.ids[:0], np.empty(0, dtype=np.int64)
+        slots = self.slots[positions]
+        there = slots != NO_RECORD
+        return self.ids[positions[there]], slots[there]
+
     def scan(self, query: np.ndarray, start: int, stop: int, out: np.ndarray) -> None:
         """The Hamming distances of codes `start:stop` from the unit `query`'s code, into `out[start:stop]`
         (a search splits its scan between threads so)."""
@@ -212,7 +221,8 @@ class Snapshot:
         exclude: Collection[int],
         distances: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Ids of about `keep` codes nearest to the unit `query`: `first` by Hamming, then rescored.
+        """Positions (in this snapshot) of about `keep` codes nearest to the unit `query`: `first` by
+        Hamming, then rescored.
 
         `distances`: every code's Hamming distance from the query, when scanned already (`scan`).
         """
@@ -220,14 +230,12 @@ class Snapshot:
             distances = hamming_distances(self.columns, sign_codes(query[np.newaxis, :])[0])
         excluded = np.fromiter(exclude, dtype=np.int64, count=len(exclude))
         positions = smallest(distances, first + excluded.size)
-        ids = self.ids[positions]
         if excluded.size:
-            wanted = ~np.isin(ids, excluded)
-            positions, ids = positions[wanted], ids[wanted]
-        if ids.size > keep:
+            positions = positions[~np.isin(self.ids[positions], excluded)]
+        if positions.size > keep:
             scores = asymmetric_scores(self.columns[:, positions], query)
-            ids = ids[np.argpartition(-scores, keep)[:keep]]
-        return np.asarray(ids, dtype=np.int64)
+            positions = positions[np.argpartition(-scores, keep)[:keep]]
+        return np.asarray(positions, dtype=np.intp)
 
 
 class CodeBlock:

@@ -190,12 +190,12 @@ class VectorSearch:
         first = rescored_codes(snapshot.ids.size, keep)
         if snapshot.ids.size > THREAD_ABOVE:
             distances = await _scanned(snapshot, unit)
-            candidates = await anyio.to_thread.run_sync(
+            positions = await anyio.to_thread.run_sync(
                 snapshot.candidates, unit, first, keep, exclude, distances
             )
         else:
-            candidates = snapshot.candidates(unit, first, keep, exclude)
-        found, missing = await self._rerank(agent, unit, candidates, k)
+            positions = snapshot.candidates(unit, first, keep, exclude)
+        found, missing = await self._rerank(agent, unit, snapshot.ids[positions], k, at=(snapshot, positions))
         if missing:
             # Rows deleted behind the index's back or a write rolled back: the cache is checked
             # for them at the next search, and this one is answered from SQLite alone.
@@ -240,15 +240,24 @@ class VectorSearch:
         await self._cache.until_filed()
 
     async def _bounds(
-        self, reads: Reads, agent: str, query: np.ndarray, ids: np.ndarray
+        self,
+        reads: Reads,
+        agent: str,
+        query: np.ndarray,
+        ids: np.ndarray,
+        at: tuple[Snapshot, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``vector_q8.bounds``, reading the copies in the agent's file (``vector_file``) from it
-        and only the others from SQLite."""
-        block = self._cache.block(agent)
-        snapshot = None if block is None else block.snapshot()
+        and only the others from SQLite; ``at``: the snapshot ``ids`` were found in, and their
+        positions there (a search's candidates: their records are taken from it)."""
+        if at is None:
+            block = self._cache.block(agent)
+            snapshot = None if block is None else block.snapshot()
+        else:
+            snapshot = at[0]
         if snapshot is None or snapshot.q8 is None:
             return await vector_q8.bounds(reads, agent, query, ids)
-        filed, slots = snapshot.q8_slots(ids)
+        filed, slots = snapshot.q8_slots(ids) if at is None else snapshot.q8_slots_at(at[1])
         if not filed.size:
             return await vector_q8.bounds(reads, agent, query, ids)
         try:
@@ -269,12 +278,19 @@ class VectorSearch:
         )
 
     async def _rerank(
-        self, agent: str, query: np.ndarray, candidates: np.ndarray, k: int, db: Reads | None = None
+        self,
+        agent: str,
+        query: np.ndarray,
+        candidates: np.ndarray,
+        k: int,
+        db: Reads | None = None,
+        at: tuple[Snapshot, np.ndarray] | None = None,
     ) -> tuple[list[tuple[int, float]], list[int]]:
         """The `k` candidates nearest to `query`, exactly: the int8 copies bound every candidate's
-        cosine, and only those that may be among the `k` have their float32 vector read."""
+        cosine, and only those that may be among the `k` have their float32 vector read (``at``:
+        see ``_bounds``)."""
         reads = db or self.db
-        ids, estimate, error = await self._bounds(reads, agent, query, candidates)
+        ids, estimate, error = await self._bounds(reads, agent, query, candidates, at)
         # Every candidate has its copy unless rows were deleted behind the index's back.
         missing = [] if ids.size == candidates.size else np.setdiff1d(candidates, ids).tolist()
         kept: dict[int, float] = {}
