@@ -41,8 +41,8 @@ the model as an import would (``LocalEmbedder``; cached, about ten minutes for t
 a million rows on 2 cores), and a two-sentence memory's vector is the normalised sum of its two
 sentences' vectors: close to, not the same as, the model's vector of the pair, which would cost as
 much again to embed. The latency and memory targets are on the shipped server's rows, the figures
-a client sees; the others measure the search. ``--no-references`` skips exact search and the old
-keyword query, many minutes at a million.
+a client sees, before and after a consolidation pass; the others measure the search.
+``--no-references`` skips exact search and the old keyword query, many minutes at a million.
 
 ``python -m bench.recall_scale [--rows N] [--queries Q] [--no-mcp] [--no-references]`` (default
 100,000 rows, 325 questions)

@@ -22,7 +22,10 @@ often the target comes first and within the ten, the server's CPU per question a
 the questions. These are the figures a client of the shipped server sees. The benchmark's
 questions are long (a memory's words less a third: 38 tokens at the median), so the shipped server
 is then asked as many short ones too, four of a target's informative words, as short as the search
-query a model writes, each mode's wall time beside that of the long questions.
+query a model writes, each mode's wall time beside that of the long questions. Last, one
+consolidation pass (it archives all but the working set: every memory stays recallable), the long
+questions again in every mode, each mode's wall time and quality beside its own before the pass,
+and the PSS after that: the targets hold for an agent that has lived a while.
 """
 
 from __future__ import annotations
@@ -272,6 +275,16 @@ async def _shipped(
             figures = {mode: await _ask(client, pid, agent, asked, mode, limit) for mode in modes}
             after = pss_mb(pid)
             shorter = {mode: await _ask(client, pid, agent, short, mode, limit) for mode in modes if short}
+            started = time.perf_counter()
+            report = await client.session.send_request(
+                ConsolidateRequest(params=ConsolidateParams(agent=agent)), ConsolidateResult
+            )
+            progress(
+                f"recall scale over MCP: the shipped server's consolidation archived "
+                f"{report.archived_count:,} in {time.perf_counter() - started:.1f} s"
+            )
+            consolidated = {mode: await _ask(client, pid, agent, asked, mode, limit) for mode in modes}
+            after_pass = pss_mb(pid)
     except Exception as exc:  # noqa: BLE001 -- any failure to start or answer is this row set's error
         failed = [Result(name, "ms", "-", []) for name in names.values()]
         for row in failed:
@@ -325,4 +338,26 @@ async def _shipped(
                 limit,
             )
         )
+    for mode, measured in consolidated.items():
+        after_pass_name = (
+            f"memory_recall {mode} over MCP, the shipped server and its model, after consolidation"
+        )
+        rows.append(
+            _latency(
+                f"{after_pass_name}, {label}",
+                measured,
+                "the same server before the pass",
+                figures[mode].wall_ms,
+                TARGET_P50_MS if mode == "hybrid" else None,
+            )
+        )
+        rows.append(_quality(after_pass_name, measured, label, limit))
+    rows.append(
+        _pss_row(
+            f"shipped memory server PSS after consolidation and the questions again, {label}",
+            after_pass,
+            idle,
+            TARGET_PSS_MB,
+        )
+    )
     return rows
