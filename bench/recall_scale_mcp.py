@@ -216,14 +216,7 @@ async def over_mcp(
             figures = {mode: await _ask(client, pid, agent, asked, mode, limit) for mode in modes}
             rows += _rows(figures, in_process, label, limit, "")
             after_questions = pss_mb(pid)
-            started = time.perf_counter()
-            report = await client.session.send_request(
-                ConsolidateRequest(params=ConsolidateParams(agent=agent)), ConsolidateResult
-            )
-            progress(
-                f"recall scale over MCP: consolidation archived {report.archived_count:,} "
-                f"in {time.perf_counter() - started:.1f} s"
-            )
+            await _consolidate(client, agent, "")
             figures = {mode: await _ask(client, pid, agent, asked, mode, limit) for mode in modes}
             rows += _rows(figures, in_process, label, limit, " after consolidation")
             after_consolidation = pss_mb(pid)
@@ -236,6 +229,18 @@ async def over_mcp(
         await anyio.to_thread.run_sync(_copy, modelled, MemorySettings(state_dir=Path(state)).database)
         rows += await _shipped(Path(state), agent, (asked, short), modes, figures, label, limit)
     return rows
+
+
+async def _consolidate(client: Client, agent: str, whose: str) -> None:
+    """One consolidation pass, sent as the control-plane request the orchestrator sends."""
+    started = time.perf_counter()
+    report = await client.session.send_request(
+        ConsolidateRequest(params=ConsolidateParams(agent=agent)), ConsolidateResult
+    )
+    progress(
+        f"recall scale over MCP: {whose}consolidation archived {report.archived_count:,} "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
 
 
 def _pss_row(name: str, pss: float | None, idle: float | None, target: float | None) -> Result:
@@ -275,14 +280,7 @@ async def _shipped(
             figures = {mode: await _ask(client, pid, agent, asked, mode, limit) for mode in modes}
             after = pss_mb(pid)
             shorter = {mode: await _ask(client, pid, agent, short, mode, limit) for mode in modes if short}
-            started = time.perf_counter()
-            report = await client.session.send_request(
-                ConsolidateRequest(params=ConsolidateParams(agent=agent)), ConsolidateResult
-            )
-            progress(
-                f"recall scale over MCP: the shipped server's consolidation archived "
-                f"{report.archived_count:,} in {time.perf_counter() - started:.1f} s"
-            )
+            await _consolidate(client, agent, "the shipped server's ")
             consolidated = {mode: await _ask(client, pid, agent, asked, mode, limit) for mode in modes}
             after_pass = pss_mb(pid)
     except Exception as exc:  # noqa: BLE001 -- any failure to start or answer is this row set's error
