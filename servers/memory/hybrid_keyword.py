@@ -41,7 +41,7 @@ from servers.memory.keyword_rank import (
     Totals,
     fts5_bm25,
     fts5_is_cheaper,
-    newest,
+    newest_scored,
     rare_first,
     reachable,
     score_texts,
@@ -116,16 +116,12 @@ async def rank(
             query, weights, indexed, floor, scored.hits, scored.whole, ids, ids[scored.consumed :], partial
         )
     # At most a window each: every one is read, whatever the cap.
-    ids = await newest(db, query.match_all, query.window)
-    scored = await _all_scored(db, agent, ids, weights, indexed)
-    hits, whole = scored.hits, scored.whole
-    if len(hits) < wanted:
-        listed = set(ids)
-        any_term = [i for i in await newest(db, query.match_any, query.window) if i not in listed]
-        more = await _all_scored(db, agent, any_term, weights, indexed)
-        hits = sorted([*hits, *more.hits], key=lambda hit: (-hit[1], -hit[0]))
-        whole = [*whole, *more.whole]
-    return Ranking(query, weights, indexed, floor, hits, whole, ids, [], {})
+    window = await newest_scored(db, agent, query, weights, indexed, wanted)
+    hits, whole = window.holding_all.hits, window.holding_all.whole
+    if window.holding_any is not None:
+        hits = sorted([*hits, *window.holding_any.hits], key=lambda hit: (-hit[1], -hit[0]))
+        whole = [*whole, *window.holding_any.whole]
+    return Ranking(query, weights, indexed, floor, hits, whole, window.ids, [], {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,10 +208,4 @@ _LOOKUP_FIRST = 8
 
 
 async def _scored(db: Reads, agent: str, ranking: Ranking, ids: list[int]) -> Scored:
-    return await _all_scored(db, agent, ids, ranking.weights, ranking.indexed)
-
-
-async def _all_scored(
-    db: Reads, agent: str, ids: list[int], weights: Sequence[tuple[Term, float]], indexed: Totals
-) -> Scored:
-    return await score_texts(db, agent, ids, weights, indexed, max(len(ids), 1))
+    return await score_texts(db, agent, ids, ranking.weights, ranking.indexed)

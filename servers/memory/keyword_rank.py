@@ -126,15 +126,11 @@ async def ranked(
             candidates = reachable(candidates, partial, query, weights, least)
         scored = await score_texts(db, agent, candidates, weights, indexed, cap)
         return Ranked(scored.hits[:k], scored.whole if scored.read_all else None)
-    holding_all = await newest(db, query.match_all, query.window)
-    scored = await score_texts(db, agent, holding_all, weights, indexed, cap)
-    hits = scored.hits
-    if len(hits) < k:
-        found = {memory_id for memory_id, _ in hits}
-        any_term = await newest(db, query.match_any, query.window)
-        more = await score_texts(db, agent, [i for i in any_term if i not in found], weights, indexed, cap)
-        hits += more.hits[: k - len(hits)]
-    return Ranked(hits[:k], scored.whole if scored.read_all and len(holding_all) < query.window else None)
+    window = await newest_scored(db, agent, query, weights, indexed, k, cap)
+    scored, hits = window.holding_all, window.holding_all.hits
+    if window.holding_any is not None:
+        hits = hits + window.holding_any.hits[: k - len(hits)]
+    return Ranked(hits[:k], scored.whole if scored.read_all and len(window.ids) < query.window else None)
 
 
 def fts5_is_cheaper(query: KeywordQuery, cap: int) -> bool:
@@ -208,6 +204,41 @@ async def rare_first(
     return [memory_id for memory_id, _ in ranked], partial
 
 
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A question of common words only (``KeywordQuery.window``), its candidates scored."""
+
+    ids: list[int]
+    """The newest memories (of every agent) holding every term, a window of them at most."""
+    holding_all: Scored
+    """The agent's among them."""
+    holding_any: Scored | None
+    """When fewer of those than wanted: the agent's among the newest holding any term (a window of
+    them at most), those of ``ids`` left out."""
+
+
+async def newest_scored(
+    db: Reads,
+    agent: str,
+    query: KeywordQuery,
+    weights: Sequence[tuple[Term, float]],
+    indexed: Totals,
+    wanted: int,
+    cap: int | None = None,
+) -> Window:
+    """Stage 1 and 2 of the module docstring for a question of common words only: the newest
+    holding every term, then, when fewer than ``wanted`` of them are the agent's, the newest holding
+    any; ``cap``: as ``score_texts``'s."""
+    assert query.window is not None
+    ids = await newest(db, query.match_all, query.window)
+    holding_all = await score_texts(db, agent, ids, weights, indexed, cap)
+    if len(holding_all.hits) >= wanted:
+        return Window(ids, holding_all, None)
+    listed = set(ids)
+    any_term = [i for i in await newest(db, query.match_any, query.window) if i not in listed]
+    return Window(ids, holding_all, await score_texts(db, agent, any_term, weights, indexed, cap))
+
+
 async def newest(db: Reads, match: str, window: int) -> list[int]:
     rows = await db.fetchall(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
@@ -234,15 +265,17 @@ async def score_texts(
     candidates: Sequence[int],
     weights: Sequence[tuple[Term, float]],
     indexed: Totals,
-    cap: int,
+    cap: int | None = None,
 ) -> Scored:
-    """The first ``cap`` of ``candidates`` that are the agent's, scored (``servers.memory.bm25``),
-    best first (newest among equals).
+    """The first ``cap`` of ``candidates`` that are the agent's (every one without a cap), scored
+    (``servers.memory.bm25``), best first (newest among equals).
 
     Read ``cap`` at a time: other agents' memories share the index, and are skipped.
     """
     from servers.memory.bm25 import score_batch  # numpy comes with it: see test_idle_imports
 
+    if cap is None:
+        cap = max(len(candidates), 1)
     hits: list[Hit] = []
     whole: list[int] = []
     start = 0
